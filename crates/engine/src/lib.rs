@@ -1,0 +1,13 @@
+//! Latency Explorer's engine: everything that measures, and nothing that runs a model.
+//!
+//! Backends (llama.cpp, candle, MLX) implement the small [`backend::Backend`] step
+//! interface in their own crates; this crate schedules requests over it
+//! ([`scheduler`]), runs it in a worker process ([`worker`], [`protocol`]), generates
+//! load and stamps time on the client side ([`coordinator`], [`load`]), and turns the
+//! stamps into distributions ([`stats`]), result files ([`results`]) and tables
+//! ([`printers`]). It has no dependency on any backend library.
+
+pub mod backend;
+pub mod gguf;
+pub mod tokenizer;
+pub mod workload;
