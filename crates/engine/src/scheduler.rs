@@ -1,0 +1,407 @@
+//! The one scheduler: which sequences go into each forward pass.
+//!
+//! It runs inside the worker, next to the backend, and is the same for every backend,
+//! so a comparison between backends compares backends, not schedulers. Each call to
+//! [`Scheduler::step`] admits waiting requests as the policy allows, builds one
+//! [`Batch`], runs it, and reports what happened as [`SchedEvent`]s stamped on the
+//! worker's clock.
+
+use std::collections::VecDeque;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::backend::{Backend, Batch, Choice, Chunk, Outputs, Scored, Slot, TokenId};
+
+/// How requests share the backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Policy {
+    /// One request at a time, first come first served.
+    Serial,
+    /// A batch forms from up to B waiting requests, runs until all of it has finished; nothing joins it.
+    Static,
+    /// Every running sequence decodes in one pass per step; new requests join at the next step
+    /// with their whole prompt.
+    Continuous,
+    /// Continuous batching with prompts split into chunks, so a long prompt cannot stall
+    /// everyone else's decode.
+    Chunked,
+}
+
+impl Policy {
+    pub const ALL: [Policy; 4] = [Policy::Serial, Policy::Static, Policy::Continuous, Policy::Chunked];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Policy::Serial => "serial",
+            Policy::Static => "static",
+            Policy::Continuous => "continuous",
+            Policy::Chunked => "chunked",
+        }
+    }
+}
+
+impl std::fmt::Display for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Policy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Policy::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| format!("unknown policy '{s}' (expected one of: serial, static, continuous, chunked)"))
+    }
+}
+
+/// Scheduler settings. Limits are checked by [`SchedulerConfig::validate`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SchedulerConfig {
+    pub policy: Policy,
+    /// Most sequences in one pass (also the static batch size B).
+    pub max_batch_seqs: usize,
+    /// Most tokens in one pass.
+    pub max_batch_tokens: usize,
+    /// `chunked`: most prompt tokens in one pass.
+    pub chunk_tokens: usize,
+    /// `static`: how long the oldest waiting request may wait for its batch to fill.
+    pub static_form_up_ms: u64,
+}
+
+impl SchedulerConfig {
+    pub fn new(policy: Policy, max_batch_seqs: usize, max_batch_tokens: usize) -> Self {
+        Self { policy, max_batch_seqs, max_batch_tokens, chunk_tokens: 256, static_form_up_ms: 50 }
+    }
+
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_batch_seqs == 0 {
+            return Err("the batch size limit must be at least 1".into());
+        }
+        if self.max_batch_tokens == 0 {
+            return Err("the tokens-per-step limit must be at least 1".into());
+        }
+        if self.chunk_tokens == 0 {
+            return Err("the prefill chunk size must be at least 1 token".into());
+        }
+        Ok(())
+    }
+}
+
+/// One request as the worker sees it: token ids in, a number of tokens out.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkRequest {
+    pub id: u64,
+    pub prompt: Vec<TokenId>,
+    /// Output tokens to generate (the first comes from the prefill).
+    pub max_tokens: u32,
+    /// Stop early at any of these tokens; empty means ignore EOS and always make `max_tokens`.
+    #[serde(default)]
+    pub stop_tokens: Vec<TokenId>,
+    /// Report this many alternatives per generated token (for parity checks); 0 for none.
+    #[serde(default)]
+    pub top_logprobs: usize,
+}
+
+/// Why a request ended without error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FinishReason {
+    Length,
+    Stop,
+    Cancelled,
+}
+
+/// What the scheduler did, on the worker's clock (nanoseconds since the worker started).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "ev", rename_all = "snake_case")]
+pub enum SchedEvent {
+    /// The request got a slot and will be in the next pass.
+    Admitted { id: u64, slot: Slot, t: u64 },
+    /// A pass ran `tokens` prompt tokens of this request (all of them unless chunked).
+    Prefill { id: u64, step: u64, tokens: u32, t_start: u64, t_end: u64 },
+    /// A generated token. `index` 0 is the token the prefill produced.
+    Token { id: u64, step: u64, index: u32, token: TokenId, t: u64, #[serde(default, skip_serializing_if = "Vec::is_empty")] top: Vec<Scored> },
+    /// The request is done; its slot is free.
+    Finished { id: u64, reason: FinishReason, t: u64 },
+    /// The request failed; its slot is free.
+    Failed { id: u64, error: String },
+    /// One forward pass: how many sequences and tokens it carried.
+    Step { step: u64, seqs: u32, prefill_tokens: u32, decode_tokens: u32, t_start: u64, t_end: u64 },
+}
+
+#[derive(Debug)]
+struct Running {
+    req: WorkRequest,
+    slot: Slot,
+    /// Prompt tokens already in the KV cache.
+    prefilled: usize,
+    /// Tokens generated so far; the last one is not yet in the cache.
+    generated: Vec<TokenId>,
+}
+
+impl Running {
+    fn prefilling(&self) -> bool {
+        self.prefilled < self.req.prompt.len()
+    }
+}
+
+/// Schedules requests over one backend.
+pub struct Scheduler<B: Backend + ?Sized> {
+    backend: Box<B>,
+    config: SchedulerConfig,
+    epoch: Instant,
+    waiting: VecDeque<(WorkRequest, Instant)>,
+    running: Vec<Running>,
+    free_slots: Vec<Slot>,
+    /// `static`: the batch in flight has not finished yet.
+    static_batch_open: bool,
+    steps: u64,
+}
+
+impl<B: Backend + ?Sized> Scheduler<B> {
+    /// `epoch` is the worker clock's zero: every event time is nanoseconds since it.
+    pub fn new(backend: Box<B>, config: SchedulerConfig, epoch: Instant) -> Self {
+        let slots = backend.info().capabilities.slots;
+        Self {
+            backend,
+            config,
+            epoch,
+            waiting: VecDeque::new(),
+            running: Vec::new(),
+            free_slots: (0..slots as Slot).rev().collect(),
+            static_batch_open: false,
+            steps: 0,
+        }
+    }
+
+    pub fn backend(&self) -> &B {
+        &self.backend
+    }
+
+    /// Change the policy or limits; applies to requests admitted from now on.
+    pub fn configure(&mut self, config: SchedulerConfig) {
+        self.config = config;
+    }
+
+    pub fn config(&self) -> &SchedulerConfig {
+        &self.config
+    }
+
+    fn now(&self) -> u64 {
+        self.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Queue a request, or fail it at once if it can never fit.
+    pub fn submit(&mut self, req: WorkRequest, sink: &mut dyn FnMut(SchedEvent)) {
+        let ctx = self.backend.info().capabilities.ctx_per_slot;
+        let need = req.prompt.len() + req.max_tokens as usize;
+        let error = if req.prompt.is_empty() {
+            Some("the prompt is empty".to_string())
+        } else if req.max_tokens == 0 {
+            Some("max_tokens must be at least 1".to_string())
+        } else if need > ctx {
+            Some(format!(
+                "prompt ({} tokens) + output ({} tokens) = {need} exceeds the context of {ctx} tokens per sequence",
+                req.prompt.len(),
+                req.max_tokens
+            ))
+        } else {
+            None
+        };
+        match error {
+            Some(error) => sink(SchedEvent::Failed { id: req.id, error }),
+            None => self.waiting.push_back((req, Instant::now())),
+        }
+    }
+
+    /// Drop a request wherever it is.
+    pub fn cancel(&mut self, id: u64, sink: &mut dyn FnMut(SchedEvent)) {
+        if let Some(i) = self.waiting.iter().position(|(r, _)| r.id == id) {
+            self.waiting.remove(i);
+        } else if let Some(i) = self.running.iter().position(|r| r.req.id == id) {
+            let r = self.running.swap_remove(i);
+            self.release(r.slot);
+        } else {
+            return;
+        }
+        sink(SchedEvent::Finished { id, reason: FinishReason::Cancelled, t: self.now() });
+    }
+
+    /// Requests waiting or running.
+    pub fn has_work(&self) -> bool {
+        !self.waiting.is_empty() || !self.running.is_empty()
+    }
+
+    /// How long the worker may sleep before `step` has something to do: `None` when it must
+    /// wait for a command, `Some(0)` when a step is ready now.
+    pub fn idle_for(&self) -> Option<Duration> {
+        if !self.running.is_empty() {
+            return Some(Duration::ZERO);
+        }
+        let (_, since) = self.waiting.front()?;
+        if self.config.policy != Policy::Static || self.waiting.len() >= self.config.max_batch_seqs {
+            return Some(Duration::ZERO);
+        }
+        Some(Duration::from_millis(self.config.static_form_up_ms).saturating_sub(since.elapsed()))
+    }
+
+    fn release(&mut self, slot: Slot) {
+        self.backend.clear(slot);
+        self.free_slots.push(slot);
+    }
+
+    fn admit(&mut self, sink: &mut dyn FnMut(SchedEvent)) {
+        let limit = self.config.max_batch_seqs.min(self.backend.info().capabilities.slots);
+        let room = match self.config.policy {
+            Policy::Serial => usize::from(self.running.is_empty()),
+            Policy::Static => {
+                if self.static_batch_open || self.idle_for() != Some(Duration::ZERO) {
+                    0
+                } else {
+                    limit
+                }
+            }
+            Policy::Continuous | Policy::Chunked => limit.saturating_sub(self.running.len()),
+        };
+        let mut admitted = 0;
+        while admitted < room {
+            let Some(slot) = self.free_slots.pop() else { break };
+            let Some((req, _)) = self.waiting.pop_front() else {
+                self.free_slots.push(slot);
+                break;
+            };
+            sink(SchedEvent::Admitted { id: req.id, slot, t: self.now() });
+            self.running.push(Running { req, slot, prefilled: 0, generated: Vec::new() });
+            admitted += 1;
+        }
+        if self.config.policy == Policy::Static && admitted > 0 {
+            self.static_batch_open = true;
+        }
+    }
+
+    /// Build the next pass: decodes first (they are cheap and someone is waiting on each),
+    /// then prompt tokens up to the step's budget.
+    fn plan(&self) -> (Batch, Vec<usize>, u32, u32) {
+        let mut batch = Batch { chunks: Vec::new(), top_logprobs: 0 };
+        let mut members = Vec::new();
+        let mut budget = self.config.max_batch_tokens;
+        let mut decode_tokens = 0u32;
+        for (i, r) in self.running.iter().enumerate() {
+            if !r.prefilling() && budget > 0 {
+                let pos = (r.req.prompt.len() + r.generated.len() - 1) as u32;
+                batch.chunks.push(Chunk { slot: r.slot, pos, tokens: vec![*r.generated.last().expect("decoding")], outputs: Outputs::Last });
+                batch.top_logprobs = batch.top_logprobs.max(r.req.top_logprobs);
+                members.push(i);
+                budget -= 1;
+                decode_tokens += 1;
+            }
+        }
+        let mut prefill_budget = match self.config.policy {
+            Policy::Chunked => self.config.chunk_tokens.min(budget),
+            _ => budget,
+        };
+        let mut prefill_tokens = 0u32;
+        for (i, r) in self.running.iter().enumerate() {
+            if r.prefilling() && prefill_budget > 0 {
+                let take = (r.req.prompt.len() - r.prefilled).min(prefill_budget);
+                let done = r.prefilled + take == r.req.prompt.len();
+                batch.chunks.push(Chunk {
+                    slot: r.slot,
+                    pos: r.prefilled as u32,
+                    tokens: r.req.prompt[r.prefilled..r.prefilled + take].to_vec(),
+                    outputs: if done { Outputs::Last } else { Outputs::None },
+                });
+                batch.top_logprobs = batch.top_logprobs.max(r.req.top_logprobs);
+                members.push(i);
+                prefill_budget -= take;
+                prefill_tokens += take as u32;
+            }
+        }
+        (batch, members, prefill_tokens, decode_tokens)
+    }
+
+    /// Admit what the policy allows and run one forward pass. Does nothing when idle.
+    pub fn step(&mut self, sink: &mut dyn FnMut(SchedEvent)) {
+        self.admit(sink);
+        let (batch, members, prefill_tokens, decode_tokens) = self.plan();
+        if batch.chunks.is_empty() {
+            return;
+        }
+        self.steps += 1;
+        let step = self.steps;
+        let t_start = self.now();
+        let result = self.backend.step(&batch);
+        let t_end = self.now();
+        sink(SchedEvent::Step { step, seqs: batch.chunks.len() as u32, prefill_tokens, decode_tokens, t_start, t_end });
+
+        let outputs = match result {
+            Ok(outputs) => outputs,
+            Err(e) => {
+                // A failed pass leaves every member's cache in an unknown state: fail them all.
+                let error = format!("backend step failed: {e}");
+                let mut failed: Vec<usize> = members;
+                failed.sort_unstable_by(|a, b| b.cmp(a));
+                for i in failed {
+                    let r = self.running.swap_remove(i);
+                    self.release(r.slot);
+                    sink(SchedEvent::Failed { id: r.req.id, error: error.clone() });
+                }
+                self.close_static_batch();
+                return;
+            }
+        };
+        let mut outputs = outputs.into_iter();
+        let mut finished = Vec::new();
+        for (chunk, &i) in batch.chunks.iter().zip(&members) {
+            let r = &mut self.running[i];
+            if r.prefilling() {
+                r.prefilled += chunk.tokens.len();
+                sink(SchedEvent::Prefill { id: r.req.id, step, tokens: chunk.tokens.len() as u32, t_start, t_end });
+            }
+            if chunk.outputs == Outputs::None {
+                continue;
+            }
+            let choice: Choice = match outputs.next().and_then(|o| o.choices.into_iter().next()) {
+                Some(c) => c,
+                None => {
+                    sink(SchedEvent::Failed { id: r.req.id, error: "backend returned no token for this sequence".into() });
+                    finished.push(i);
+                    continue;
+                }
+            };
+            let index = r.generated.len() as u32;
+            r.generated.push(choice.token);
+            let mut top = choice.top;
+            top.truncate(r.req.top_logprobs);
+            sink(SchedEvent::Token { id: r.req.id, step, index, token: choice.token, t: t_end, top });
+            let stop = r.req.stop_tokens.contains(&choice.token);
+            if stop || r.generated.len() >= r.req.max_tokens as usize {
+                let reason = if stop { FinishReason::Stop } else { FinishReason::Length };
+                sink(SchedEvent::Finished { id: r.req.id, reason, t: t_end });
+                finished.push(i);
+            }
+        }
+        finished.sort_unstable_by(|a, b| b.cmp(a));
+        for i in finished {
+            let r = self.running.swap_remove(i);
+            self.release(r.slot);
+        }
+        if self.running.is_empty() {
+            self.close_static_batch();
+        }
+    }
+
+    fn close_static_batch(&mut self) {
+        if self.running.is_empty() {
+            self.static_batch_open = false;
+        }
+    }
+}
+
+#[cfg(test)]
+#[path = "scheduler_tests.rs"]
+mod tests;

@@ -1,0 +1,213 @@
+//! Scheduler tests over a fake backend whose "model" is a hash of each slot's cache,
+//! so any mix-up of slots, positions or chunk order changes the tokens.
+
+use super::*;
+use crate::backend::{BackendError, BackendInfo, Capabilities, ChunkOutput};
+
+pub(crate) struct HashModel {
+    info: BackendInfo,
+    caches: Vec<Vec<TokenId>>,
+    pub passes: Vec<Vec<(Slot, u32, usize)>>,
+    pub fail_next: bool,
+}
+
+impl HashModel {
+    pub(crate) fn new(slots: usize, ctx: usize) -> Self {
+        let info = BackendInfo {
+            name: "hash".into(),
+            version: "test".into(),
+            device: "none".into(),
+            threads: 1,
+            capabilities: Capabilities { mixed_position_batches: true, max_batch_tokens: 4096, slots, ctx_per_slot: ctx, prefix_copy: true },
+        };
+        Self { info, caches: vec![Vec::new(); slots], passes: Vec::new(), fail_next: false }
+    }
+
+    fn next(cache: &[TokenId]) -> TokenId {
+        cache.iter().fold(17u32, |h, &t| h.wrapping_mul(31).wrapping_add(t)) % 1000
+    }
+}
+
+impl Backend for HashModel {
+    fn info(&self) -> &BackendInfo {
+        &self.info
+    }
+    fn step(&mut self, batch: &Batch) -> Result<Vec<ChunkOutput>, BackendError> {
+        if std::mem::take(&mut self.fail_next) {
+            return Err(BackendError::Step("injected".into()));
+        }
+        self.passes.push(batch.chunks.iter().map(|c| (c.slot, c.pos, c.tokens.len())).collect());
+        let mut out = Vec::new();
+        for c in &batch.chunks {
+            let cache = &mut self.caches[c.slot as usize];
+            assert_eq!(cache.len(), c.pos as usize, "chunk for slot {} at wrong position", c.slot);
+            let mut choices = Vec::new();
+            for (i, &t) in c.tokens.iter().enumerate() {
+                cache.push(t);
+                let wanted = match c.outputs {
+                    Outputs::None => false,
+                    Outputs::Last => i + 1 == c.tokens.len(),
+                    Outputs::All => true,
+                };
+                if wanted {
+                    choices.push(Choice { token: Self::next(cache), top: Vec::new() });
+                }
+            }
+            if !choices.is_empty() {
+                out.push(ChunkOutput { slot: c.slot, choices });
+            }
+        }
+        Ok(out)
+    }
+    fn clear(&mut self, slot: Slot) {
+        self.caches[slot as usize].clear();
+    }
+}
+
+fn request(id: u64, prompt_len: usize, max_tokens: u32) -> WorkRequest {
+    let prompt = (0..prompt_len).map(|i| (i as u32 * 7 + id as u32 * 13) % 500).collect();
+    WorkRequest { id, prompt, max_tokens, stop_tokens: Vec::new(), top_logprobs: 0 }
+}
+
+/// Run requests to completion; returns each request's tokens and the events.
+fn run(policy: Policy, slots: usize, reqs: Vec<WorkRequest>) -> (std::collections::BTreeMap<u64, Vec<TokenId>>, Vec<SchedEvent>, Vec<Vec<(Slot, u32, usize)>>) {
+    let mut config = SchedulerConfig::new(policy, slots, 4096);
+    config.chunk_tokens = 8;
+    config.static_form_up_ms = 0;
+    let mut s = Scheduler::new(Box::new(HashModel::new(slots, 256)), config, Instant::now());
+    let mut events = Vec::new();
+    for r in reqs {
+        s.submit(r, &mut |e| events.push(e));
+    }
+    let mut guard = 0;
+    while s.has_work() {
+        s.step(&mut |e| events.push(e));
+        guard += 1;
+        assert!(guard < 10_000, "scheduler did not finish");
+    }
+    let mut tokens = std::collections::BTreeMap::new();
+    for e in &events {
+        if let SchedEvent::Token { id, token, index, .. } = e {
+            let v: &mut Vec<TokenId> = tokens.entry(*id).or_default();
+            assert_eq!(v.len(), *index as usize);
+            v.push(*token);
+        }
+    }
+    let passes = s.backend().passes.clone();
+    (tokens, events, passes)
+}
+
+fn mixed_requests() -> Vec<WorkRequest> {
+    vec![request(1, 5, 6), request(2, 30, 4), request(3, 1, 9), request(4, 17, 5), request(5, 9, 3)]
+}
+
+#[test]
+fn every_policy_gives_the_tokens_serial_gives() {
+    let (serial, _, _) = run(Policy::Serial, 4, mixed_requests());
+    assert_eq!(serial.len(), 5);
+    for (id, toks) in &serial {
+        let r = mixed_requests().into_iter().find(|r| r.id == *id).unwrap();
+        assert_eq!(toks.len(), r.max_tokens as usize);
+    }
+    for policy in [Policy::Static, Policy::Continuous, Policy::Chunked] {
+        let (got, _, _) = run(policy, 4, mixed_requests());
+        assert_eq!(got, serial, "{policy} changed the tokens");
+    }
+}
+
+#[test]
+fn serial_runs_one_sequence_per_pass() {
+    let (_, _, passes) = run(Policy::Serial, 4, mixed_requests());
+    assert!(passes.iter().all(|p| p.len() == 1));
+}
+
+#[test]
+fn continuous_decodes_running_sequences_together() {
+    let (_, _, passes) = run(Policy::Continuous, 4, mixed_requests());
+    assert!(passes.iter().any(|p| p.len() == 4), "never had 4 sequences in one pass: {passes:?}");
+    // The fifth request joins as soon as a slot frees, while others still decode.
+    assert!(passes.len() < 5 + 6 + 4 + 9 + 5 + 3);
+}
+
+#[test]
+fn chunked_prefill_never_exceeds_the_chunk_budget() {
+    let (_, _, passes) = run(Policy::Chunked, 4, mixed_requests());
+    for p in &passes {
+        let prefill: usize = p.iter().filter(|(_, _, n)| *n > 1).map(|(_, _, n)| n).sum();
+        assert!(prefill <= 8, "pass carried {prefill} prompt tokens: {p:?}");
+    }
+}
+
+#[test]
+fn static_batch_admits_nobody_until_it_finishes() {
+    let (_, events, _) = run(Policy::Static, 2, vec![request(1, 4, 2), request(2, 4, 8), request(3, 4, 2)]);
+    let pos = |pred: &dyn Fn(&SchedEvent) -> bool| events.iter().position(pred).unwrap();
+    let admit3 = pos(&|e| matches!(e, SchedEvent::Admitted { id: 3, .. }));
+    let done2 = pos(&|e| matches!(e, SchedEvent::Finished { id: 2, .. }));
+    let done1 = pos(&|e| matches!(e, SchedEvent::Finished { id: 1, .. }));
+    assert!(done1 < done2 && done2 < admit3, "request 3 joined a running static batch");
+}
+
+#[test]
+fn request_that_cannot_fit_fails_clearly() {
+    let (_, events, _) = run(Policy::Continuous, 2, vec![request(1, 250, 10), request(2, 3, 2)]);
+    let err = events.iter().find_map(|e| match e {
+        SchedEvent::Failed { id: 1, error } => Some(error.clone()),
+        _ => None,
+    });
+    assert!(err.unwrap().contains("exceeds the context of 256"));
+    assert!(events.iter().any(|e| matches!(e, SchedEvent::Finished { id: 2, .. })));
+}
+
+#[test]
+fn stop_tokens_end_a_request_early() {
+    let (free, _, _) = run(Policy::Serial, 1, vec![request(1, 5, 6)]);
+    let third = free[&1][2];
+    let mut r = request(1, 5, 6);
+    r.stop_tokens = vec![third];
+    let (stopped, events, _) = run(Policy::Serial, 1, vec![r]);
+    assert_eq!(stopped[&1], free[&1][..3]);
+    assert!(events.iter().any(|e| matches!(e, SchedEvent::Finished { reason: FinishReason::Stop, .. })));
+}
+
+#[test]
+fn cancel_frees_the_slot() {
+    let mut s = Scheduler::new(Box::new(HashModel::new(1, 64)), SchedulerConfig::new(Policy::Serial, 1, 64), Instant::now());
+    let mut events = Vec::new();
+    s.submit(request(1, 4, 50), &mut |e| events.push(e));
+    s.submit(request(2, 4, 2), &mut |e| events.push(e));
+    s.step(&mut |e| events.push(e));
+    s.cancel(1, &mut |e| events.push(e));
+    while s.has_work() {
+        s.step(&mut |e| events.push(e));
+    }
+    assert!(events.iter().any(|e| matches!(e, SchedEvent::Finished { id: 1, reason: FinishReason::Cancelled, .. })));
+    assert!(events.iter().any(|e| matches!(e, SchedEvent::Finished { id: 2, reason: FinishReason::Length, .. })));
+}
+
+#[test]
+fn failed_pass_fails_its_members_and_the_scheduler_goes_on() {
+    let mut model = HashModel::new(2, 64);
+    model.fail_next = true;
+    let mut s = Scheduler::new(Box::new(model), SchedulerConfig::new(Policy::Continuous, 2, 64), Instant::now());
+    let mut events = Vec::new();
+    s.submit(request(1, 4, 3), &mut |e| events.push(e));
+    s.step(&mut |e| events.push(e));
+    assert!(events.iter().any(|e| matches!(e, SchedEvent::Failed { id: 1, .. })));
+    s.submit(request(2, 4, 3), &mut |e| events.push(e));
+    while s.has_work() {
+        s.step(&mut |e| events.push(e));
+    }
+    assert!(events.iter().any(|e| matches!(e, SchedEvent::Finished { id: 2, .. })));
+}
+
+#[test]
+fn policy_names_round_trip_and_bad_limits_are_refused() {
+    for p in Policy::ALL {
+        assert_eq!(p.name().parse::<Policy>().unwrap(), p);
+    }
+    assert!("fifo".parse::<Policy>().unwrap_err().contains("serial, static, continuous, chunked"));
+    let mut c = SchedulerConfig::new(Policy::Chunked, 4, 512);
+    c.chunk_tokens = 0;
+    assert!(c.validate().unwrap_err().contains("chunk"));
+}

@@ -1,0 +1,115 @@
+//! The worker side: one backend, one scheduler, one process.
+//!
+//! `serve` reads commands on a thread of their own (so a long forward pass never
+//! delays reading the next request) and runs the scheduler on the calling thread,
+//! writing each pass's events in one flush.
+
+use std::io::{BufRead, Write};
+use std::sync::mpsc::{self, RecvTimeoutError};
+use std::time::Instant;
+
+use crate::backend::{Backend, BackendError, LoadSpec};
+use crate::protocol::{Command, Reply, PROTOCOL_VERSION};
+use crate::scheduler::Scheduler;
+
+/// Makes a backend from a load spec; the binary maps a backend name to one of these.
+pub type Loader = Box<dyn FnOnce(&LoadSpec) -> Result<Box<dyn Backend>, BackendError>>;
+
+/// Serve the protocol until `Shutdown` or end of input. Returns when done; I/O errors on
+/// the output (the coordinator went away) end the loop quietly.
+pub fn serve(loader: Loader, input: impl BufRead + Send + 'static, mut output: impl Write) -> std::io::Result<()> {
+    let epoch = Instant::now();
+    let (tx, rx) = mpsc::channel::<Result<Command, String>>();
+    std::thread::spawn(move || {
+        for line in input.lines() {
+            let Ok(line) = line else { break };
+            if line.trim().is_empty() {
+                continue;
+            }
+            let parsed = serde_json::from_str::<Command>(&line).map_err(|e| format!("bad command line: {e}"));
+            if tx.send(parsed).is_err() {
+                break;
+            }
+        }
+    });
+    let send = |out: &mut dyn Write, reply: &Reply| -> std::io::Result<()> {
+        serde_json::to_writer(&mut *out, reply)?;
+        out.write_all(b"\n")
+    };
+    send(&mut output, &Reply::Hello { protocol: PROTOCOL_VERSION, version: env!("CARGO_PKG_VERSION").into(), pid: std::process::id() })?;
+    output.flush()?;
+
+    // Before the model is loaded only Load, Ping and Shutdown make sense.
+    let mut loader = Some(loader);
+    let mut scheduler: Option<Scheduler<dyn Backend>> = None;
+    loop {
+        let wait = scheduler.as_ref().and_then(|s| s.idle_for());
+        let next = match wait {
+            None => rx.recv().map_err(|_| RecvTimeoutError::Disconnected),
+            Some(d) => rx.recv_timeout(d),
+        };
+        let mut pending = match next {
+            Ok(cmd) => vec![cmd],
+            Err(RecvTimeoutError::Timeout) => Vec::new(),
+            Err(RecvTimeoutError::Disconnected) => return Ok(()),
+        };
+        // Take everything already queued, so a burst of submits lands in one pass.
+        pending.extend(rx.try_iter());
+        let mut events = Vec::new();
+        for cmd in pending {
+            match cmd {
+                Err(error) => events.push(Reply::Error { error }),
+                Ok(Command::Shutdown) => {
+                    for r in &events {
+                        send(&mut output, r)?;
+                    }
+                    return output.flush();
+                }
+                Ok(Command::Ping { nonce }) => {
+                    events.push(Reply::Pong { nonce, t: epoch.elapsed().as_nanos() as u64 })
+                }
+                Ok(Command::Load { spec, scheduler: config }) => match (loader.take(), config.validate()) {
+                    (None, _) => events.push(Reply::Error { error: "model already loaded".into() }),
+                    (Some(_), Err(error)) => events.push(Reply::LoadFailed { error }),
+                    (Some(load), Ok(())) => {
+                        let t0 = Instant::now();
+                        match load(&spec) {
+                            Ok(backend) => {
+                                let info = backend.info().clone();
+                                scheduler = Some(Scheduler::new(backend, config, epoch));
+                                events.push(Reply::Loaded { info, load_ms: t0.elapsed().as_secs_f64() * 1e3 });
+                            }
+                            Err(e) => events.push(Reply::LoadFailed { error: e.to_string() }),
+                        }
+                    }
+                },
+                Ok(cmd) => match scheduler.as_mut() {
+                    None => events.push(Reply::Error { error: "no model loaded yet".into() }),
+                    Some(s) => match cmd {
+                        Command::Configure { scheduler: config } => match config.validate() {
+                            Ok(()) => s.configure(config),
+                            Err(error) => events.push(Reply::Error { error }),
+                        },
+                        Command::Submit { request } => s.submit(request, &mut |e| events.push(Reply::Event(e))),
+                        Command::Cancel { id } => s.cancel(id, &mut |e| events.push(Reply::Event(e))),
+                        _ => unreachable!("handled above"),
+                    },
+                },
+            }
+        }
+        for r in &events {
+            send(&mut output, r)?;
+        }
+        output.flush()?;
+        if let Some(s) = scheduler.as_mut() {
+            if s.idle_for() == Some(std::time::Duration::ZERO) {
+                let mut out = Vec::with_capacity(8);
+                s.step(&mut |e| out.push(Reply::Event(e)));
+                for r in &out {
+                    send(&mut output, r)?;
+                }
+                output.flush()?;
+            }
+        }
+    }
+}
