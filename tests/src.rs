@@ -1,1 +1,70 @@
+//! Shared helpers for the cross-crate tests: where the model and the `lx` binary are,
+//! a lock so that tests that load models don't compete for the same cores, and a
+//! command runner that shows everything when an assertion fails.
 
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::{Mutex, MutexGuard};
+
+/// The default model (Gemma 3 270M Q4_K_M): `LX_MODEL`, else the model cache.
+/// Panics with what to do when it is missing: these tests never pass without it.
+pub fn model_path() -> PathBuf {
+    let path = std::env::var_os("LX_MODEL").map(PathBuf::from).unwrap_or_else(|| lx_models::model_dir().join("gemma-3-270m-q4_k_m.gguf"));
+    assert!(path.is_file(), "the default model is missing at {}: run `lx models fetch` (or set LX_MODEL)", path.display());
+    path
+}
+
+/// The `lx` binary built next to this test binary (`cargo test --workspace` builds it).
+pub fn lx_bin() -> PathBuf {
+    let exe = std::env::current_exe().expect("test binary path");
+    let dir = exe.parent().and_then(|d| d.parent()).expect("target/<profile>/deps");
+    let bin = dir.join(format!("lx{}", std::env::consts::EXE_SUFFIX));
+    assert!(bin.is_file(), "{} not built: run the tests with `cargo test --workspace`", bin.display());
+    bin
+}
+
+/// Tests that run a model take this lock, so measurements are not skewed by each other.
+pub fn heavy() -> MutexGuard<'static, ()> {
+    static HEAVY: Mutex<()> = Mutex::new(());
+    HEAVY.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The result of running `lx`, printable in full when a test fails.
+pub struct Run {
+    pub args: Vec<String>,
+    pub output: Output,
+}
+
+impl Run {
+    pub fn stdout(&self) -> String {
+        String::from_utf8_lossy(&self.output.stdout).into_owned()
+    }
+    pub fn stderr(&self) -> String {
+        String::from_utf8_lossy(&self.output.stderr).into_owned()
+    }
+    pub fn code(&self) -> Option<i32> {
+        self.output.status.code()
+    }
+    /// Everything, for assertion messages.
+    pub fn dump(&self) -> String {
+        format!("lx {}\nstatus: {:?}\n--- stdout\n{}\n--- stderr\n{}", self.args.join(" "), self.output.status, self.stdout(), self.stderr())
+    }
+    /// Assert a clean success.
+    pub fn ok(self) -> Self {
+        assert!(self.output.status.success(), "expected success\n{}", self.dump());
+        self
+    }
+    /// Assert a clear failure: non-zero exit, the message in stderr, no panic.
+    pub fn fails_with(self, needle: &str) -> Self {
+        assert!(!self.output.status.success(), "expected failure\n{}", self.dump());
+        assert!(self.stderr().contains(needle), "stderr lacks {needle:?}\n{}", self.dump());
+        assert!(!self.stderr().contains("panicked"), "panic trace instead of a message\n{}", self.dump());
+        self
+    }
+}
+
+/// Run `lx ARGS` to completion.
+pub fn lx(args: &[&str]) -> Run {
+    let output = Command::new(lx_bin()).args(args).output().expect("run lx");
+    Run { args: args.iter().map(|s| s.to_string()).collect(), output }
+}

@@ -1,1 +1,8 @@
+//! One test binary for everything that crosses crates: the CLI end to end, the llama.cpp
+//! backend under the engine's scheduler, and bad input. Tests that load the real model
+//! take `integration_tests::heavy()` so they never measure each other.
 
+mod bad_input;
+mod batching;
+mod cli;
+mod tokenizer;

@@ -1,1 +1,52 @@
-fn main() {}
+//! `lx`: Latency Explorer on the command line.
+//!
+//! Subcommands are one file each under `commands/`; this file only parses and dispatches.
+//! Errors are printed as one clear message and a non-zero exit, never a panic trace.
+
+
+mod commands;
+
+mod progress;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "lx", version, about = "Measure how fast a local LLM answers: TTFT, inter-token latency, tokens/s")]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// List and fetch models.
+    #[command(subcommand)]
+    Models(commands::models::ModelsCmd),
+    /// Show this machine: CPU, cores, memory, OS, and each backend's devices.
+    Hw(commands::hw::HwArgs),
+    /// Generate from one prompt, streamed to the terminal, with its timing.
+    Generate(commands::generate::GenerateArgs),
+    /// Measure a grid of prompt lengths × concurrencies × policies × backends.
+    Sweep(commands::sweep::SweepArgs),
+    /// Run one backend as a worker process speaking the engine protocol on stdin/stdout.
+    #[command(hide = true)]
+    Worker(commands::worker::WorkerArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Cmd::Models(cmd) => commands::models::run(cmd),
+        Cmd::Hw(args) => commands::hw::run(args),
+        Cmd::Generate(args) => commands::generate::run(args),
+        Cmd::Sweep(args) => commands::sweep::run(args),
+        Cmd::Worker(args) => commands::worker::run(args),
+    };
+    match result {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}

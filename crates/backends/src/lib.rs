@@ -1,0 +1,78 @@
+//! The backends this build knows, by name: the one place that names them, shared by
+//! the `lx` CLI and the desktop app. Both host workers by re-executing themselves with
+//! `worker --backend NAME` (see [`worker_command`]).
+
+pub mod model;
+
+use lx_engine::backend::{Backend, BackendError, LoadSpec};
+use lx_engine::coordinator::WorkerCommand;
+use lx_engine::worker::Loader;
+
+/// Canonical backend names, in the order `lx hw` lists them.
+pub const ALL: [&str; 3] = ["llama", "candle", "mlx"];
+
+/// Accept the names people type for each backend.
+pub fn canonical(name: &str) -> anyhow::Result<&'static str> {
+    match name.to_ascii_lowercase().as_str() {
+        "llama" | "llama.cpp" | "llamacpp" | "llama-cpp" => Ok("llama"),
+        "candle" => Ok("candle"),
+        "mlx" => Ok("mlx"),
+        other => anyhow::bail!("unknown backend '{other}' (expected one of: {})", ALL.join(", ")),
+    }
+}
+
+/// Why a backend cannot run in this build, or `None` when it can.
+pub fn unavailable(name: &str) -> Option<String> {
+    match name {
+        "llama" => None,
+        "candle" => Some("not yet part of this build (work in progress: see the README's platform table)".into()),
+        "mlx" => Some("not available: needs macOS on Apple Silicon".into()),
+        _ => Some("unknown backend".into()),
+    }
+}
+
+/// The loader a worker uses for `name`.
+pub fn loader(name: &str) -> Loader {
+    let name = name.to_string();
+    Box::new(move |spec: &LoadSpec| -> Result<Box<dyn Backend>, BackendError> {
+        match name.as_str() {
+            "llama" => Ok(Box::new(lx_backend_llamacpp::LlamaCppBackend::load(spec)?)),
+            other => Err(BackendError::NotCompiled(other.to_string(), unavailable(other).unwrap_or_default())),
+        }
+    })
+}
+
+/// Devices each backend sees, for `lx hw` and result files.
+pub fn devices() -> Vec<(String, Vec<String>)> {
+    ALL.iter()
+        .map(|&b| {
+            let devices = match unavailable(b) {
+                Some(why) => vec![why],
+                None => match b {
+                    "llama" => lx_backend_llamacpp::devices(),
+                    _ => Vec::new(),
+                },
+            };
+            (b.to_string(), devices)
+        })
+        .collect()
+}
+
+/// Serve the worker protocol on stdin/stdout for `backend` (the `worker` subcommand).
+pub fn serve_worker(backend: &str) -> anyhow::Result<()> {
+    let backend = canonical(backend)?;
+    let stdin = std::io::BufReader::new(std::io::stdin());
+    let stdout = std::io::BufWriter::new(std::io::stdout().lock());
+    lx_engine::worker::serve(loader(backend), stdin, stdout)?;
+    Ok(())
+}
+
+/// How to start a worker: this very binary with `worker --backend NAME`
+/// (`LX_WORKER_EXE` overrides the program).
+pub fn worker_command(backend: &str) -> WorkerCommand {
+    let program = std::env::var_os("LX_WORKER_EXE")
+        .map(Into::into)
+        .or_else(|| std::env::current_exe().ok())
+        .unwrap_or_else(|| "lx".into());
+    WorkerCommand { program, args: vec!["worker".into(), "--backend".into(), backend.into()], env: Vec::new() }
+}

@@ -1,0 +1,36 @@
+//! Open a model as the coordinator needs it: a local file, its facts and its tokenizer.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use lx_engine::gguf::{GgufFile, ModelFacts};
+use lx_engine::results::ModelRecord;
+use lx_engine::tokenizer::Tokenizer;
+
+/// A model ready to measure.
+pub struct OpenModel {
+    pub path: PathBuf,
+    pub facts: ModelFacts,
+    pub sha256: Option<String>,
+    pub tokenizer: Tokenizer,
+    pub context_length: usize,
+}
+
+impl OpenModel {
+    /// Resolve `spec` (a catalog name, a path or `hf:...`), fetching a catalog model if it is
+    /// missing, then read its header and tokenizer. Every failure says what to do.
+    pub fn open(spec: &str, progress: &mut dyn FnMut(lx_models::Progress)) -> anyhow::Result<Self> {
+        let parsed = lx_models::ModelSpec::parse(spec)?;
+        let resolved = lx_models::resolve(&parsed, &lx_models::Options::default(), progress)?;
+        let path = resolved.path.clone();
+        let gguf = GgufFile::open(&path).with_context(|| format!("cannot use {} as a model", path.display()))?;
+        let facts = ModelFacts::from_gguf(&gguf).with_context(|| format!("cannot use {} as a model", path.display()))?;
+        let tokenizer = Tokenizer::from_gguf(&gguf).with_context(|| format!("cannot read the tokenizer of {}", path.display()))?;
+        let context_length = facts.context_length.unwrap_or(2048) as usize;
+        Ok(Self { path, facts, sha256: resolved.sha256, tokenizer, context_length })
+    }
+
+    pub fn record(&self) -> ModelRecord {
+        ModelRecord { facts: self.facts.clone(), sha256: self.sha256.clone() }
+    }
+}

@@ -1,0 +1,107 @@
+//! `lx generate`: one prompt through one backend, streamed, with its timing.
+
+use std::io::Write;
+use std::time::Duration;
+
+use clap::Args;
+use lx_engine::backend::TokenId;
+use lx_engine::coordinator::Worker;
+use lx_engine::load::{run_closed_loop, Observer, PointSpec, RunControl};
+use lx_engine::scheduler::{Policy, SchedulerConfig};
+
+#[derive(Args)]
+pub struct GenerateArgs {
+    /// Backend: llama, candle, mlx.
+    #[arg(long, default_value = "llama")]
+    backend: String,
+    /// Model: a catalog name (default), a .gguf path, or hf:OWNER/REPO/FILE.gguf.
+    #[arg(long, default_value = "default")]
+    model: String,
+    /// The prompt text (BOS is added).
+    #[arg(long)]
+    prompt: String,
+    /// Most tokens to generate.
+    #[arg(long, default_value_t = 64)]
+    max_tokens: u32,
+    /// Keep going past end-of-sequence tokens, always making --max-tokens.
+    #[arg(long)]
+    ignore_eos: bool,
+    /// Print the generated token ids after the text (line `ids: [...]`).
+    #[arg(long)]
+    ids: bool,
+    /// Compute threads (default: physical cores).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+}
+
+/// Prints text as tokens arrive, holding back an incomplete UTF-8 sequence.
+struct Stream<'a> {
+    tokenizer: &'a lx_engine::tokenizer::Tokenizer,
+    ids: Vec<TokenId>,
+    printed: usize,
+}
+
+impl Observer for Stream<'_> {
+    fn token(&mut self, _id: u64, _index: u32, token: TokenId, _at_ms: f64) {
+        self.ids.push(token);
+        let text = self.tokenizer.decode(&self.ids);
+        if text.ends_with('\u{FFFD}') || text.len() < self.printed || !text.is_char_boundary(self.printed) {
+            return;
+        }
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text[self.printed..].as_bytes());
+        let _ = out.flush();
+        self.printed = text.len();
+    }
+}
+
+pub fn run(args: GenerateArgs) -> anyhow::Result<i32> {
+    let backend = lx_backends::canonical(&args.backend)?;
+    if args.max_tokens == 0 {
+        anyhow::bail!("--max-tokens must be at least 1");
+    }
+    let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
+    let prompt = model.tokenizer.encode(&args.prompt);
+    let need = prompt.len() + args.max_tokens as usize;
+    if need > model.context_length {
+        anyhow::bail!(
+            "prompt ({} tokens) + max tokens ({}) = {need} exceeds the model's context of {} tokens",
+            prompt.len(),
+            args.max_tokens,
+            model.context_length
+        );
+    }
+    let load = lx_engine::backend::LoadSpec {
+        model_path: model.path.clone(),
+        threads: args.threads,
+        slots: 1,
+        ctx_per_slot: need,
+        max_batch_tokens: prompt.len().max(512),
+        gpu_layers: None,
+    };
+    let scheduler = SchedulerConfig::new(Policy::Serial, 1, load.max_batch_tokens);
+    let mut worker = Worker::spawn(&lx_backends::worker_command(backend), &load, &scheduler, Duration::from_secs(300))?;
+    eprintln!("{}: {} on {}", backend, worker.info().version, worker.info().device);
+
+    let spec = PointSpec { prompt_tokens: prompt.len() as u32, max_tokens: args.max_tokens, concurrency: 1, requests: 1, warmup: 0, stop_at_eos: !args.ignore_eos, top_logprobs: 0 };
+    print!("{}", args.prompt);
+    let mut stream = Stream { tokenizer: &model.tokenizer, ids: Vec::new(), printed: 0 };
+    let run = run_closed_loop(&mut worker, &spec, &|_| prompt.clone(), model.tokenizer.eos_tokens(), &RunControl::default(), &mut stream);
+    println!();
+    let record = run.records.first().ok_or_else(|| anyhow::anyhow!("the worker returned no result"))?;
+    if let Some(e) = &record.error {
+        anyhow::bail!("generation failed: {e}");
+    }
+    if args.ids {
+        println!("ids: {:?}", record.tokens);
+    }
+    eprintln!(
+        "prompt {} tokens · TTFT {:.1} ms · {} tokens · decode {:.1} tok/s · prefill {:.0} tok/s",
+        prompt.len(),
+        record.ttft_ms().unwrap_or(0.0),
+        record.tokens.len(),
+        record.decode_tps().unwrap_or(0.0),
+        record.prefill_tps().unwrap_or(0.0)
+    );
+    Ok(0)
+}

@@ -1,0 +1,49 @@
+//! Progress on stderr: model fetches and sweeps.
+
+use indicatif::{ProgressBar, ProgressStyle};
+use lx_engine::load::{Observer, RequestRecord};
+use lx_engine::scheduler::Policy;
+use lx_engine::sweep::SweepObserver;
+
+/// Draws model-fetch progress as a bar.
+pub fn fetch_reporter() -> impl FnMut(lx_models::Progress) {
+    let bar = ProgressBar::new(0);
+    bar.set_style(ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes}").expect("valid template"));
+    move |p: lx_models::Progress| crate::commands::models::draw(&bar, p)
+}
+
+/// A sweep's progress: one bar over all measured requests.
+pub struct SweepProgress {
+    bar: ProgressBar,
+}
+
+impl SweepProgress {
+    pub fn new(total_requests: u64) -> Self {
+        let bar = ProgressBar::new(total_requests);
+        bar.set_style(ProgressStyle::with_template("{spinner} {msg} [{bar:30}] {pos}/{len} requests, {elapsed}").expect("valid template"));
+        bar.enable_steady_tick(std::time::Duration::from_millis(200));
+        Self { bar }
+    }
+
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+impl Observer for SweepProgress {
+    fn done(&mut self, _record: &RequestRecord) {
+        self.bar.inc(1);
+    }
+}
+
+impl SweepObserver for SweepProgress {
+    fn loading(&mut self, backend: &str) {
+        self.bar.set_message(format!("loading {backend}"));
+    }
+    fn loaded(&mut self, backend: &str, info: &lx_engine::backend::BackendInfo, load_ms: f64) {
+        self.bar.println(format!("{backend}: {} on {} (loaded in {:.0} ms)", info.version, info.device, load_ms));
+    }
+    fn point_started(&mut self, index: usize, total: usize, backend: &str, policy: Policy, spec: &lx_engine::load::PointSpec) {
+        self.bar.set_message(format!("[{}/{}] {backend} {policy} pp{} tg{} c{}", index + 1, total, spec.prompt_tokens, spec.max_tokens, spec.concurrency));
+    }
+}

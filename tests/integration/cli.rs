@@ -1,0 +1,100 @@
+//! `lx` end to end on the real default model.
+
+use integration_tests::{heavy, lx, model_path};
+use serde_json::Value;
+
+fn ids(stdout: &str) -> Vec<u64> {
+    let line = stdout.lines().find(|l| l.starts_with("ids: ")).expect("an ids line");
+    serde_json::from_str(line.trim_start_matches("ids: ")).expect("ids are a JSON array")
+}
+
+#[test]
+fn greedy_generation_is_deterministic_and_matches_llama_cpp() {
+    let _lock = heavy();
+    let model = model_path();
+    let args = ["generate", "--model", model.to_str().unwrap(), "--prompt", "Once upon a time, in a small village,", "--max-tokens", "32", "--ignore-eos", "--ids", "--threads", "2"];
+    let a = lx(&args).ok();
+    let b = lx(&args).ok();
+    assert_eq!(ids(&a.stdout()).len(), 32, "{}", a.dump());
+    assert_eq!(ids(&a.stdout()), ids(&b.stdout()), "two greedy runs differ");
+    // llama.cpp's own greedy continuation of this prompt (FACTS.md).
+    assert!(a.stdout().contains("Once upon a time, in a small village, there lived a man named John."), "{}", a.dump());
+    assert!(a.stderr().contains("TTFT"), "{}", a.dump());
+}
+
+fn point<'a>(run: &'a Value, policy: &str, prompt: u64, conc: u64) -> &'a Value {
+    run["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["policy"] == policy && p["prompt_tokens"] == prompt && p["concurrency"] == conc)
+        .unwrap_or_else(|| panic!("no point {policy} pp{prompt} c{conc}"))
+}
+
+#[test]
+fn sweep_figures_are_sane() {
+    let _lock = heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.json");
+    let model = model_path();
+    let r = lx(&[
+        "sweep", "--model", model.to_str().unwrap(), "--prompt-tokens", "64,1024", "--concurrency", "4", "--policy", "serial,continuous",
+        "--max-tokens", "32", "--requests", "8", "--warmup", "2", "--threads", "2", "--format", "md", "--out", out.to_str().unwrap(),
+    ])
+    .ok();
+    // Markdown rows were printed as points finished.
+    assert_eq!(r.stdout().lines().filter(|l| l.starts_with("| llama |")).count(), 4, "{}", r.dump());
+    let run: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    assert_eq!(run["schema"], "latency-explorer/run");
+    assert_eq!(run["schema_version"], 1);
+    assert_eq!(run["model"]["architecture"], "gemma3");
+    assert_eq!(run["backends"][0]["name"], "llama");
+    for p in run["points"].as_array().unwrap() {
+        assert_eq!(p["errors"], 0, "{p}");
+        assert_eq!(p["requests"], 8);
+        assert!(p["decode_tps"]["p50"].as_f64().unwrap() > 0.0);
+        for key in ["ttft_ms", "itl_ms", "e2e_ms", "decode_tps", "prefill_tps"] {
+            for s in ["p50", "p90", "p95", "p99", "mean", "min", "max"] {
+                assert!(p[key][s].is_number(), "{key}.{s} missing");
+            }
+        }
+        for s in p["samples"].as_array().unwrap() {
+            let tokens = s["token_ms"].as_array().unwrap().len();
+            assert_eq!(tokens, 32);
+            let itls = s["token_ms"].as_array().unwrap().windows(2).count();
+            assert_eq!(itls, tokens - 1);
+        }
+    }
+    for policy in ["serial", "continuous"] {
+        let short = point(&run, policy, 64, 4);
+        let long = point(&run, policy, 1024, 4);
+        let ttft = |p: &Value| p["ttft_ms"]["p50"].as_f64().unwrap();
+        assert!(ttft(long) > ttft(short), "{policy}: TTFT did not grow with the prompt");
+        let prefill_ms = |p: &Value| p["samples"][0]["prefill"].as_array().unwrap().iter().map(|c| c["end_ms"].as_f64().unwrap() - c["start_ms"].as_f64().unwrap()).sum::<f64>();
+        assert!(prefill_ms(long) > prefill_ms(short), "{policy}: prefill time did not grow with the prompt");
+    }
+    let tput = |policy| point(&run, policy, 64, 4)["throughput_tps"].as_f64().unwrap();
+    assert!(tput("continuous") > tput("serial"), "continuous ({}) should beat serial ({}) at concurrency 4", tput("continuous"), tput("serial"));
+    eprintln!("throughput at c4 pp64: continuous {:.1} tok/s, serial {:.1} tok/s", tput("continuous"), tput("serial"));
+}
+
+#[test]
+fn hw_reports_the_machine_and_backend_devices() {
+    let r = lx(&["hw", "--json"]).ok();
+    let hw: Value = serde_json::from_str(&r.stdout()).unwrap();
+    assert!(hw["physical_cores"].as_u64().unwrap() >= 1);
+    let devices = hw["backend_devices"].as_array().unwrap();
+    let llama = devices.iter().find(|d| d[0] == "llama").unwrap();
+    assert!(llama[1].as_array().unwrap().iter().any(|d| d.as_str().unwrap().starts_with("CPU")), "{hw}");
+    let mlx = devices.iter().find(|d| d[0] == "mlx").unwrap();
+    if !cfg!(all(target_os = "macos", target_arch = "aarch64")) {
+        assert!(mlx[1][0].as_str().unwrap().contains("needs macOS on Apple Silicon"));
+    }
+}
+
+#[test]
+fn models_list_shows_the_default() {
+    let r = lx(&["models", "list"]).ok();
+    assert!(r.stdout().contains("gemma-3-270m-q4_k_m.gguf"), "{}", r.dump());
+    assert!(r.stdout().contains("(default)"), "{}", r.dump());
+}
