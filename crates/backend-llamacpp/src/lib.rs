@@ -7,8 +7,10 @@
 //! It is meant to run inside a worker process (one per backend): llama.cpp may be
 //! initialised once per process, and a failed ggml assert aborts the whole process.
 
+mod logs;
+
 use std::num::NonZeroU32;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::context::LlamaContext;
@@ -30,11 +32,8 @@ pub const BINDINGS_VERSION: &str = "llama-cpp-2 0.1.160";
 fn runtime() -> &'static LlamaRuntime {
     static RUNTIME: OnceLock<LlamaRuntime> = OnceLock::new();
     RUNTIME.get_or_init(|| {
-        let mut rt = LlamaRuntime::init().expect("llama.cpp initialised twice in one process");
-        if std::env::var_os("LX_LLAMA_LOG").is_none() {
-            rt.void_logs();
-        }
-        rt
+        logs::install();
+        LlamaRuntime::init().expect("llama.cpp initialised twice in one process")
     })
 }
 
@@ -64,6 +63,16 @@ pub fn devices() -> Vec<String> {
         .collect()
 }
 
+/// Flash attention: llama.cpp decides (`auto`, the default, as its own tools do) unless
+/// `LX_LLAMA_FLASH_ATTN` is `on` or `off`.
+fn flash_attention() -> i32 {
+    match std::env::var("LX_LLAMA_FLASH_ATTN").as_deref() {
+        Ok("on") => 1,
+        Ok("off") => 0,
+        _ => -1,
+    }
+}
+
 /// A model loaded into one llama.cpp context with `slots` sequences.
 pub struct LlamaCppBackend {
     // The context borrows the model for as long as it lives. A worker loads one model
@@ -84,14 +93,17 @@ impl LlamaCppBackend {
         if !path.is_file() {
             return Err(BackendError::Load(format!("model file not found: {}", path.display())));
         }
-        let threads = if spec.threads == 0 { physical_cores() } else { spec.threads };
+        let threads = if spec.threads == 0 { lx_engine::hardware::physical_cores() } else { spec.threads };
         let slots = spec.slots.max(1);
         let mut model_params = LlamaModelParams::default();
         if let Some(layers) = spec.gpu_layers {
             model_params = model_params.with_n_gpu_layers(layers);
         }
+        logs::take_recent();
         let model = LlamaModel::load_from_file(rt, path, &model_params).map_err(|e| {
-            BackendError::Load(format!("llama.cpp could not load {}: {e}", path.display()))
+            let why = logs::take_recent().join("; ");
+            let why = if why.is_empty() { e.to_string() } else { why };
+            BackendError::Load(format!("llama.cpp could not load {}: {why}", path.display()))
         })?;
         let model: &'static LlamaModel = Box::leak(Box::new(model));
 
@@ -113,10 +125,12 @@ impl LlamaCppBackend {
             // llama.cpp's server; batched decode then costs what it should.
             .with_kv_unified(false)
             .with_n_threads(threads as i32)
-            .with_n_threads_batch(threads as i32);
-        let ctx = model
-            .new_context(rt, params)
-            .map_err(|e| BackendError::Load(format!("llama.cpp could not create a context: {e}")))?;
+            .with_n_threads_batch(threads as i32)
+            .with_flash_attention_policy(flash_attention());
+        let ctx = model.new_context(rt, params).map_err(|e| {
+            let why = logs::take_recent().join("; ");
+            BackendError::Load(format!("llama.cpp could not create a context: {e} {why}"))
+        })?;
         let ctx_per_slot = ctx.n_ctx() as usize / slots;
 
         let offloaded = spec.gpu_layers != Some(0);
@@ -211,10 +225,4 @@ impl Backend for LlamaCppBackend {
             .copy_kv_cache_seq(from as i32, to as i32, Some(0), Some(len))
             .map_err(|e| BackendError::Step(format!("copy prefix: {e}")))
     }
-}
-
-fn physical_cores() -> usize {
-    static CORES: Mutex<Option<usize>> = Mutex::new(None);
-    let mut cached = CORES.lock().expect("poisoned");
-    *cached.get_or_insert_with(|| std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1))
 }

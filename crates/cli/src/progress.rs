@@ -25,6 +25,15 @@ impl SweepProgress {
         Self { bar }
     }
 
+    /// A line on stderr, above the bar when there is one (indicatif hides it off a terminal).
+    fn say(&self, line: String) {
+        if self.bar.is_hidden() {
+            eprintln!("{line}");
+        } else {
+            self.bar.println(line);
+        }
+    }
+
     pub fn finish(&self) {
         self.bar.finish_and_clear();
     }
@@ -41,9 +50,14 @@ impl SweepObserver for SweepProgress {
         self.bar.set_message(format!("loading {backend}"));
     }
     fn loaded(&mut self, backend: &str, info: &lx_engine::backend::BackendInfo, load_ms: f64) {
-        self.bar.println(format!("{backend}: {} on {} (loaded in {:.0} ms)", info.version, info.device, load_ms));
+        self.say(format!("{backend}: {} on {} (loaded in {:.0} ms)", info.version, info.device, load_ms));
     }
     fn point_started(&mut self, index: usize, total: usize, backend: &str, policy: Policy, spec: &lx_engine::load::PointSpec) {
         self.bar.set_message(format!("[{}/{}] {backend} {policy} pp{} tg{} c{}", index + 1, total, spec.prompt_tokens, spec.max_tokens, spec.concurrency));
+    }
+    fn point_done(&mut self, point: &lx_engine::results::PointResult) {
+        for e in &point.error_messages {
+            self.say(format!("error: {}: {e}", lx_engine::printers::test_name(point)));
+        }
     }
 }

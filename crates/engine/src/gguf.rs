@@ -47,7 +47,7 @@ pub enum GgufError {
         #[source]
         source: io::Error,
     },
-    #[error("{} is not a GGUF file (it starts with {found:02x?}, a GGUF file starts with \"GGUF\")", path.display())]
+    #[error("{} is not a GGUF file ({}; a GGUF file starts with \"GGUF\")", path.display(), describe_start(found))]
     NotGguf { path: PathBuf, found: Vec<u8> },
     #[error("{}: unsupported GGUF version {version} (supported: 2 and 3){hint}", path.display())]
     UnsupportedVersion { path: PathBuf, version: u32, hint: &'static str },
@@ -70,6 +70,14 @@ pub enum GgufError {
     WrongType { path: PathBuf, key: String, expected: &'static str, found: String },
     #[error("{}: tensor {tensor:?} not found", path.display())]
     NoSuchTensor { path: PathBuf, tensor: String },
+}
+
+fn describe_start(found: &[u8]) -> String {
+    if found.is_empty() {
+        "it is empty".to_string()
+    } else {
+        format!("it starts with {:?}", String::from_utf8_lossy(found))
+    }
 }
 
 impl GgufError {

@@ -21,3 +21,4 @@ pub mod load;
 pub mod printers;
 pub mod results;
 pub mod sweep;
+pub mod parity;

@@ -163,6 +163,8 @@ pub fn run_sweep(
     let total = points.len();
     let mut worker: Option<(String, Worker)> = None;
     let mut failed_points = 0;
+    // A backend that cannot load the model will not load it for the next point either.
+    let mut load_failures: std::collections::HashMap<String, String> = Default::default();
     let load = spec.load_spec(ctx.model_path.clone());
     for (index, (backend, policy, point)) in points.into_iter().enumerate() {
         if ctx.control.stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -176,6 +178,12 @@ pub fn run_sweep(
             Some((b, w)) => *b == backend && !w.is_gone(),
             None => false,
         };
+        if let Some(why) = load_failures.get(&backend) {
+            let result = failed_point(&backend, policy, &point, why.clone());
+            failed_points += 1;
+            finish_point(run, result, printer, observer, ctx)?;
+            continue;
+        }
         if !reuse {
             worker = None; // shut the previous one down before loading the next
             observer.loading(&backend);
@@ -189,6 +197,9 @@ pub fn run_sweep(
                 }
                 Err(e) => {
                     let why = format!("{backend}: {e}");
+                    if matches!(e, crate::coordinator::WorkerError::Load(_)) {
+                        load_failures.insert(backend.clone(), why.clone());
+                    }
                     let result = failed_point(&backend, policy, &point, why);
                     failed_points += 1;
                     finish_point(run, result, printer, observer, ctx)?;

@@ -1,0 +1,68 @@
+//! llama.cpp explains failures only in its log ("unknown model architecture: 'x'"), while
+//! its API returns a bare null. This keeps the last warning and error lines so a failed
+//! load can say why, and keeps the rest of its chatter off the terminal (set
+//! `LX_LLAMA_LOG=1` to see all of it on stderr).
+
+use std::collections::VecDeque;
+use std::fmt::Debug;
+use std::sync::Mutex;
+
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
+
+const KEEP: usize = 16;
+static RECENT: Mutex<VecDeque<String>> = Mutex::new(VecDeque::new());
+
+struct Capture {
+    echo: bool,
+}
+
+struct Text(String);
+
+impl Visit for Text {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if matches!(field.name(), "text" | "message") {
+            self.0.push_str(value.trim());
+        }
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn Debug) {
+        if matches!(field.name(), "text" | "message") {
+            self.0.push_str(format!("{value:?}").trim_matches('"').trim());
+        }
+    }
+}
+
+impl<S: Subscriber> Layer<S> for Capture {
+    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+        let level = *event.metadata().level();
+        if !self.echo && level > Level::WARN {
+            return;
+        }
+        let mut text = Text(String::new());
+        event.record(&mut text);
+        if self.echo {
+            eprintln!("[llama.cpp {level}] {}", text.0);
+        }
+        if level <= Level::WARN && !text.0.is_empty() {
+            let mut recent = RECENT.lock().unwrap_or_else(|e| e.into_inner());
+            if recent.len() == KEEP {
+                recent.pop_front();
+            }
+            recent.push_back(text.0);
+        }
+    }
+}
+
+/// Route llama.cpp's log through the capture. Called once, with the runtime's init.
+pub fn install() {
+    let echo = std::env::var_os("LX_LLAMA_LOG").is_some();
+    // Another subscriber may already be set (an embedding program's): then leave it be.
+    let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry().with(Capture { echo }));
+    llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default());
+}
+
+/// Error and warning lines since the last call, oldest first.
+pub fn take_recent() -> Vec<String> {
+    RECENT.lock().unwrap_or_else(|e| e.into_inner()).drain(..).collect()
+}
