@@ -69,9 +69,9 @@ fn sweep_figures_are_sane() {
         let short = point(&run, policy, 64, 4);
         let long = point(&run, policy, 512, 4);
         let ttft = |p: &Value| p["ttft_ms"]["p50"].as_f64().unwrap();
-        assert!(ttft(long) > ttft(short), "{policy}: TTFT did not grow with the prompt");
+        assert!(ttft(long) > ttft(short), "{policy}: TTFT did not grow with the prompt\n{}", r.stdout());
         let prefill_ms = |p: &Value| p["samples"][0]["prefill"].as_array().unwrap().iter().map(|c| c["end_ms"].as_f64().unwrap() - c["start_ms"].as_f64().unwrap()).sum::<f64>();
-        assert!(prefill_ms(long) > prefill_ms(short), "{policy}: prefill time did not grow with the prompt");
+        assert!(prefill_ms(long) > prefill_ms(short), "{policy}: prefill time did not grow with the prompt\n{}", r.stdout());
     }
     let tput = |policy| point(&run, policy, 64, 4)["throughput_tps"].as_f64().unwrap();
     assert!(tput("continuous") > tput("serial"), "continuous ({}) should beat serial ({}) at concurrency 4", tput("continuous"), tput("serial"));
