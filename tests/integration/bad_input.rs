@@ -79,7 +79,7 @@ fn worker_killed_mid_sweep_keeps_completed_points() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run.json");
     let model = model_path();
-    let mut child = Command::new(lx_bin())
+    let child = Command::new(lx_bin())
         .args(["sweep", "--model", model.to_str().unwrap(), "--prompt-tokens", "32,48,64", "--concurrency", "1", "--max-tokens", "16"])
         .args(["--requests", "6", "--warmup", "0", "--threads", "2", "--format", "md", "--out", out.to_str().unwrap()])
         .stdout(Stdio::piped())

@@ -21,4 +21,5 @@ pub mod load;
 pub mod printers;
 pub mod results;
 pub mod sweep;
+pub mod live;
 pub mod parity;

@@ -1,0 +1,482 @@
+//! candle backend for Latency Explorer: our own Gemma 3 code over candle-core and
+//! candle-nn (quantized weights through `QMatMul`), behind the engine's step interface
+//! ([`lx_engine::backend::Backend`]).
+//!
+//! - One copy of the weights, shared by every slot; each slot has its own KV cache in
+//!   buffers allocated once (`ctx_per_slot` positions) and written in place.
+//! - Any chunk at any position (chunked prefill, prefix copies); logits only for the rows
+//!   a chunk asks for (`Outputs::Last` never projects the other rows onto the 262k vocabulary).
+//! - Chunks at different positions run one after another inside a step
+//!   (`mixed_position_batches = false`); chunks of equal position, length and outputs in
+//!   distinct slots run as one batched pass.
+//! - Devices: CPU always; the `cuda` and `metal` features add those devices (see [`DeviceChoice`]).
+//!
+//! # Threads
+//! candle sizes its thread pools once, at first use, from `CANDLE_NUM_THREADS` (its own
+//! spinning pool, used by the quantized matmuls), then `RAYON_NUM_THREADS` (rayon, used by
+//! f32 matmuls), then the number of physical cores. A worker process must therefore call
+//! [`set_thread_env`] before anything touches candle. [`CandleBackend::load`] calls it too
+//! (which works when the load is the first use of candle in the process) and reports the
+//! thread count actually in use in `BackendInfo::threads`.
+
+pub mod config;
+pub mod model;
+pub mod quant;
+
+pub use config::{Gemma3Config, SUPPORTED_ARCHITECTURES};
+pub use model::{Gemma3, KvCache, LoadOptions, RopeTable, Rows, WeightFormat};
+
+use candle_core::{Device, Tensor};
+use lx_engine::backend::{
+    choose_greedy, Backend, BackendError, BackendInfo, Batch, Capabilities, Choice, ChunkOutput,
+    LoadSpec, Outputs, Slot,
+};
+use std::collections::HashSet;
+
+/// The candle release this crate is built against.
+pub const CANDLE_VERSION: &str = "0.11.1";
+
+/// Which device to run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeviceChoice {
+    /// The GPU compiled in (`cuda`, else `metal`), unless `LoadSpec::gpu_layers == Some(0)`;
+    /// else the CPU.
+    #[default]
+    Auto,
+    Cpu,
+    Metal,
+    Cuda,
+}
+
+impl std::str::FromStr for DeviceChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "" | "auto" => Ok(Self::Auto),
+            "cpu" => Ok(Self::Cpu),
+            "metal" => Ok(Self::Metal),
+            "cuda" => Ok(Self::Cuda),
+            other => Err(format!(
+                "unknown candle device `{other}` (auto, cpu, metal, cuda)"
+            )),
+        }
+    }
+}
+
+/// Backend options beyond the engine's [`LoadSpec`].
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub device: DeviceChoice,
+    /// How the layers' weights are held; `None`: [`WeightFormat::F16`] on CPU (candle's
+    /// fastest and most robust CPU path, see the crate README), [`WeightFormat::Quantized`]
+    /// on a GPU.
+    pub layer_weights: Option<WeightFormat>,
+}
+
+impl Options {
+    /// Options from the environment: `LX_CANDLE_DEVICE` (auto, cpu, metal, cuda) and
+    /// `LX_CANDLE_WEIGHTS` (quantized, q8_0, f16, dual).
+    pub fn from_env() -> Result<Self, BackendError> {
+        let device = match std::env::var("LX_CANDLE_DEVICE") {
+            Ok(s) => s.parse().map_err(BackendError::Load)?,
+            Err(_) => DeviceChoice::Auto,
+        };
+        let layer_weights = match std::env::var("LX_CANDLE_WEIGHTS") {
+            Ok(s) => Some(s.parse().map_err(BackendError::Load)?),
+            Err(_) => None,
+        };
+        Ok(Self {
+            device,
+            layer_weights,
+        })
+    }
+}
+
+/// Sets `CANDLE_NUM_THREADS` and `RAYON_NUM_THREADS` to `threads` (0: leave candle's
+/// default, the number of physical cores). Takes effect only before candle's first use
+/// in the process: call it at the start of the worker.
+pub fn set_thread_env(threads: usize) {
+    if threads > 0 {
+        let n = threads.to_string();
+        std::env::set_var("CANDLE_NUM_THREADS", &n);
+        std::env::set_var("RAYON_NUM_THREADS", &n);
+    }
+}
+
+/// Threads candle's quantized-matmul pool actually uses (sizes the pool on first call).
+pub fn candle_threads() -> usize {
+    candle_core::utils::barrier_pool().n_workers() + 1
+}
+
+fn cpu_features() -> &'static str {
+    #[cfg(target_arch = "x86_64")]
+    {
+        if std::arch::is_x86_feature_detected!("avx512f") {
+            if std::arch::is_x86_feature_detected!("avx512vnni") {
+                "AVX-512 VNNI"
+            } else {
+                "AVX-512"
+            }
+        } else if std::arch::is_x86_feature_detected!("avx2") {
+            "AVX2"
+        } else {
+            "SSE2 only"
+        }
+    }
+    #[cfg(target_arch = "aarch64")]
+    {
+        "NEON"
+    }
+    #[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+    {
+        "scalar"
+    }
+}
+
+fn select_device(choice: DeviceChoice, spec: &LoadSpec) -> Result<(Device, String), BackendError> {
+    let want = match choice {
+        DeviceChoice::Auto if spec.gpu_layers == Some(0) => DeviceChoice::Cpu,
+        DeviceChoice::Auto if cfg!(feature = "cuda") => DeviceChoice::Cuda,
+        DeviceChoice::Auto if cfg!(feature = "metal") => DeviceChoice::Metal,
+        DeviceChoice::Auto => DeviceChoice::Cpu,
+        c => c,
+    };
+    match want {
+        DeviceChoice::Cpu | DeviceChoice::Auto => Ok((Device::Cpu, "CPU".into())),
+        DeviceChoice::Cuda => {
+            if !cfg!(feature = "cuda") {
+                return Err(BackendError::NotCompiled(
+                    "candle (CUDA)".into(),
+                    "rebuild with `--features cuda` (lx-backend-candle/cuda)".into(),
+                ));
+            }
+            Device::new_cuda(0)
+                .map(|d| (d, "CUDA:0".to_string()))
+                .map_err(|e| BackendError::Load(format!("cannot open CUDA device 0: {e}")))
+        }
+        DeviceChoice::Metal => {
+            if !cfg!(feature = "metal") {
+                return Err(BackendError::NotCompiled(
+                    "candle (Metal)".into(),
+                    "rebuild with `--features metal` (lx-backend-candle/metal)".into(),
+                ));
+            }
+            Device::new_metal(0)
+                .map(|d| (d, "Metal:0".to_string()))
+                .map_err(|e| BackendError::Load(format!("cannot open Metal device 0: {e}")))
+        }
+    }
+}
+
+/// Loads a model's weights from a GGUF file onto `device`.
+pub fn load_model(
+    path: &std::path::Path,
+    device: &Device,
+    opts: LoadOptions,
+) -> Result<Gemma3, BackendError> {
+    if !path.is_file() {
+        return Err(BackendError::Load(format!(
+            "model file {} does not exist",
+            path.display()
+        )));
+    }
+    let g = lx_engine::gguf::GgufFile::open(path).map_err(|e| match e {
+        lx_engine::gguf::GgufError::UnknownTensorType { .. } => {
+            BackendError::Unsupported(e.to_string())
+        }
+        e => BackendError::Load(e.to_string()),
+    })?;
+    let cfg = Gemma3Config::from_gguf(&g)?;
+    Gemma3::load(cfg, &g, device, opts).map_err(|e| match e {
+        BackendError::Load(m) => BackendError::Load(format!("{}: {m}", path.display())),
+        BackendError::Unsupported(m) => {
+            BackendError::Unsupported(format!("{}: {m}", path.display()))
+        }
+        other => other,
+    })
+}
+
+/// The candle backend: a loaded model and one KV cache per slot.
+pub struct CandleBackend {
+    model: Gemma3,
+    ropes: (RopeTable, RopeTable),
+    caches: Vec<KvCache>,
+    info: BackendInfo,
+}
+
+impl std::fmt::Debug for CandleBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CandleBackend")
+            .field("info", &self.info)
+            .field("config", &self.model.cfg)
+            .finish()
+    }
+}
+
+fn step_err(e: candle_core::Error) -> BackendError {
+    BackendError::Step(e.to_string())
+}
+
+impl CandleBackend {
+    /// Loads with [`Options::from_env`].
+    pub fn load(spec: &LoadSpec) -> Result<Self, BackendError> {
+        Self::load_with(spec, &Options::from_env()?)
+    }
+
+    pub fn load_with(spec: &LoadSpec, opts: &Options) -> Result<Self, BackendError> {
+        if spec.slots == 0 || spec.ctx_per_slot == 0 {
+            return Err(BackendError::Load(format!(
+                "need at least one slot and a context (got slots={}, ctx_per_slot={})",
+                spec.slots, spec.ctx_per_slot
+            )));
+        }
+        // Effective only if nothing has touched candle yet in this process.
+        if spec.threads > 0 && std::env::var("CANDLE_NUM_THREADS").is_err() {
+            set_thread_env(spec.threads);
+        }
+        let (device, device_name) = select_device(opts.device, spec)?;
+        let layer_weights = opts.layer_weights.unwrap_or(if device.is_cpu() {
+            WeightFormat::F16
+        } else {
+            WeightFormat::Quantized
+        });
+        let model = load_model(&spec.model_path, &device, LoadOptions { layer_weights })?;
+        let ctx = spec.ctx_per_slot;
+        let ropes = model
+            .rope_tables(ctx)
+            .map_err(|e| BackendError::Load(e.to_string()))?;
+        let caches = (0..spec.slots)
+            .map(|_| KvCache::new(&model.cfg, ctx, &device))
+            .collect::<candle_core::Result<Vec<_>>>()
+            .map_err(|e| BackendError::Load(format!("cannot allocate the KV cache: {e}")))?;
+        let threads = if device.is_cpu() {
+            candle_threads()
+        } else {
+            spec.threads
+        };
+        let device_desc = if device.is_cpu() {
+            let mut d = format!("CPU ({}, {threads} threads", cpu_features());
+            if spec.threads > 0 && spec.threads != threads {
+                d.push_str(&format!(
+                    "; {} requested but candle was already initialised",
+                    spec.threads
+                ));
+            }
+            d.push(')');
+            d
+        } else {
+            device_name
+        };
+        let info = BackendInfo {
+            name: "candle".into(),
+            version: format!(
+                "candle {CANDLE_VERSION} (lx-backend-candle {})",
+                env!("CARGO_PKG_VERSION")
+            ),
+            device: device_desc,
+            threads,
+            capabilities: Capabilities {
+                mixed_position_batches: false,
+                max_batch_tokens: spec.max_batch_tokens.max(1),
+                slots: spec.slots,
+                ctx_per_slot: ctx,
+                prefix_copy: true,
+            },
+        };
+        Ok(Self {
+            model,
+            ropes,
+            caches,
+            info,
+        })
+    }
+
+    /// The model's hyper-parameters.
+    pub fn config(&self) -> &Gemma3Config {
+        &self.model.cfg
+    }
+
+    /// The model, for callers that drive it directly (the bare benchmark).
+    pub fn model(&self) -> &Gemma3 {
+        &self.model
+    }
+
+    /// Cached positions in `slot`.
+    pub fn cached_len(&self, slot: Slot) -> Option<usize> {
+        self.caches.get(slot as usize).map(|c| c.len)
+    }
+
+    fn validate(&self, batch: &Batch) -> Result<(), BackendError> {
+        let caps = &self.info.capabilities;
+        let total = batch.token_count();
+        if total > caps.max_batch_tokens {
+            return Err(BackendError::Step(format!(
+                "batch carries {total} tokens, more than max_batch_tokens {}",
+                caps.max_batch_tokens
+            )));
+        }
+        let vocab = self.model.cfg.vocab_size;
+        let mut lens: Vec<usize> = self.caches.iter().map(|c| c.len).collect();
+        for c in &batch.chunks {
+            let s = c.slot as usize;
+            if s >= self.caches.len() {
+                return Err(BackendError::Step(format!(
+                    "slot {} out of range (slots: {})",
+                    c.slot, caps.slots
+                )));
+            }
+            if c.tokens.is_empty() {
+                return Err(BackendError::Step(format!(
+                    "empty chunk for slot {}",
+                    c.slot
+                )));
+            }
+            let pos = c.pos as usize;
+            if pos > lens[s] {
+                return Err(BackendError::Step(format!(
+                    "chunk for slot {} starts at position {pos} but only {} positions are cached",
+                    c.slot, lens[s]
+                )));
+            }
+            let end = pos + c.tokens.len();
+            if end > caps.ctx_per_slot {
+                return Err(BackendError::Step(format!(
+                    "chunk for slot {} ends at position {end}, past ctx_per_slot {}",
+                    c.slot, caps.ctx_per_slot
+                )));
+            }
+            if let Some(t) = c.tokens.iter().find(|&&t| t as usize >= vocab) {
+                return Err(BackendError::Step(format!(
+                    "token id {t} out of range (vocabulary: {vocab})"
+                )));
+            }
+            lens[s] = end;
+        }
+        Ok(())
+    }
+
+    /// Groups of chunk indices that run as one pass: equal position, length and outputs,
+    /// distinct slots. When a slot appears twice in the batch, everything runs in order.
+    fn plan(batch: &Batch) -> Vec<Vec<usize>> {
+        let chunks = &batch.chunks;
+        let distinct = chunks.iter().map(|c| c.slot).collect::<HashSet<_>>().len() == chunks.len();
+        if !distinct {
+            return (0..chunks.len()).map(|i| vec![i]).collect();
+        }
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        for (i, c) in chunks.iter().enumerate() {
+            let key = (c.pos, c.tokens.len(), c.outputs);
+            match groups.iter_mut().find(|g| {
+                let f = &chunks[g[0]];
+                (f.pos, f.tokens.len(), f.outputs) == key
+            }) {
+                Some(g) => g.push(i),
+                None => groups.push(vec![i]),
+            }
+        }
+        groups
+    }
+}
+
+impl Backend for CandleBackend {
+    fn info(&self) -> &BackendInfo {
+        &self.info
+    }
+
+    fn step(&mut self, batch: &Batch) -> Result<Vec<ChunkOutput>, BackendError> {
+        self.validate(batch)?;
+        let mut results: Vec<Option<ChunkOutput>> = vec![None; batch.chunks.len()];
+        let vocab = self.model.cfg.vocab_size;
+        for group in Self::plan(batch) {
+            let first = &batch.chunks[group[0]];
+            let pos = first.pos as usize;
+            let len = first.tokens.len();
+            let rows = match first.outputs {
+                Outputs::None => Rows::None,
+                Outputs::Last => Rows::Last,
+                Outputs::All => Rows::All,
+            };
+            let tokens: Vec<&[u32]> = group
+                .iter()
+                .map(|&i| batch.chunks[i].tokens.as_slice())
+                .collect();
+            // Mutable references to the group's caches (distinct slots).
+            let slots: Vec<usize> = group
+                .iter()
+                .map(|&i| batch.chunks[i].slot as usize)
+                .collect();
+            let mut caches: Vec<&mut KvCache> = Vec::with_capacity(slots.len());
+            {
+                let mut rest: Vec<Option<&mut KvCache>> =
+                    self.caches.iter_mut().map(Some).collect();
+                for &s in &slots {
+                    caches.push(rest[s].take().expect("distinct slots in a group"));
+                }
+            }
+            let mut choices: Vec<Vec<Choice>> = vec![Vec::new(); group.len()];
+            let top = batch.top_logprobs;
+            let mut sink = |_row: usize, logits: &Tensor| -> candle_core::Result<()> {
+                let (b, n, _) = logits.dims3()?;
+                let flat = logits.flatten_all()?.to_vec1::<f32>()?;
+                for (bi, ch) in choices.iter_mut().enumerate().take(b) {
+                    for r in 0..n {
+                        let off = (bi * n + r) * vocab;
+                        ch.push(choose_greedy(&flat[off..off + vocab], top));
+                    }
+                }
+                Ok(())
+            };
+            let res = self
+                .model
+                .forward(&tokens, pos, &mut caches, &self.ropes, rows, &mut sink);
+            // Whatever happened, positions from `pos` on are what this pass wrote (or garbage).
+            for c in caches.iter_mut() {
+                c.len = if res.is_ok() { pos + len } else { pos };
+            }
+            res.map_err(step_err)?;
+            if rows != Rows::None {
+                for (k, &i) in group.iter().enumerate() {
+                    results[i] = Some(ChunkOutput {
+                        slot: batch.chunks[i].slot,
+                        choices: std::mem::take(&mut choices[k]),
+                    });
+                }
+            }
+        }
+        Ok(results.into_iter().flatten().collect())
+    }
+
+    fn clear(&mut self, slot: Slot) {
+        if let Some(c) = self.caches.get_mut(slot as usize) {
+            c.len = 0;
+        }
+    }
+
+    fn copy_prefix(&mut self, from: Slot, to: Slot, len: u32) -> Result<(), BackendError> {
+        let (f, t, len) = (from as usize, to as usize, len as usize);
+        let n = self.caches.len();
+        if f >= n || t >= n {
+            return Err(BackendError::Step(format!(
+                "copy_prefix: slot out of range ({from} -> {to}, slots: {n})"
+            )));
+        }
+        if len > self.caches[f].len {
+            return Err(BackendError::Step(format!(
+                "copy_prefix: slot {from} holds {} positions, {len} requested",
+                self.caches[f].len
+            )));
+        }
+        if f == t {
+            self.caches[t].len = len;
+            return Ok(());
+        }
+        let (src, dst) = if f < t {
+            let (a, b) = self.caches.split_at_mut(t);
+            (&a[f], &mut b[0])
+        } else {
+            let (a, b) = self.caches.split_at_mut(f);
+            (&b[0], &mut a[t])
+        };
+        dst.copy_prefix_from(src, len).map_err(step_err)
+    }
+}

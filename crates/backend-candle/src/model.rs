@@ -1,0 +1,614 @@
+//! Gemma 3 over candle-core and candle-nn, written for a step-based server.
+//!
+//! Follows llama.cpp's `gemma3` graph (src/models/gemma3.cpp):
+//! - input embedding (tied with the output projection) scaled by `sqrt(hidden)`;
+//! - per layer: RMS norm → Q/K/V projections → per-head RMS norm of Q and K → NeoX RoPE
+//!   (base 10 000 on local layers, the model's base, 1e6, on global ones) → queries scaled
+//!   by `attn_scale` → causal attention (sliding window on local layers) → output
+//!   projection → post-attention RMS norm → residual; then RMS norm → `gelu_tanh(gate) * up`
+//!   → down → post-FFN RMS norm → residual;
+//! - final RMS norm → tied output projection (optional soft-capping).
+//!
+//! Unlike candle-transformers' `quantized_gemma3`, the KV cache lives outside the model
+//! in preallocated per-slot buffers written in place, any chunk can be run at any
+//! position, RoPE tables are sized to the context and shared, logits are computed only
+//! for the rows asked for, and the tied embedding stays quantized (rows are dequantized
+//! on lookup).
+
+use crate::config::Gemma3Config;
+use crate::quant;
+use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
+use candle_core::{DType, Device, Module, Result, Tensor};
+use lx_engine::backend::BackendError;
+use lx_engine::gguf::{GgmlType, GgufFile};
+use std::borrow::Cow;
+use std::sync::Arc;
+
+/// Rows of query tiles in attention (bounds the score matrix for long chunks).
+const ATTN_Q_TILE: usize = 256;
+
+/// How the layers' projection matrices are held (the tied embedding / output projection
+/// always stays as stored: it is looked up row by row and is the largest tensor).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WeightFormat {
+    /// As stored in the file; candle's quantized kernels.
+    Quantized,
+    /// As stored, except Q5_0 re-encoded as Q8_0 (lossless, see [`crate::quant`]): candle
+    /// has SIMD kernels for Q8_0 but none for Q5_0 on x86.
+    Q8_0,
+    /// Dequantized to f16 at load; matmuls go through candle's gemm (rayon). On CPU:
+    /// ~3.5× the quantized kernels' prefill speed, about their decode speed, five times
+    /// closer to the f32 reference than Q8_0 activations allow, and no collapse when other
+    /// processes share the cores (candle's spinning pool, which runs its quantized
+    /// kernels, does collapse). 2 bytes per weight. The CPU default.
+    F16,
+    /// Dequantized to f32, the output projection too: no activation quantization, no
+    /// half-precision anywhere. The numerical reference for the quantized file (slow,
+    /// about 4 bytes per weight: ~1 GB for Gemma 3 270M); for tests, not for measuring.
+    F32,
+    /// Both: [`WeightFormat::Q8_0`] for passes of few rows (decode) and f16 for passes of
+    /// at least [`DUAL_MIN_ROWS`] rows (prefill). Largest in memory; on an idle CPU the
+    /// fastest decode by a few percent, on a shared one by far the slowest (the quantized
+    /// kernels' spinning pool collapses).
+    Dual,
+}
+
+/// Rows from which a [`WeightFormat::Dual`] projection takes the f16 path.
+pub const DUAL_MIN_ROWS: usize = 16;
+
+/// One projection matrix, held as a [`WeightFormat`] says.
+struct Proj {
+    q: Option<QMatMul>,
+    f16: Option<QMatMul>,
+}
+
+impl Proj {
+    fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let rows = x.elem_count() / x.dim(candle_core::D::Minus1)?;
+        match (&self.q, &self.f16) {
+            (Some(q), Some(f)) => {
+                if rows >= DUAL_MIN_ROWS {
+                    f.forward(x)
+                } else {
+                    q.forward(x)
+                }
+            }
+            (Some(q), None) => q.forward(x),
+            (None, Some(f)) => f.forward(x),
+            (None, None) => unreachable!("a projection holds at least one format"),
+        }
+    }
+}
+
+impl std::str::FromStr for WeightFormat {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "quantized" | "as-stored" => Ok(Self::Quantized),
+            "q8_0" | "q8" => Ok(Self::Q8_0),
+            "f16" => Ok(Self::F16),
+            "dual" => Ok(Self::Dual),
+            "f32" => Ok(Self::F32),
+            other => Err(format!(
+                "unknown weight format `{other}` (quantized, q8_0, f16, dual, f32)"
+            )),
+        }
+    }
+}
+
+/// How the weights are loaded.
+#[derive(Debug, Clone, Copy)]
+pub struct LoadOptions {
+    pub layer_weights: WeightFormat,
+}
+
+struct Layer {
+    attn_norm: Tensor,
+    wq: Proj,
+    wk: Proj,
+    wv: Proj,
+    wo: Proj,
+    q_norm: Tensor,
+    k_norm: Tensor,
+    post_attn_norm: Tensor,
+    ffn_norm: Tensor,
+    gate: Proj,
+    up: Proj,
+    down: Proj,
+    post_ffn_norm: Tensor,
+    local: bool,
+}
+
+/// cos/sin tables for positions `0..len`, shape (len, rotary_dim / 2).
+#[derive(Clone)]
+pub struct RopeTable {
+    cos: Tensor,
+    sin: Tensor,
+}
+
+impl RopeTable {
+    /// NeoX-style RoPE: pair `i` rotates by `pos / scale * base^(-2i/d)`.
+    pub fn new(
+        base: f64,
+        scale: f64,
+        head_dim: usize,
+        len: usize,
+        device: &Device,
+    ) -> Result<Self> {
+        let half = head_dim / 2;
+        let mut cos = Vec::with_capacity(len * half);
+        let mut sin = Vec::with_capacity(len * half);
+        let inv: Vec<f64> = (0..half)
+            .map(|i| base.powf(-2.0 * i as f64 / head_dim as f64))
+            .collect();
+        for p in 0..len {
+            let p = p as f64 / scale;
+            for &f in &inv {
+                let (s, c) = (p * f).sin_cos();
+                cos.push(c as f32);
+                sin.push(s as f32);
+            }
+        }
+        Ok(Self {
+            cos: Tensor::from_vec(cos, (len, half), device)?,
+            sin: Tensor::from_vec(sin, (len, half), device)?,
+        })
+    }
+
+    fn apply(&self, x: &Tensor, pos: usize) -> Result<Tensor> {
+        let len = x.dim(2)?;
+        let cos = self.cos.narrow(0, pos, len)?;
+        let sin = self.sin.narrow(0, pos, len)?;
+        candle_nn::rotary_emb::rope(x, &cos, &sin)
+    }
+}
+
+/// One sequence's KV cache: per layer, K (1, n_kv, ctx, key_len) and V (1, n_kv, ctx, value_len),
+/// allocated once and written in place.
+pub struct KvCache {
+    layers: Vec<(Tensor, Tensor)>,
+    /// Positions `0..len` hold valid entries.
+    pub len: usize,
+    ctx: usize,
+}
+
+impl KvCache {
+    pub fn new(cfg: &Gemma3Config, ctx: usize, device: &Device) -> Result<Self> {
+        let layers = (0..cfg.block_count)
+            .map(|_| {
+                let k = Tensor::zeros(
+                    (1, cfg.head_count_kv, ctx, cfg.key_length),
+                    DType::F32,
+                    device,
+                )?;
+                let v = Tensor::zeros(
+                    (1, cfg.head_count_kv, ctx, cfg.value_length),
+                    DType::F32,
+                    device,
+                )?;
+                Ok((k, v))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            layers,
+            len: 0,
+            ctx,
+        })
+    }
+
+    pub fn capacity(&self) -> usize {
+        self.ctx
+    }
+
+    /// Makes `self` hold the first `len` positions of `src`.
+    pub fn copy_prefix_from(&mut self, src: &KvCache, len: usize) -> Result<()> {
+        if len > 0 {
+            for ((dk, dv), (sk, sv)) in self.layers.iter().zip(src.layers.iter()) {
+                dk.slice_set(&sk.narrow(2, 0, len)?.contiguous()?, 2, 0)?;
+                dv.slice_set(&sv.narrow(2, 0, len)?.contiguous()?, 2, 0)?;
+            }
+        }
+        self.len = len;
+        Ok(())
+    }
+}
+
+/// Which rows of a chunk need logits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rows {
+    None,
+    Last,
+    All,
+}
+
+/// Gemma 3 weights; cheap to share (every slot uses the same copy).
+pub struct Gemma3 {
+    pub cfg: Gemma3Config,
+    embed: Arc<QTensor>,
+    output: QMatMul,
+    output_norm: Tensor,
+    layers: Vec<Layer>,
+    embed_scale: f64,
+    device: Device,
+}
+
+/// candle's type for a ggml type, when candle has it.
+pub fn candle_dtype(t: GgmlType) -> Option<GgmlDType> {
+    Some(match t {
+        GgmlType::F32 => GgmlDType::F32,
+        GgmlType::F16 => GgmlDType::F16,
+        GgmlType::BF16 => GgmlDType::BF16,
+        GgmlType::Q4_0 => GgmlDType::Q4_0,
+        GgmlType::Q4_1 => GgmlDType::Q4_1,
+        GgmlType::Q5_0 => GgmlDType::Q5_0,
+        GgmlType::Q5_1 => GgmlDType::Q5_1,
+        GgmlType::Q8_0 => GgmlDType::Q8_0,
+        GgmlType::Q8_1 => GgmlDType::Q8_1,
+        GgmlType::Q2_K => GgmlDType::Q2K,
+        GgmlType::Q3_K => GgmlDType::Q3K,
+        GgmlType::Q4_K => GgmlDType::Q4K,
+        GgmlType::Q5_K => GgmlDType::Q5K,
+        GgmlType::Q6_K => GgmlDType::Q6K,
+        GgmlType::Q8_K => GgmlDType::Q8K,
+        _ => return None,
+    })
+}
+
+/// The ggml types candle can load, for error messages.
+pub const CANDLE_TYPES: &str =
+    "F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q8_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K";
+
+/// Reads tensor `name` onto `device`, checking its shape (in candle's order: outermost
+/// first, so a projection is (out, in)) and type. Errors name the tensor.
+fn load_tensor(
+    g: &GgufFile,
+    name: &str,
+    expect: &[usize],
+    device: &Device,
+    opts: LoadOptions,
+) -> std::result::Result<QTensor, BackendError> {
+    let info = g.tensor(name).ok_or_else(|| {
+        BackendError::Load(format!("tensor `{name}` is missing from the GGUF file"))
+    })?;
+    let shape: Vec<usize> = info.dims.iter().rev().map(|&d| d as usize).collect();
+    if shape != expect {
+        return Err(BackendError::Load(format!(
+            "tensor `{name}` has shape {shape:?}, expected {expect:?} (from the model's metadata)"
+        )));
+    }
+    let dtype = candle_dtype(info.ggml_type).ok_or_else(|| {
+        BackendError::Unsupported(format!(
+            "tensor `{name}` is {}, a type candle {} cannot run (it has {CANDLE_TYPES})",
+            info.ggml_type.name(),
+            crate::CANDLE_VERSION
+        ))
+    })?;
+    let bytes = g
+        .read_tensor_bytes(name)
+        .map_err(|e| BackendError::Load(e.to_string()))?;
+    let to_q8 = matches!(opts.layer_weights, WeightFormat::Q8_0 | WeightFormat::Dual);
+    let (bytes, dtype) = if to_q8 && dtype == GgmlDType::Q5_0 {
+        (quant::q5_0_to_q8_0_bytes(&bytes), GgmlDType::Q8_0)
+    } else {
+        (bytes, dtype)
+    };
+    let err = |e: candle_core::Error| BackendError::Load(format!("tensor `{name}`: {e}"));
+    let storage = QStorage::from_data(Cow::Owned(bytes), device, dtype).map_err(err)?;
+    QTensor::new(storage, shape).map_err(err)
+}
+
+impl Gemma3 {
+    /// Loads the weights; errors name the tensor at fault.
+    pub fn load(
+        cfg: Gemma3Config,
+        g: &GgufFile,
+        device: &Device,
+        opts: LoadOptions,
+    ) -> std::result::Result<Self, BackendError> {
+        let h = cfg.embedding_length;
+        let (nh, nkv, dk, dv, ff) = (
+            cfg.head_count,
+            cfg.head_count_kv,
+            cfg.key_length,
+            cfg.value_length,
+            cfg.feed_forward_length,
+        );
+        let vocab = cfg.vocab_size;
+        // The embedding is only looked up row by row and used as the output projection:
+        // keep it as stored (never re-encoded, never expanded to f32).
+        let no_conv = LoadOptions {
+            layer_weights: WeightFormat::Quantized,
+        };
+        let embed = Arc::new(load_tensor(
+            g,
+            "token_embd.weight",
+            &[vocab, h],
+            device,
+            no_conv,
+        )?);
+        let qt = |name: &str, shape: &[usize]| load_tensor(g, name, shape, device, opts);
+        let mm = |t: QTensor, name: &str| -> std::result::Result<Proj, BackendError> {
+            let err = |e: candle_core::Error| BackendError::Load(format!("tensor `{name}`: {e}"));
+            let f16 = |t: &QTensor| {
+                t.dequantize_f16(device)
+                    .map(QMatMul::TensorF16)
+                    .map_err(err)
+            };
+            Ok(match opts.layer_weights {
+                WeightFormat::F16 => Proj {
+                    q: None,
+                    f16: Some(f16(&t)?),
+                },
+                WeightFormat::F32 => Proj {
+                    q: Some(QMatMul::Tensor(t.dequantize(device).map_err(err)?)),
+                    f16: None,
+                },
+                WeightFormat::Dual => Proj {
+                    f16: Some(f16(&t)?),
+                    q: Some(QMatMul::from_qtensor(t).map_err(err)?),
+                },
+                _ => Proj {
+                    q: Some(QMatMul::from_qtensor(t).map_err(err)?),
+                    f16: None,
+                },
+            })
+        };
+        let vec = |t: QTensor, name: &str| -> std::result::Result<Tensor, BackendError> {
+            t.dequantize(device)
+                .map_err(|e| BackendError::Load(format!("tensor `{name}`: {e}")))
+        };
+        let output_norm = vec(qt("output_norm.weight", &[h])?, "output_norm.weight")?;
+        let output = if g.tensor("output.weight").is_some() {
+            let t = load_tensor(g, "output.weight", &[vocab, h], device, no_conv)?;
+            QMatMul::from_qtensor(t)
+                .map_err(|e| BackendError::Load(format!("tensor `output.weight`: {e}")))?
+        } else if opts.layer_weights == WeightFormat::F32 {
+            let w = embed
+                .dequantize(device)
+                .map_err(|e| BackendError::Load(format!("tensor `token_embd.weight`: {e}")))?;
+            QMatMul::Tensor(w)
+        } else {
+            QMatMul::from_arc(embed.clone())
+                .map_err(|e| BackendError::Load(format!("tensor `token_embd.weight`: {e}")))?
+        };
+        let mut layers = Vec::with_capacity(cfg.block_count);
+        for il in 0..cfg.block_count {
+            let n = |s: &str| format!("blk.{il}.{s}.weight");
+            let w = |s: &str, shape: &[usize]| qt(&n(s), shape);
+            let layer = Layer {
+                attn_norm: vec(w("attn_norm", &[h])?, &n("attn_norm"))?,
+                wq: mm(w("attn_q", &[nh * dk, h])?, &n("attn_q"))?,
+                wk: mm(w("attn_k", &[nkv * dk, h])?, &n("attn_k"))?,
+                wv: mm(w("attn_v", &[nkv * dv, h])?, &n("attn_v"))?,
+                wo: mm(w("attn_output", &[h, nh * dv])?, &n("attn_output"))?,
+                q_norm: vec(w("attn_q_norm", &[dk])?, &n("attn_q_norm"))?,
+                k_norm: vec(w("attn_k_norm", &[dk])?, &n("attn_k_norm"))?,
+                post_attn_norm: vec(w("post_attention_norm", &[h])?, &n("post_attention_norm"))?,
+                ffn_norm: vec(w("ffn_norm", &[h])?, &n("ffn_norm"))?,
+                gate: mm(w("ffn_gate", &[ff, h])?, &n("ffn_gate"))?,
+                up: mm(w("ffn_up", &[ff, h])?, &n("ffn_up"))?,
+                down: mm(w("ffn_down", &[h, ff])?, &n("ffn_down"))?,
+                post_ffn_norm: vec(w("post_ffw_norm", &[h])?, &n("post_ffw_norm"))?,
+                local: cfg.is_local[il],
+            };
+            layers.push(layer);
+        }
+        Ok(Self {
+            embed_scale: (h as f32).sqrt() as f64,
+            cfg,
+            embed,
+            output,
+            output_norm,
+            layers,
+            device: device.clone(),
+        })
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// RoPE tables for local and global layers, `ctx` positions each.
+    pub fn rope_tables(&self, ctx: usize) -> Result<(RopeTable, RopeTable)> {
+        let c = &self.cfg;
+        let local = RopeTable::new(c.rope_base_local, 1.0, c.key_length, ctx, &self.device)?;
+        let global = RopeTable::new(
+            c.rope_base_global,
+            c.rope_scale_global,
+            c.key_length,
+            ctx,
+            &self.device,
+        )?;
+        Ok((local, global))
+    }
+
+    /// Runs `tokens` (B sequences of L tokens each, all at position `pos`) through the model,
+    /// writing K/V into `caches[b]` at `pos..pos + L`, and calls `sink` with the logits of
+    /// the requested rows, in tiles of shape (B, rows, vocab) together with the first row's index.
+    #[allow(clippy::too_many_arguments)]
+    pub fn forward(
+        &self,
+        tokens: &[&[u32]],
+        pos: usize,
+        caches: &mut [&mut KvCache],
+        ropes: &(RopeTable, RopeTable),
+        rows: Rows,
+        sink: &mut dyn FnMut(usize, &Tensor) -> Result<()>,
+    ) -> Result<()> {
+        let c = &self.cfg;
+        let b = tokens.len();
+        let l = tokens[0].len();
+        assert_eq!(caches.len(), b);
+        let flat: Vec<u32> = tokens.iter().flat_map(|t| t.iter().copied()).collect();
+        let ids = Tensor::from_vec(flat, (b, l), &self.device)?;
+        let mut x = (self.embed.embedding(&ids)? * self.embed_scale)?;
+        let (nh, nkv, dk, dv) = (c.head_count, c.head_count_kv, c.key_length, c.value_length);
+        let eps = c.rms_eps as f32;
+        let n_layers = self.layers.len();
+        // Rows (of the chunk) whose hidden state is needed after the last layer.
+        let first_out = match rows {
+            Rows::None | Rows::All => 0,
+            Rows::Last => l - 1,
+        };
+
+        for (il, layer) in self.layers.iter().enumerate() {
+            let last = il + 1 == n_layers;
+            let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, eps)?;
+            let rope = if layer.local { &ropes.0 } else { &ropes.1 };
+
+            let k = layer.wk.forward(&h)?.reshape((b, l, nkv, dk))?;
+            let k = candle_nn::ops::rms_norm(&k, &layer.k_norm, eps)?
+                .transpose(1, 2)?
+                .contiguous()?;
+            let k = rope.apply(&k, pos)?;
+            let v = layer
+                .wv
+                .forward(&h)?
+                .reshape((b, l, nkv, dv))?
+                .transpose(1, 2)?
+                .contiguous()?;
+            for (bi, cache) in caches.iter_mut().enumerate() {
+                let (ck, cv) = &cache.layers[il];
+                ck.slice_set(&k.narrow(0, bi, 1)?, 2, pos)?;
+                cv.slice_set(&v.narrow(0, bi, 1)?, 2, pos)?;
+            }
+            if last && rows == Rows::None {
+                // Only this layer's K/V were needed.
+                return Ok(());
+            }
+            // In the last layer only the output rows go on (as llama.cpp's inp_out_ids).
+            let (q_first, h, x_res) = if last && first_out > 0 {
+                let n = l - first_out;
+                (
+                    first_out,
+                    h.narrow(1, first_out, n)?.contiguous()?,
+                    x.narrow(1, first_out, n)?.contiguous()?,
+                )
+            } else {
+                (0, h, x)
+            };
+            let lq = l - q_first;
+            let q = layer.wq.forward(&h)?.reshape((b, lq, nh, dk))?;
+            let q = candle_nn::ops::rms_norm(&q, &layer.q_norm, eps)?
+                .transpose(1, 2)?
+                .contiguous()?;
+            let q = (rope.apply(&q, pos + q_first)? * c.attn_scale)?;
+
+            let mut outs = Vec::with_capacity(b);
+            for (bi, cache) in caches.iter().enumerate() {
+                let (ck, cv) = &cache.layers[il];
+                let qb = q.narrow(0, bi, 1)?;
+                outs.push(self.attend(&qb, ck, cv, pos + q_first, layer.local)?);
+            }
+            let attn = if b == 1 {
+                outs.pop().unwrap()
+            } else {
+                Tensor::cat(&outs, 0)?
+            };
+            let attn = layer.wo.forward(&attn)?;
+            let attn = candle_nn::ops::rms_norm(&attn, &layer.post_attn_norm, eps)?;
+            let sa = (attn + x_res)?;
+
+            let h = candle_nn::ops::rms_norm(&sa, &layer.ffn_norm, eps)?;
+            let g = layer.gate.forward(&h)?.gelu()?;
+            let u = layer.up.forward(&h)?;
+            let f = layer.down.forward(&(g * u)?)?;
+            let f = candle_nn::ops::rms_norm(&f, &layer.post_ffn_norm, eps)?;
+            x = (f + sa)?;
+        }
+
+        // x: (b, rows, hidden). Project in tiles so that `Outputs::All` over a long chunk
+        // never holds more than a tile's worth of 262k-wide logits.
+        let x = candle_nn::ops::rms_norm(&x, &self.output_norm, eps)?;
+        let n_rows = x.dim(1)?;
+        const OUT_TILE: usize = 32;
+        let mut r0 = 0;
+        while r0 < n_rows {
+            let n = OUT_TILE.min(n_rows - r0);
+            let xt = if n == n_rows {
+                x.clone()
+            } else {
+                x.narrow(1, r0, n)?.contiguous()?
+            };
+            let mut logits = self.output.forward(&xt)?;
+            if let Some(cap) = c.final_logit_softcap {
+                logits = ((logits / cap)?.tanh()? * cap)?;
+            }
+            sink(first_out + r0, &logits)?;
+            r0 += n;
+        }
+        Ok(())
+    }
+
+    /// Attention of one sequence's queries q (1, nh, lq, dk) at positions `q_pos..q_pos + lq`
+    /// over its cache (positions `0..q_pos + lq` valid). Returns (1, lq, nh * dv).
+    fn attend(
+        &self,
+        q: &Tensor,
+        ck: &Tensor,
+        cv: &Tensor,
+        q_pos: usize,
+        local: bool,
+    ) -> Result<Tensor> {
+        let c = &self.cfg;
+        let (nh, nkv, dk, dv) = (c.head_count, c.head_count_kv, c.key_length, c.value_length);
+        let rep = nh / nkv;
+        let lq = q.dim(2)?;
+        let window = if local { c.sliding_window } else { None };
+        let mut tiles = Vec::new();
+        let mut t0 = 0;
+        while t0 < lq {
+            let n = ATTN_Q_TILE.min(lq - t0);
+            let qp = q_pos + t0; // position of the tile's first query
+            let k_end = qp + n;
+            let k_start = match window {
+                Some(w) => (qp + 1).saturating_sub(w),
+                None => 0,
+            };
+            let t = k_end - k_start;
+            let mut k = ck.narrow(2, k_start, t)?;
+            let mut v = cv.narrow(2, k_start, t)?;
+            if !self.device.is_cpu() {
+                k = k.contiguous()?;
+                v = v.contiguous()?;
+            }
+            let qt = if n == lq {
+                q.clone()
+            } else {
+                q.narrow(2, t0, n)?.contiguous()?
+            };
+            // Grouped-query attention without repeating K/V: fold the `rep` query heads
+            // that share a KV head into the row dimension.
+            let qt = qt.reshape((1, nkv, rep * n, dk))?;
+            let scores = qt.matmul(&k.t()?)?; // (1, nkv, rep * n, t)
+            let probs = if n > 1 {
+                let mut m = vec![0f32; n * t];
+                for i in 0..n {
+                    let qpos = qp + i;
+                    for j in 0..t {
+                        let kpos = k_start + j;
+                        let hidden = kpos > qpos || window.is_some_and(|w| qpos - kpos >= w);
+                        if hidden {
+                            m[i * t + j] = f32::NEG_INFINITY;
+                        }
+                    }
+                }
+                let mask = Tensor::from_vec(m, (n, t), &self.device)?;
+                let s = scores.reshape((1, nkv, rep, n, t))?.broadcast_add(&mask)?;
+                candle_nn::ops::softmax_last_dim(&s)?.reshape((1, nkv, rep * n, t))?
+            } else {
+                // One query at the newest position sees exactly the keys in range.
+                candle_nn::ops::softmax_last_dim(&scores)?
+            };
+            let o = probs.matmul(&v)?; // (1, nkv, rep * n, dv)
+            tiles.push(o.reshape((1, nh, n, dv))?);
+            t0 += n;
+        }
+        let o = if tiles.len() == 1 {
+            tiles.pop().unwrap()
+        } else {
+            Tensor::cat(&tiles, 2)?
+        };
+        o.transpose(1, 2)?.contiguous()?.reshape((1, lq, nh * dv))
+    }
+}

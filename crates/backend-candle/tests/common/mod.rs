@@ -1,0 +1,118 @@
+//! Helpers shared by this crate's integration tests.
+#![allow(dead_code)]
+
+use lx_backend_candle::CandleBackend;
+use lx_engine::backend::{Backend, Batch, Choice, Chunk, LoadSpec, Outputs, Slot, TokenId};
+use std::path::PathBuf;
+
+/// The default model: `LX_MODEL`, else the cache path. Panics with a clear message when
+/// it is absent: a test that needs the real model must never pass without it.
+pub fn model_path() -> PathBuf {
+    let p = match std::env::var_os("LX_MODEL") {
+        Some(p) => PathBuf::from(p),
+        None => {
+            let home = std::env::var_os("HOME")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from("/root"));
+            home.join(".cache/latency-explorer/models/gemma-3-270m-q4_k_m.gguf")
+        }
+    };
+    assert!(
+        p.is_file(),
+        "this test needs the default model (Gemma 3 270M Q4_K_M GGUF) at {}; fetch it (`lx models fetch`) or set LX_MODEL",
+        p.display()
+    );
+    p
+}
+
+pub fn spec(slots: usize, ctx: usize) -> LoadSpec {
+    LoadSpec {
+        model_path: model_path(),
+        threads: 2,
+        slots,
+        ctx_per_slot: ctx,
+        max_batch_tokens: 4096,
+        gpu_layers: Some(0),
+    }
+}
+
+/// Token pieces from the GGUF vocabulary, for printing only.
+pub fn detokenize(path: &std::path::Path, ids: &[TokenId]) -> String {
+    let g = lx_engine::gguf::GgufFile::open(path).expect("gguf");
+    let toks = g.get_str_array("tokenizer.ggml.tokens").expect("tokens");
+    ids.iter()
+        .map(|&i| {
+            toks.get(i as usize)
+                .map(|s| s.replace('\u{2581}', " "))
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+pub fn chunk(slot: Slot, pos: usize, tokens: &[TokenId], outputs: Outputs) -> Chunk {
+    Chunk {
+        slot,
+        pos: pos as u32,
+        tokens: tokens.to_vec(),
+        outputs,
+    }
+}
+
+pub fn step1(b: &mut CandleBackend, c: Chunk, top: usize) -> Vec<Choice> {
+    let out = b
+        .step(&Batch {
+            chunks: vec![c],
+            top_logprobs: top,
+        })
+        .expect("step");
+    out.into_iter()
+        .next()
+        .map(|o| o.choices)
+        .unwrap_or_default()
+}
+
+/// Prefill `prompt` into `slot` (in chunks of `chunk_len`) and decode `n` tokens greedily.
+/// Returns the generated ids and the top-`top` of each choice.
+pub fn generate(
+    b: &mut CandleBackend,
+    slot: Slot,
+    prompt: &[TokenId],
+    chunk_len: usize,
+    n: usize,
+    top: usize,
+) -> (Vec<TokenId>, Vec<Choice>) {
+    let mut pos = 0;
+    let mut last = None;
+    while pos < prompt.len() {
+        let end = (pos + chunk_len).min(prompt.len());
+        let outputs = if end == prompt.len() {
+            Outputs::Last
+        } else {
+            Outputs::None
+        };
+        let ch = step1(b, chunk(slot, pos, &prompt[pos..end], outputs), top);
+        if end == prompt.len() {
+            last = ch.into_iter().next();
+        }
+        pos = end;
+    }
+    let mut choices = vec![last.expect("prefill output")];
+    let mut ids = vec![choices[0].token];
+    while ids.len() < n {
+        let t = *ids.last().unwrap();
+        let c = step1(
+            b,
+            chunk(slot, prompt.len() + ids.len() - 1, &[t], Outputs::Last),
+            top,
+        )
+        .remove(0);
+        ids.push(c.token);
+        choices.push(c);
+    }
+    (ids, choices)
+}
+
+/// The reference prompt, tokenized by llama.cpp with BOS.
+pub const ONCE_UPON: [TokenId; 11] = [
+    2, 14946, 3324, 496, 990, 236764, 528, 496, 1944, 9744, 236764,
+];

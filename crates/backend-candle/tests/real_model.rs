@@ -1,0 +1,293 @@
+//! Tests on the real default model (Gemma 3 270M Q4_K_M), with the backend's default
+//! options. They fail, never skip, when the model is missing (see `common::model_path`).
+
+mod common;
+use common::*;
+use lx_backend_candle::CandleBackend;
+use lx_engine::backend::{Backend, Batch, Choice, Outputs, TokenId};
+
+/// llama.cpp's greedy continuation of the reference prompt (flash attention auto, CPU),
+/// " there lived a man named John. He was a hard", as token ids.
+const LLAMA_CONTINUATION: [TokenId; 11] = [
+    993, 11742, 496, 880, 7489, 3415, 236761, 1293, 691, 496, 2651,
+];
+
+/// How close two candidates must be in log-probability to count as a near-tie. llama.cpp
+/// differs from itself by up to ~0.22 between its own configurations on this model (see
+/// tests/parity_llamacpp.rs), so comparisons with it use 0.25.
+const NEAR_TIE: f32 = 0.25;
+
+fn logprob_of(c: &Choice, t: TokenId) -> f32 {
+    c.top
+        .iter()
+        .find(|s| s.token == t)
+        .map(|s| s.logprob)
+        .unwrap_or(f32::NEG_INFINITY)
+}
+
+/// Greedy from the reference prompt follows llama.cpp's first ten ids; where the two
+/// differ it must be a near-tie, after which llama.cpp's token is fed (so every
+/// position is still checked, against the same context llama.cpp had). The eleventh
+/// token (" hard" for llama.cpp, " farmer" here) is a known near-tie that flips with
+/// kernel details (llama.cpp itself picks " farmer" without flash attention): printed,
+/// not asserted.
+#[test]
+fn greedy_continuation_matches_llama_cpp() {
+    let mut b = CandleBackend::load(&spec(1, 256)).expect("load");
+    eprintln!("{:?}", b.info());
+    let path = model_path();
+    let mut pos = 0;
+    let mut feed: Vec<TokenId> = ONCE_UPON.to_vec();
+    let mut ours = Vec::new();
+    let mut diverged = Vec::new();
+    for (i, &want) in LLAMA_CONTINUATION.iter().enumerate() {
+        let c = step1(&mut b, chunk(0, pos, &feed, Outputs::Last), 8).remove(0);
+        pos += feed.len();
+        ours.push(c.token);
+        if c.token != want {
+            let gap = c.top[0].logprob - logprob_of(&c, want);
+            eprintln!(
+                "token {i}: candle {} vs llama.cpp {want}, gap {gap:.3}",
+                c.token
+            );
+            if i < 10 {
+                assert!(
+                    gap <= NEAR_TIE,
+                    "token {i}: candle {} vs llama.cpp {want} is not a near-tie (gap {gap:.3})",
+                    c.token
+                );
+                diverged.push(i);
+            }
+        }
+        feed = vec![want];
+    }
+    eprintln!("candle: {:?} = {:?}", ours, detokenize(&path, &ours));
+    eprintln!("llama.cpp: {:?}", detokenize(&path, &LLAMA_CONTINUATION));
+    // And the first ten tokens straight, free-running.
+    b.clear(0);
+    let (free, _) = generate(&mut b, 0, &ONCE_UPON, 64, 16, 0);
+    eprintln!("free-running: {free:?} = {:?}", detokenize(&path, &free));
+    assert!(
+        diverged.len() <= 2,
+        "too many near-tie divergences: {diverged:?}"
+    );
+    if diverged.is_empty() {
+        assert_eq!(
+            free[..10],
+            LLAMA_CONTINUATION[..10],
+            "free-running greedy, first ten tokens"
+        );
+    }
+}
+
+/// A deterministic, varied token sequence (ids of ordinary vocabulary entries).
+fn tokens(n: usize, seed: u64) -> Vec<TokenId> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut v = vec![2];
+    while v.len() < n {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        v.push(300 + (s % 20_000) as TokenId);
+    }
+    v
+}
+
+/// Largest log-prob difference over the tokens both top lists hold; the best token of
+/// each must be in the other's list.
+fn max_logprob_diff(a: &Choice, b: &Choice) -> f32 {
+    let in_b = |t| b.top.iter().any(|s| s.token == t);
+    let in_a = |t| a.top.iter().any(|s| s.token == t);
+    if !in_b(a.top[0].token) || !in_a(b.top[0].token) {
+        return f32::INFINITY;
+    }
+    a.top
+        .iter()
+        .filter(|s| in_b(s.token))
+        .map(|s| (s.logprob - logprob_of(b, s.token)).abs())
+        .fold(0f32, f32::max)
+}
+
+/// Prefill in chunks (crossing the 512-token sliding window) gives the whole prefill's
+/// next token and log-probabilities.
+#[test]
+fn chunked_prefill_equals_whole() {
+    let mut b = CandleBackend::load(&spec(2, 1024)).expect("load");
+    for (len, chunk_len) in [(111usize, 37usize), (700, 256)] {
+        let toks = tokens(len, len as u64);
+        b.clear(0);
+        b.clear(1);
+        let whole = step1(&mut b, chunk(0, 0, &toks, Outputs::Last), 5).remove(0);
+        let mut pos = 0;
+        let mut last = None;
+        while pos < len {
+            let end = (pos + chunk_len).min(len);
+            let out = if end == len {
+                Outputs::Last
+            } else {
+                Outputs::None
+            };
+            last = step1(&mut b, chunk(1, pos, &toks[pos..end], out), 5).pop();
+            pos = end;
+        }
+        let last = last.expect("output");
+        let d = max_logprob_diff(&whole, &last);
+        eprintln!(
+            "len {len} in chunks of {chunk_len}: whole {:?}, chunked {:?}, max |Δ logprob| {d:.5}",
+            whole.top, last.top
+        );
+        // Prefill passes go through f16 gemm, whose blocking (and so rounding) follows the
+        // pass's shape: the same up to ~0.1 (the f16 path is ~0.03 mean |Δlogit| from the
+        // f32 reference, five times closer than llama.cpp; see tests/parity_llamacpp.rs).
+        assert_eq!(whole.token, last.token, "len {len}: next token");
+        assert!(d < 0.1, "len {len}: log-probs differ by {d}");
+    }
+}
+
+/// Four sequences at different positions stepped together (one after another inside
+/// each step) give exactly what they give alone; four at the same position (one batched
+/// pass) agree up to float noise.
+#[test]
+fn four_slots_together_match_alone() {
+    let lens = [40usize, 75, 23, 120];
+    let prompts: Vec<Vec<TokenId>> = lens
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| tokens(n, 100 + i as u64))
+        .collect();
+    let n_gen = 8;
+    let mut b = CandleBackend::load(&spec(4, 256)).expect("load");
+    let mut alone = Vec::new();
+    for p in &prompts {
+        b.clear(0);
+        alone.push(generate(&mut b, 0, p, 512, n_gen, 3));
+    }
+    b.clear(0);
+    // Together: prefill all four in one step, then decode all four per step.
+    let chunks = prompts
+        .iter()
+        .enumerate()
+        .map(|(s, p)| chunk(s as u32, 0, p, Outputs::Last))
+        .collect();
+    let out = b
+        .step(&Batch {
+            chunks,
+            top_logprobs: 3,
+        })
+        .unwrap();
+    let mut cur: Vec<Choice> = out.into_iter().map(|mut o| o.choices.remove(0)).collect();
+    let mut got: Vec<Vec<TokenId>> = cur.iter().map(|c| vec![c.token]).collect();
+    for k in 0..n_gen - 1 {
+        let chunks = (0..4)
+            .map(|s| {
+                chunk(
+                    s as u32,
+                    prompts[s].len() + k,
+                    &[cur[s].token],
+                    Outputs::Last,
+                )
+            })
+            .collect();
+        let out = b
+            .step(&Batch {
+                chunks,
+                top_logprobs: 3,
+            })
+            .unwrap();
+        cur = out.into_iter().map(|mut o| o.choices.remove(0)).collect();
+        for s in 0..4 {
+            got[s].push(cur[s].token);
+            let d = max_logprob_diff(&cur[s], &alone[s].1[k + 1]);
+            assert!(d < 1e-4, "slot {s} step {k}: log-probs differ by {d}");
+        }
+    }
+    for s in 0..4 {
+        assert_eq!(got[s], alone[s].0, "slot {s}");
+    }
+
+    // Same position, same length: one batched pass per step.
+    let same: Vec<Vec<TokenId>> = (0..4).map(|i| tokens(50, 200 + i as u64)).collect();
+    let mut alone = Vec::new();
+    for p in &same {
+        b.clear(0);
+        alone.push(generate(&mut b, 0, p, 512, n_gen, 3));
+    }
+    for s in 0..4 {
+        b.clear(s);
+    }
+    let chunks = same
+        .iter()
+        .enumerate()
+        .map(|(s, p)| chunk(s as u32, 0, p, Outputs::Last))
+        .collect();
+    let out = b
+        .step(&Batch {
+            chunks,
+            top_logprobs: 3,
+        })
+        .unwrap();
+    let mut cur: Vec<Choice> = out.into_iter().map(|mut o| o.choices.remove(0)).collect();
+    for k in 0..n_gen {
+        for s in 0..4 {
+            let want = &alone[s].1[k];
+            // Up to a near-tie, after which the sequences may legitimately part.
+            // Batched rows take other kernels than single rows (candle runs Q6_K weights
+            // through repacked tiles, with their own activation quantization, only for
+            // multi-row passes; gemm blocks 4×50 prefill rows differently from 50), so the
+            // two agree up to quantization noise, which on this model is ~0.16 mean |Δlogit|
+            // (llama.cpp's is the same size; see tests/parity_llamacpp.rs).
+            if cur[s].token != want.token {
+                let gap = (cur[s].top[0].logprob - logprob_of(&cur[s], want.token)).abs();
+                assert!(
+                    gap < 0.3,
+                    "slot {s} step {k}: {} vs alone {} (gap {gap})",
+                    cur[s].token,
+                    want.token
+                );
+                return;
+            }
+            let d = max_logprob_diff(&cur[s], want);
+            assert!(
+                d < 0.3,
+                "slot {s} step {k}: batched log-probs differ from alone by {d}"
+            );
+        }
+        if k + 1 == n_gen {
+            break;
+        }
+        let chunks = (0..4)
+            .map(|s| chunk(s as u32, 50 + k, &[cur[s].token], Outputs::Last))
+            .collect();
+        let out = b
+            .step(&Batch {
+                chunks,
+                top_logprobs: 3,
+            })
+            .unwrap();
+        cur = out.into_iter().map(|mut o| o.choices.remove(0)).collect();
+    }
+}
+
+/// A cleared slot serves a new request exactly like a fresh backend; copying a prefix
+/// into another slot and prefilling the rest gives the same next token.
+#[test]
+fn clear_reuse_and_copy_prefix() {
+    let a = tokens(60, 7);
+    let c = tokens(90, 8);
+    let mut fresh = CandleBackend::load(&spec(1, 256)).expect("load");
+    let want = generate(&mut fresh, 0, &c, 512, 6, 3);
+    drop(fresh);
+    let mut b = CandleBackend::load(&spec(2, 256)).expect("load");
+    generate(&mut b, 0, &a, 512, 10, 0);
+    b.clear(0);
+    let again = generate(&mut b, 0, &c, 512, 6, 3);
+    assert_eq!(again.0, want.0);
+    for (x, y) in again.1.iter().zip(&want.1) {
+        assert!(max_logprob_diff(x, y) < 1e-5);
+    }
+    // Prefix copy: slot 1 takes slot 0's first 64 positions of `c`, prefills the rest.
+    b.copy_prefix(0, 1, 64).unwrap();
+    let rest = step1(&mut b, chunk(1, 64, &c[64..], Outputs::Last), 3).remove(0);
+    assert_eq!(rest.token, want.0[0]);
+    assert!(max_logprob_diff(&rest, &want.1[0]) < 0.02);
+}

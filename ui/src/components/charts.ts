@@ -1,0 +1,270 @@
+/**
+ * The live charts: TTFT over time, tokens/s over time, and the two curves that build up as
+ * the user explores (TTFT against prompt length, tok/s against concurrency). All data comes
+ * from the store; nothing is computed here but what the chart shows where.
+ */
+import type uPlot from "uplot";
+import { backendColor, POLICY_DASH, THEME, withAlpha } from "../lib/colors";
+import { clock, ms as fmtMs } from "../lib/format";
+import { READING_BAND } from "../lib/reader";
+import { align, carryForward, reduceMinMax } from "../lib/reduce";
+import type { DonePoint, LiveStore } from "../lib/store";
+import { keyId } from "../lib/store";
+import type { Distribution, Policy, SettingSummary } from "../ipc/types";
+import { axes, Chart, dots, line } from "./chart";
+
+const LABEL: Record<string, string> = { llama: "llama.cpp", candle: "candle", mlx: "MLX" };
+export const backendLabel = (b: string) => LABEL[b] ?? b;
+
+/** The setting the curves are drawn at. */
+export interface CurrentSetting {
+  promptTokens: number;
+  concurrency: number;
+  maxTokens: number;
+  chunkTokens: number;
+}
+
+/** What a chart drew, for end-to-end tests: one entry per point of the request series. */
+export interface DrawnPoint {
+  backend: string;
+  x: number;
+  y: number;
+  promptTokens: number;
+  concurrency: number;
+  settled: boolean;
+}
+
+function byBackend(points: DonePoint[], y: (p: DonePoint) => number | null, x: (p: DonePoint) => number | null) {
+  const groups = new Map<string, { x: number[]; y: number[]; pts: DrawnPoint[] }>();
+  for (const p of points) {
+    const yv = y(p);
+    const xv = x(p);
+    if (yv === null || xv === null || !(yv > 0) || p.error) continue;
+    let g = groups.get(p.backend);
+    if (!g) groups.set(p.backend, (g = { x: [], y: [], pts: [] }));
+    g.x.push(xv);
+    g.y.push(yv);
+    g.pts.push({ backend: p.backend, x: xv, y: yv, promptTokens: p.promptTokens, concurrency: p.concurrency, settled: p.settled });
+  }
+  // Completion order is almost time order; sort to be sure (uPlot needs ascending x).
+  for (const g of groups.values()) {
+    const idx = g.x.map((_, i) => i).sort((a, b) => g.x[a] - g.x[b]);
+    g.x = idx.map((i) => g.x[i]);
+    g.y = idx.map((i) => g.y[i]);
+    g.pts = idx.map((i) => g.pts[i]);
+  }
+  return groups;
+}
+
+const sigOf = (names: string[]) => names.join(",");
+
+/** Shade the horizontal band lo..hi (y units) across the plot. */
+function shadeBand(u: uPlot, lo: number, hi: number, fill: string) {
+  const top = u.valToPos(hi, "y", true);
+  const bottom = u.valToPos(lo, "y", true);
+  if (!Number.isFinite(top) || !Number.isFinite(bottom)) return;
+  const { left, width, top: plotTop, height } = u.bbox;
+  const y0 = Math.max(plotTop, Math.min(top, bottom));
+  const y1 = Math.min(plotTop + height, Math.max(top, bottom));
+  if (y1 <= y0) return;
+  u.ctx.save();
+  u.ctx.fillStyle = fill;
+  u.ctx.fillRect(left, y0, width, y1 - y0);
+  u.ctx.restore();
+}
+
+/** TTFT over time: a dot per request (colour = backend), the p50 line and p95 band of the
+ * setting in force, and the dashed 1 s "feels instant" line. */
+export class TtftChart {
+  readonly chart: Chart;
+  drawn: DrawnPoint[] = [];
+
+  constructor(host: HTMLElement, private store: LiveStore) {
+    this.chart = new Chart(host, 230);
+  }
+
+  update(): number {
+    const groups = byBackend(this.store.done.toArray(), (p) => p.ttftMs, (p) => p.firstAt);
+    const names = [...groups.keys()].sort();
+    const buckets = Math.max(100, Math.floor(this.chart.host.clientWidth / 2));
+    const series = names.map((n) => reduceMinMax(groups.get(n)!.x, groups.get(n)!.y, buckets));
+    // Ticks without a p50 (a new setting with nothing settled yet) break the line: the
+    // previous setting's percentiles must not be drawn as if they were this one's.
+    const ticks = this.store.ticks.toArray();
+    const tickX = ticks.map((t) => t.atMs / 1000);
+    const [x, ...cols] = align([...series, { x: tickX, y: tickX.map(() => null) }]);
+    const p50 = carryForward(x, ticks.map((t) => ({ t: t.atMs / 1000, v: t.ttftP50Ms })));
+    const p95 = carryForward(x, ticks.map((t) => ({ t: t.atMs / 1000, v: t.ttftP95Ms })));
+    const instant = x.map(() => 1000);
+    const data = [x, ...cols.slice(0, names.length), p50, p95, instant] as uPlot.AlignedData;
+    this.drawn = names.flatMap((n) => groups.get(n)!.pts);
+    const k = names.length;
+    this.chart.render({
+      sig: sigOf(names),
+      data,
+      options: (width, height) => ({
+        width,
+        height,
+        scales: { x: { time: false }, y: { distr: 3, log: 10 } },
+        axes: axes("time since Go live", "TTFT", clock, (v) => fmtMs(v)),
+        legend: { live: false },
+        cursor: { drag: { x: true, y: false } },
+        series: [
+          {},
+          ...names.map((n) => dots(backendLabel(n), backendColor(n), 5)),
+          line("p50 (this setting)", THEME.p50, { width: 1.5, spanGaps: false }),
+          line("p95", withAlpha("#e2e8f0", 0.35), { width: 1, spanGaps: false }),
+          line("1 s: feels instant", THEME.instant, { dash: [6, 5], width: 1.5 }),
+        ],
+        bands: [{ series: [k + 2, k + 1], fill: THEME.p95Band }],
+      }),
+    });
+    return this.drawn.length;
+  }
+}
+
+/** Tokens/s over time: per-request decode tok/s (dots), aggregate throughput (line), and the
+ * 4-5 tok/s human reading band. */
+export class TpsChart {
+  readonly chart: Chart;
+  drawn: DrawnPoint[] = [];
+
+  constructor(host: HTMLElement, private store: LiveStore) {
+    this.chart = new Chart(host, 230);
+  }
+
+  update(): number {
+    const groups = byBackend(this.store.done.toArray(), (p) => p.decodeTps, (p) => p.doneAt);
+    const names = [...groups.keys()].sort();
+    const buckets = Math.max(100, Math.floor(this.chart.host.clientWidth / 2));
+    const series = names.map((n) => reduceMinMax(groups.get(n)!.x, groups.get(n)!.y, buckets));
+    const ticks = this.store.ticks.toArray().filter((t) => t.throughputTps !== null && t.throughputTps > 0);
+    const thr = reduceMinMax(ticks.map((t) => t.atMs / 1000), ticks.map((t) => t.throughputTps), buckets);
+    const [x, ...cols] = align([...series, thr]);
+    const pace = x.map(() => (READING_BAND[0] + READING_BAND[1]) / 2);
+    const data = [x, ...cols, pace] as uPlot.AlignedData;
+    this.drawn = names.flatMap((n) => groups.get(n)!.pts);
+    this.chart.render({
+      sig: sigOf(names),
+      data,
+      options: (width, height) => ({
+        width,
+        height,
+        scales: { x: { time: false }, y: { distr: 3, log: 10 } },
+        axes: axes("time since Go live", "tokens/s", clock),
+        legend: { live: false },
+        cursor: { drag: { x: true, y: false } },
+        series: [
+          {},
+          ...names.map((n) => dots(`${backendLabel(n)} decode (per request)`, backendColor(n), 4)),
+          line("throughput (all clients)", THEME.throughput, { width: 2 }),
+          line("human reading pace (band 4-5 tok/s)", THEME.readingLine, { width: 1, dash: [3, 3] }),
+        ],
+        // The 4-5 tok/s band is shaded under everything else.
+        hooks: { drawClear: [(u: uPlot) => shadeBand(u, READING_BAND[0], READING_BAND[1], THEME.reading)] },
+      }),
+    });
+    return this.drawn.length;
+  }
+}
+
+interface CurvePoint {
+  x: number;
+  dist: Distribution;
+  throughput: number;
+}
+
+/** Summaries and sweep points by backend+policy, at the settings the curve holds fixed. */
+function curves(store: LiveStore, keep: (k: { promptTokens: number; concurrency: number; maxTokens: number; chunkTokens: number; policy: Policy }) => boolean, xOf: (k: { promptTokens: number; concurrency: number }) => number, yDist: "ttftMs" | "decodeTps") {
+  const groups = new Map<string, Map<number, CurvePoint>>();
+  const add = (backend: string, policy: Policy, x: number, dist: Distribution, throughput: number) => {
+    const g = `${backend}|${policy}`;
+    let m = groups.get(g);
+    if (!m) groups.set(g, (m = new Map()));
+    m.set(x, { x, dist, throughput });
+  };
+  for (const [id, p] of store.sweepPoints) {
+    const chunk = Number(id.split("|")[5]);
+    if (p.requests > 0 && keep({ ...p, chunkTokens: chunk })) add(p.backend, p.policy, xOf(p), p[yDist], p.throughputTps);
+  }
+  // Live summaries win over sweep points of the same setting (they are newer).
+  for (const s of store.summaries.values() as Iterable<SettingSummary>) {
+    if (s.requests > 0 && keep({ ...s.key })) add(s.key.backend, s.key.policy, xOf(s.key), s[yDist], s.throughputTps);
+  }
+  const names = [...groups.keys()].sort();
+  return names.map((n) => {
+    const pts = [...groups.get(n)!.values()].sort((a, b) => a.x - b.x);
+    const [backend, policy] = n.split("|");
+    return { name: n, backend, policy, pts };
+  });
+}
+
+/** TTFT (p50) against prompt length, one line per backend and policy, at the current
+ * concurrency and output length. */
+export class TtftCurve {
+  readonly chart: Chart;
+
+  constructor(host: HTMLElement, private store: LiveStore, private current: () => CurrentSetting) {
+    this.chart = new Chart(host, 210);
+  }
+
+  update(): number {
+    const c = this.current();
+    const cs = curves(this.store, (k) => k.concurrency === c.concurrency && k.maxTokens === c.maxTokens && (k.policy !== "chunked" || k.chunkTokens === c.chunkTokens), (k) => k.promptTokens, "ttftMs");
+    const [x, ...ys] = align(cs.map((s) => ({ x: s.pts.map((p) => p.x), y: s.pts.map((p) => p.dist.p50) })));
+    this.chart.render({
+      sig: sigOf(cs.map((s) => s.name)),
+      data: [x, ...ys] as uPlot.AlignedData,
+      options: (width, height) => ({
+        width,
+        height,
+        scales: { x: { time: false, distr: 3, log: 2 }, y: { distr: 3, log: 10 } },
+        axes: axes(`prompt tokens (at ${c.concurrency} client${c.concurrency === 1 ? "" : "s"}, ${c.maxTokens} output tokens)`, "TTFT p50", undefined, (v) => fmtMs(v)),
+        legend: { live: false },
+        series: [{}, ...cs.map((s) => line(`${backendLabel(s.backend)} · ${s.policy}`, backendColor(s.backend), { dash: POLICY_DASH[s.policy] ?? [], points: { show: true, size: 6 } }))],
+      }),
+    });
+    return x.length;
+  }
+}
+
+/** Aggregate throughput (solid) and per-request decode tok/s p50 (thin) against
+ * concurrency, per backend and policy, at the current prompt and output lengths. */
+export class TpsCurve {
+  readonly chart: Chart;
+
+  constructor(host: HTMLElement, private store: LiveStore, private current: () => CurrentSetting) {
+    this.chart = new Chart(host, 210);
+  }
+
+  update(): number {
+    const c = this.current();
+    const cs = curves(this.store, (k) => k.promptTokens === c.promptTokens && k.maxTokens === c.maxTokens && (k.policy !== "chunked" || k.chunkTokens === c.chunkTokens), (k) => k.concurrency, "decodeTps");
+    const series = cs.flatMap((s) => [
+      { x: s.pts.map((p) => p.x), y: s.pts.map((p) => p.throughput) },
+      { x: s.pts.map((p) => p.x), y: s.pts.map((p) => p.dist.p50) },
+    ]);
+    const [x, ...ys] = align(series);
+    this.chart.render({
+      sig: sigOf(cs.map((s) => s.name)),
+      data: [x, ...ys] as uPlot.AlignedData,
+      options: (width, height) => ({
+        width,
+        height,
+        scales: { x: { time: false, distr: 3, log: 2 }, y: { distr: 3, log: 10 } },
+        axes: axes(`concurrent clients (at ${c.promptTokens}-token prompts)`, "tokens/s"),
+        legend: { live: false },
+        series: [
+          {},
+          ...cs.flatMap((s) => [
+            line(`${backendLabel(s.backend)} · ${s.policy}: throughput`, backendColor(s.backend), { dash: POLICY_DASH[s.policy] ?? [], width: 2.5, points: { show: true, size: 6 } }),
+            line(`per request`, withAlpha(backendColor(s.backend), 0.6), { dash: POLICY_DASH[s.policy] ?? [], width: 1, points: { show: true, size: 4 } }),
+          ]),
+        ],
+      }),
+    });
+    return x.length;
+  }
+}
+
+export { keyId };

@@ -1,0 +1,172 @@
+/**
+ * Live mode's controls: backends, prompt length (log slider with the exact count, which can
+ * also be typed), concurrency, output tokens, policy, threads. Every control is a native
+ * input, so all of them work from the keyboard. Changes reach the engine at most every
+ * 100 ms while a slider moves (and once more when it stops), well inside the engine's
+ * 200 ms promise.
+ */
+import { backendColor } from "../lib/colors";
+import { h, setText } from "../lib/dom";
+import { clampTokens, MIN_PROMPT, positionOf, STEPS, tokensAt } from "../lib/scale";
+import type { BackendAvailability, LiveSettings, Policy } from "../ipc/types";
+import { POLICIES } from "../ipc/types";
+
+const POLICY_HELP: Record<Policy, string> = {
+  serial: "one request at a time",
+  static: "batches form, run to the end; nothing joins",
+  continuous: "requests join and leave every step",
+  chunked: "continuous, with prompts split into chunks",
+};
+
+export const DEFAULT_SETTINGS: LiveSettings = {
+  backends: ["llama"],
+  promptTokens: 256,
+  concurrency: 1,
+  maxTokens: 64,
+  policy: "continuous",
+  chunkTokens: 256,
+  threads: 0,
+  gpuLayers: null,
+  rotateAfterS: 8,
+  batchMs: 50,
+  hangTimeoutS: 300,
+};
+
+export class Controls {
+  readonly el: HTMLElement;
+  settings: LiveSettings = { ...DEFAULT_SETTINGS, backends: [...DEFAULT_SETTINGS.backends] };
+  private context = 2048;
+  private backendBox = h("div", { class: "backend-list", role: "group", "aria-label": "backends" });
+  private promptSlider = h("input", { type: "range", min: 0, max: STEPS, step: 1, "aria-label": "prompt length (logarithmic)", "data-testid": "prompt-slider" }) as HTMLInputElement;
+  private promptInput = h("input", { type: "number", min: 1, step: 1, class: "exact", "aria-label": "prompt tokens, exact", "data-testid": "prompt-tokens" }) as HTMLInputElement;
+  private promptRange = h("span", { class: "muted small" });
+  private concSlider = h("input", { type: "range", min: 1, max: 64, step: 1, "aria-label": "concurrent clients", "data-testid": "concurrency-slider" }) as HTMLInputElement;
+  private concValue = h("output", { class: "value", "data-testid": "concurrency-value" });
+  private maxInput = h("input", { type: "number", min: 1, max: 4096, step: 1, class: "exact", "aria-label": "output tokens per request", "data-testid": "max-tokens" }) as HTMLInputElement;
+  private policySelect = h("select", { "aria-label": "scheduling policy", "data-testid": "policy" }, ...POLICIES.map((p) => h("option", { value: p }, p))) as HTMLSelectElement;
+  private policyHelp = h("span", { class: "muted small" });
+  private chunkInput = h("input", { type: "number", min: 16, max: 8192, step: 16, class: "exact", "aria-label": "chunk tokens (chunked policy)" }) as HTMLInputElement;
+  private threadsInput = h("input", { type: "number", min: 0, max: 512, step: 1, class: "exact", "aria-label": "compute threads, 0 for all physical cores" }) as HTMLInputElement;
+  private timer: number | null = null;
+  private lastSent = 0;
+
+  constructor(private onChange: (s: LiveSettings) => void) {
+    this.promptSlider.addEventListener("input", () => this.setPrompt(tokensAt(Number(this.promptSlider.value), this.maxPrompt()), "slider"));
+    this.promptInput.addEventListener("change", () => this.setPrompt(clampTokens(Number(this.promptInput.value), this.maxPrompt()), "input"));
+    this.concSlider.addEventListener("input", () => {
+      this.settings.concurrency = Number(this.concSlider.value);
+      this.sync();
+      this.changed();
+    });
+    this.maxInput.addEventListener("change", () => {
+      const max = Math.max(1, Math.min(4096, this.context - 1, Math.round(Number(this.maxInput.value) || 1)));
+      this.settings.maxTokens = max;
+      this.settings.promptTokens = Math.min(this.settings.promptTokens, this.maxPrompt());
+      this.sync();
+      this.changed(true);
+    });
+    this.policySelect.addEventListener("change", () => {
+      this.settings.policy = this.policySelect.value as Policy;
+      this.sync();
+      this.changed(true);
+    });
+    this.chunkInput.addEventListener("change", () => {
+      this.settings.chunkTokens = Math.max(1, Math.round(Number(this.chunkInput.value) || 256));
+      this.sync();
+      this.changed(true);
+    });
+    this.threadsInput.addEventListener("change", () => {
+      this.settings.threads = Math.max(0, Math.round(Number(this.threadsInput.value) || 0));
+      this.sync();
+      this.changed(true);
+    });
+    const field = (label: string, ...rest: (Node | string)[]) => h("div", { class: "field" }, h("label", { class: "field-label" }, label), ...rest);
+    this.el = h(
+      "section",
+      { class: "controls", "aria-label": "live mode settings" },
+      field("Backends", this.backendBox),
+      field("Prompt length", h("div", { class: "row" }, this.promptSlider, this.promptInput), this.promptRange),
+      field("Concurrent clients", h("div", { class: "row" }, this.concSlider, this.concValue)),
+      field("Output tokens per request", this.maxInput),
+      field("Scheduling policy", this.policySelect, this.policyHelp),
+      field("Prefill chunk (chunked)", this.chunkInput),
+      field("Threads (0 = all physical cores)", this.threadsInput),
+    );
+    this.sync();
+  }
+
+  private maxPrompt(): number {
+    return Math.max(MIN_PROMPT, this.context - this.settings.maxTokens);
+  }
+
+  private setPrompt(tokens: number, from: "slider" | "input") {
+    this.settings.promptTokens = tokens;
+    this.sync(from === "slider");
+    this.changed(from === "input");
+  }
+
+  /** A model was opened: the prompt slider ends at its context. */
+  setContext(context: number): void {
+    this.context = Math.max(32, context);
+    this.settings.maxTokens = Math.min(this.settings.maxTokens, this.context - 1);
+    this.settings.promptTokens = Math.min(this.settings.promptTokens, this.maxPrompt());
+    this.sync();
+  }
+
+  setBackends(list: BackendAvailability[]): void {
+    const selected = new Set(this.settings.backends.filter((b) => list.some((x) => x.name === b && x.available)));
+    if (selected.size === 0) {
+      const first = list.find((b) => b.available);
+      if (first) selected.add(first.name);
+    }
+    this.settings.backends = list.filter((b) => selected.has(b.name)).map((b) => b.name);
+    this.backendBox.replaceChildren(
+      ...list.map((b) => {
+        const box = h("input", { type: "checkbox", value: b.name, "data-testid": `backend-${b.name}`, disabled: !b.available, checked: selected.has(b.name) }) as HTMLInputElement;
+        box.addEventListener("change", () => {
+          const on = new Set(this.settings.backends);
+          if (box.checked) on.add(b.name);
+          else on.delete(b.name);
+          if (on.size === 0) {
+            box.checked = true; // at least one backend stays selected
+            return;
+          }
+          this.settings.backends = list.filter((x) => on.has(x.name)).map((x) => x.name);
+          this.changed(true);
+        });
+        const dot = h("span", { class: "dot" });
+        dot.style.background = backendColor(b.name);
+        const device = b.available ? b.devices.join("; ") || "ready" : (b.reason ?? "not available");
+        return h("label", { class: `backend${b.available ? "" : " unavailable"}`, title: device }, box, dot, h("span", { class: "backend-name" }, b.label), h("span", { class: "backend-device" }, device));
+      }),
+    );
+  }
+
+  private sync(fromSlider = false) {
+    const s = this.settings;
+    if (!fromSlider) this.promptSlider.value = String(positionOf(s.promptTokens, this.maxPrompt()));
+    this.promptInput.max = String(this.maxPrompt());
+    if (document.activeElement !== this.promptInput || fromSlider) this.promptInput.value = String(s.promptTokens);
+    setText(this.promptRange, `${MIN_PROMPT} to ${this.maxPrompt()} tokens (context ${this.context} − output)`);
+    this.concSlider.value = String(s.concurrency);
+    setText(this.concValue, String(s.concurrency));
+    this.maxInput.value = String(s.maxTokens);
+    this.policySelect.value = s.policy;
+    setText(this.policyHelp, POLICY_HELP[s.policy]);
+    this.chunkInput.value = String(s.chunkTokens);
+    this.chunkInput.disabled = s.policy !== "chunked";
+    this.threadsInput.value = String(s.threads);
+  }
+
+  /** Tell the app, at most every 100 ms while a control moves, and always at the end. */
+  private changed(now = false) {
+    const send = () => {
+      this.timer = null;
+      this.lastSent = performance.now();
+      this.onChange({ ...this.settings, backends: [...this.settings.backends] });
+    };
+    if (this.timer !== null) window.clearTimeout(this.timer);
+    const wait = now ? 0 : Math.max(0, 100 - (performance.now() - this.lastSent));
+    this.timer = window.setTimeout(send, wait);
+  }
+}

@@ -1,0 +1,88 @@
+/** The hardware panel: machine, model file, and each backend's worker and device. */
+import { h } from "../lib/dom";
+import { bytes, ms as fmtMs, num, params } from "../lib/format";
+import type { BackendAvailability, HardwareReport, ModelInfo } from "../ipc/types";
+import type { LiveStore } from "../lib/store";
+import { backendLabel } from "./charts";
+
+function rows(pairs: [string, string][]): HTMLElement {
+  return h("dl", { class: "facts" }, ...pairs.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
+}
+
+export class HardwarePanel {
+  readonly el: HTMLElement;
+  private machine = h("div", {}, h("p", { class: "muted" }, "probing…"));
+  private model = h("div", {}, h("p", { class: "muted" }, "no model open"));
+  private workers = h("div", {});
+  private lastWorkers = "";
+
+  constructor(private store: LiveStore) {
+    this.el = h(
+      "section",
+      { class: "card hardware", "data-testid": "hardware", "aria-label": "hardware" },
+      h("header", { class: "card-head" }, h("span", {}, "Hardware and model")),
+      h("div", { class: "hw-grid" }, h("div", {}, h("h3", {}, "Machine"), this.machine), h("div", {}, h("h3", {}, "Model file"), this.model), h("div", {}, h("h3", {}, "Backends"), this.workers)),
+    );
+  }
+
+  setHardware(hw: HardwareReport): void {
+    this.machine.replaceChildren(
+      rows([
+        ["CPU", hw.cpu],
+        ["Cores", `${hw.physical_cores} physical, ${hw.logical_cores} logical`],
+        ["Memory", bytes(hw.memory_bytes, true)],
+        ["OS", `${hw.os} (${hw.arch})`],
+        ["Features", hw.cpu_features.join(" ") || "—"],
+      ]),
+    );
+  }
+
+  setModel(m: ModelInfo | null): void {
+    if (!m) {
+      this.model.replaceChildren(h("p", { class: "muted" }, "no model open"));
+      return;
+    }
+    const f = m.facts;
+    this.model.replaceChildren(
+      rows([
+        ["Name", f.name ? `${f.name} (${m.name})` : m.name],
+        ["Architecture", f.architecture],
+        ["Parameters", `${params(f.parameter_count)} (${num(f.parameter_count)})`],
+        ["Quantization", f.quantization.name],
+        ["File size", bytes(f.file_size)],
+        ["Context", `${num(m.contextLength)} tokens`],
+        ["Layers / heads", `${f.block_count ?? "?"} / ${f.head_count ?? "?"} (${f.head_count_kv ?? "?"} KV)`],
+        ["Vocabulary", f.vocab_size ? num(f.vocab_size) : "—"],
+        ["sha256", m.sha256 ? `${m.sha256.slice(0, 16)}… (verified)` : "not checked (local file)"],
+      ]),
+    );
+  }
+
+  private available: BackendAvailability[] = [];
+  setBackends(list: BackendAvailability[]): void {
+    this.available = list;
+    this.lastWorkers = "";
+    this.update();
+  }
+
+  /** Redraw the backend rows when a worker's state changed. */
+  update(): void {
+    const sig = JSON.stringify([...this.store.backends.values()].map((b) => [b.backend, b.state, b.pid]));
+    if (sig === this.lastWorkers) return;
+    this.lastWorkers = sig;
+    const items = this.available.map((b) => {
+      const st = this.store.backends.get(b.name);
+      const info = st?.info;
+      const lines: [string, string][] = [["Available", b.available ? "yes" : (b.reason ?? "no")]];
+      if (b.devices.length) lines.push(["Devices", b.devices.join("; ")]);
+      if (st) lines.push(["Worker", `${st.state}${st.pid ? ` · pid ${st.pid}` : ""}${st.loadMs ? ` · loaded in ${fmtMs(st.loadMs)}` : ""}`]);
+      if (info) lines.push(["Running on", `${info.device} · ${info.version}`]);
+      if (st?.capacity) lines.push(["Loaded for", `${st.capacity.slots} sequences × ${num(st.capacity.ctxPerSlot)} tokens`]);
+      if (st?.state === "error" && st.message) lines.push(["Error", st.message]);
+      const head = h("h4", {}, backendLabel(b.name));
+      const el = h("div", { class: "backend-facts", "data-backend": b.name, "data-state": st?.state ?? "none", "data-pid": st?.pid ?? "" }, head, rows(lines));
+      return el;
+    });
+    this.workers.replaceChildren(...items);
+  }
+}

@@ -1,0 +1,51 @@
+/** The live readout: the current setting's p50/p95 TTFT, decode tok/s and throughput. */
+import { h, setText } from "../lib/dom";
+import { ms as fmtMs, num, tps as fmtTps } from "../lib/format";
+import type { LiveStore } from "../lib/store";
+import { backendLabel } from "./charts";
+
+function tile(label: string, testid: string, hint: string) {
+  const value = h("div", { class: "tile-value", "data-testid": testid }, "—");
+  const sub = h("div", { class: "tile-sub" });
+  const el = h("div", { class: "tile", title: hint }, h("div", { class: "tile-label" }, label), value, sub);
+  return { el, value, sub };
+}
+
+export class Readout {
+  readonly el: HTMLElement;
+  private p50 = tile("TTFT p50", "readout-ttft-p50", "first token received − submit (queue wait + prefill + first step + transport)");
+  private p95 = tile("TTFT p95", "readout-ttft-p95", "95% of requests got their first token within this");
+  private decode = tile("Decode, per request", "readout-decode", "(output tokens − 1) ÷ (last token − first token), p50 over requests");
+  private thr = tile("Throughput, all clients", "readout-throughput", "all output tokens ÷ wall time of the measured window");
+  private flight = tile("In flight", "readout-inflight", "requests submitted and not yet finished");
+  private caption = h("div", { class: "readout-caption muted" });
+
+  constructor(private store: LiveStore) {
+    this.el = h("section", { class: "readout", "aria-label": "live readout" }, this.p50.el, this.p95.el, this.decode.el, this.thr.el, this.flight.el, this.caption);
+  }
+
+  update(): void {
+    const backend = this.store.activeBackend();
+    const s = this.store.currentSummary(backend);
+    const has = s !== undefined && s.requests > 0;
+    setText(this.p50.value, has ? fmtMs(s.ttftMs.p50) : "—");
+    setText(this.p95.value, has ? fmtMs(s.ttftMs.p95) : "—");
+    this.p50.el.classList.toggle("instant", has && s.ttftMs.p50 < 1000);
+    setText(this.decode.value, has ? fmtTps(s.decodeTps.p50) : "—");
+    setText(this.decode.sub, has ? `p95 of slowest: ${fmtTps(s.decodeTps.min)} min` : "");
+    setText(this.thr.value, has && s.throughputTps > 0 ? fmtTps(s.throughputTps) : "—");
+    const t = this.store.lastTick;
+    setText(this.thr.sub, t?.throughputTps ? `now ${fmtTps(t.throughputTps)} (1 s window)` : "");
+    setText(this.flight.value, t ? String(t.inFlight) : "—");
+    setText(this.flight.sub, t ? `${t.queued} queued · ${t.prefilling} prefilling` : "");
+    const set = this.store.settings;
+    setText(
+      this.caption,
+      !this.store.running && !has
+        ? "Press Go live to start measuring."
+        : set && backend
+          ? `${backendLabel(backend)} · ${set.policy} · ${set.promptTokens}-token prompts · ${set.concurrency} client${set.concurrency === 1 ? "" : "s"} · ${set.maxTokens} output tokens — ${has ? `${num(s.requests)} settled request${s.requests === 1 ? "" : "s"}` : "measuring…"}`
+          : "starting…",
+    );
+  }
+}

@@ -1,0 +1,87 @@
+/**
+ * The request timeline: for the last few dozen requests, queue wait, each prefill pass and
+ * the decode span, on one time axis, so prefill and decode can be pointed at. SVG (a
+ * diagram of spans, not a chart), redrawn a few times a second.
+ */
+import { backendColor, THEME } from "../lib/colors";
+import { h, setText } from "../lib/dom";
+import { ms as fmtMs } from "../lib/format";
+import type { LiveStore, TimelineRow } from "../lib/store";
+
+const NS = "http://www.w3.org/2000/svg";
+const ROWS = 24;
+const ROW_H = 12;
+const LABEL_W = 86;
+
+function svg<K extends keyof SVGElementTagNameMap>(tag: K, attrs: Record<string, string | number>): SVGElementTagNameMap[K] {
+  const el = document.createElementNS(NS, tag);
+  for (const [k, v] of Object.entries(attrs)) el.setAttribute(k, String(v));
+  return el;
+}
+
+export class Timeline {
+  readonly el: HTMLElement;
+  private svgEl: SVGSVGElement;
+  private axisNote = h("span", { class: "muted" });
+  rows = 0;
+
+  constructor(private store: LiveStore) {
+    this.svgEl = svg("svg", { class: "timeline-svg", role: "img", "aria-label": "per-request timeline: queue, prefill, decode" });
+    const legend = h(
+      "div",
+      { class: "legend" },
+      h("span", { class: "swatch queue" }),
+      "queue wait ",
+      h("span", { class: "swatch prefill" }),
+      "prefill (each pass) ",
+      h("span", { class: "swatch decode" }),
+      "decode",
+    );
+    this.el = h("section", { class: "card timeline", "data-testid": "timeline" }, h("header", { class: "card-head" }, h("span", {}, "Request timeline"), legend, this.axisNote), this.svgEl);
+  }
+
+  update(wallNow: number): void {
+    const now = this.store.sessionNow(wallNow);
+    const rows: TimelineRow[] = [...this.store.finished.tail(ROWS), ...this.store.inFlight.values()].sort((a, b) => a.submit - b.submit).slice(-ROWS);
+    this.rows = rows.length;
+    const width = Math.max(300, this.svgEl.clientWidth || 600);
+    const height = ROWS * ROW_H + 18;
+    if (rows.length === 0 || now === null) {
+      if (this.svgEl.childNodes.length > 0) this.svgEl.replaceChildren();
+      setText(this.axisNote, "");
+      return;
+    }
+    const box = `0 0 ${width} ${height}`;
+    if (this.svgEl.getAttribute("viewBox") !== box) {
+      this.svgEl.setAttribute("viewBox", box);
+      this.svgEl.setAttribute("height", String(height));
+    }
+    this.svgEl.replaceChildren();
+    const t0 = rows[0].submit;
+    const t1 = Math.max(now, ...rows.map((r) => r.last ?? r.submit));
+    const span = Math.max(1, t1 - t0);
+    const plotW = width - LABEL_W - 8;
+    const X = (t: number) => LABEL_W + ((t - t0) / span) * plotW;
+    const rect = (y: number, a: number, b: number, fill: string, title: string) => {
+      const r = svg("rect", { x: X(a), y: y + 2, width: Math.max(1, X(b) - X(a)), height: ROW_H - 4, fill, rx: 1 });
+      const t = svg("title", {});
+      t.textContent = title;
+      r.append(t);
+      this.svgEl.append(r);
+    };
+    rows.forEach((r, i) => {
+      const y = i * ROW_H;
+      const label = svg("text", { x: 4, y: y + ROW_H - 2, fill: r.error ? "#f87171" : THEME.axis, "font-size": 10 });
+      label.textContent = `#${r.id} ${r.promptTokens}t${r.preview ? " ◆" : ""}`;
+      this.svgEl.append(label);
+      const end = (t: number | null) => t ?? (r.done ? r.submit : now);
+      const admitted = r.admit;
+      rect(y, r.submit, admitted ?? end(r.prefill[0]?.startMs ?? null), THEME.queue, `queue ${fmtMs((admitted ?? now) - r.submit)}`);
+      for (const p of r.prefill) rect(y, p.startMs, p.endMs, THEME.prefill, `prefill ${p.tokens} tokens in ${fmtMs(p.endMs - p.startMs)}`);
+      if (r.first !== null) rect(y, r.first, end(r.last), backendColor(r.backend), `decode ${fmtMs(end(r.last) - r.first)}`);
+    });
+    const axis = svg("line", { x1: LABEL_W, x2: width - 8, y1: ROWS * ROW_H + 2, y2: ROWS * ROW_H + 2, stroke: THEME.grid });
+    this.svgEl.append(axis);
+    setText(this.axisNote, `last ${fmtMs(span)} · ${rows.length} requests`);
+  }
+}

@@ -1,0 +1,41 @@
+/**
+ * Every command the app offers, one function each: components never call `invoke`
+ * directly. Streaming commands take a callback that receives the channel's messages.
+ */
+import { call, channel } from "./core";
+import type {
+  BackendAvailability,
+  CatalogModel,
+  FetchEvent,
+  HardwareReport,
+  LiveEvent,
+  LiveSettings,
+  ModelInfo,
+  SweepEvent,
+  SweepRequest,
+} from "./types";
+
+export const hardware = () => call<HardwareReport>("hardware");
+export const backends = () => call<BackendAvailability[]>("backends");
+
+export const models = () => call<CatalogModel[]>("models");
+export const currentModel = () => call<ModelInfo | null>("current_model");
+export const openModel = (spec: string, onProgress: (e: FetchEvent) => void) =>
+  call<ModelInfo>("open_model", { spec, onProgress: channel(onProgress) });
+export const pickModelFile = () => call<string | null>("pick_model_file");
+
+export const liveStart = (settings: LiveSettings, onBatch: (events: LiveEvent[]) => void) =>
+  call<void>("live_start", { settings, onEvent: channel(onBatch) });
+export const liveUpdate = (settings: LiveSettings) => call<void>("live_update", { settings });
+export const liveRetry = () => call<void>("live_retry");
+export const livePreviewNext = () => call<void>("live_preview_next");
+export const liveStop = () => call<void>("live_stop");
+export const liveSave = () => call<string>("live_save");
+
+export const sweepStart = (request: SweepRequest, onEvent: (e: SweepEvent) => void) =>
+  call<string>("sweep_start", { request, onEvent: channel(onEvent) });
+export const sweepCancel = () => call<void>("sweep_cancel");
+
+export const exportCsv = (source: "live" | "sweep") => call<string | null>("export_csv", { source });
+export const exportPng = (fileName: string, png: Uint8Array) =>
+  call<string | null>("export_png", png, { headers: { "x-file-name": fileName } });

@@ -1,0 +1,283 @@
+/**
+ * Types of what the app's commands take and return, mirroring the Rust side
+ * (`lx_engine::live`, `src-tauri/src/events.rs`, `src-tauri/src/commands/*`). Field names
+ * are camelCase except where a Rust type is passed through unchanged (model facts,
+ * hardware report, backend info, distributions), which keep Rust's snake_case.
+ */
+
+export type Policy = "serial" | "static" | "continuous" | "chunked";
+export const POLICIES: Policy[] = ["serial", "static", "continuous", "chunked"];
+
+/** Live mode's settings (`LiveSettings`). */
+export interface LiveSettings {
+  backends: string[];
+  promptTokens: number;
+  concurrency: number;
+  maxTokens: number;
+  policy: Policy;
+  chunkTokens: number;
+  threads: number;
+  gpuLayers?: number | null;
+  rotateAfterS: number;
+  batchMs: number;
+  hangTimeoutS: number;
+}
+
+export interface Distribution {
+  p50: number;
+  p90: number;
+  p95: number;
+  p99: number;
+  mean: number;
+  min: number;
+  max: number;
+  count: number;
+}
+
+export interface Capabilities {
+  mixed_position_batches: boolean;
+  max_batch_tokens: number;
+  slots: number;
+  ctx_per_slot: number;
+  prefix_copy: boolean;
+}
+
+export interface BackendInfo {
+  name: string;
+  version: string;
+  device: string;
+  threads: number;
+  capabilities: Capabilities;
+}
+
+export interface Capacity {
+  slots: number;
+  ctxPerSlot: number;
+  maxBatchTokens: number;
+  threads: number;
+  gpuLayers: number | null;
+}
+
+export type BackendState = "loading" | "ready" | "measuring" | "error" | "stopped";
+
+export interface SettingKey {
+  backend: string;
+  policy: Policy;
+  promptTokens: number;
+  concurrency: number;
+  maxTokens: number;
+  chunkTokens: number;
+}
+
+export interface SettingSummary {
+  key: SettingKey;
+  requests: number;
+  ttftMs: Distribution;
+  decodeTps: Distribution;
+  queueMs: Distribution;
+  prefillTps: Distribution;
+  e2eMs: Distribution;
+  throughputTps: number;
+  windowS: number;
+}
+
+export interface PrefillSpan {
+  tokens: number;
+  startMs: number;
+  endMs: number;
+}
+
+export type FinishReason = "length" | "stop" | "cancelled";
+
+/** Live mode's events (`LiveEvent`), delivered in batches. */
+export type LiveEvent =
+  | { type: "settingsApplied"; settings: LiveSettings; atMs: number }
+  | {
+      type: "backendStatus";
+      backend: string;
+      state: BackendState;
+      info: BackendInfo | null;
+      loadMs: number | null;
+      pid: number | null;
+      capacity: Capacity | null;
+      message: string | null;
+      atMs: number;
+    }
+  | {
+      type: "requestStarted";
+      id: number;
+      backend: string;
+      promptTokens: number;
+      maxTokens: number;
+      policy: Policy;
+      concurrency: number;
+      atMs: number;
+      preview: boolean;
+      promptTail: string | null;
+    }
+  | { type: "requestAdmitted"; id: number; atMs: number; queueMs: number }
+  | { type: "requestPrefill"; id: number; tokens: number; startMs: number; endMs: number }
+  | { type: "previewTokens"; id: number; firstIndex: number; pieces: string[]; atMs: number[] }
+  | {
+      type: "requestDone";
+      id: number;
+      backend: string;
+      policy: Policy;
+      promptTokens: number;
+      maxTokens: number;
+      concurrency: number;
+      submitAtMs: number;
+      admitAtMs: number | null;
+      prefill: PrefillSpan[];
+      firstTokenAtMs: number | null;
+      lastTokenAtMs: number | null;
+      outputTokens: number;
+      ttftMs: number | null;
+      queueMs: number | null;
+      decodeTps: number | null;
+      prefillTps: number | null;
+      e2eMs: number | null;
+      settled: boolean;
+      finish: FinishReason | null;
+      error: string | null;
+    }
+  | { type: "summary"; summary: SettingSummary }
+  | {
+      type: "tick";
+      atMs: number;
+      backend: string;
+      throughputTps: number | null;
+      inFlight: number;
+      queued: number;
+      prefilling: number;
+      ttftP50Ms: number | null;
+      ttftP95Ms: number | null;
+    }
+  | { type: "workerCrashed"; backend: string; reason: string; pid: number | null; atMs: number }
+  | { type: "paused"; reason: string; atMs: number }
+  | { type: "rejected"; message: string }
+  | { type: "stopped"; atMs: number };
+
+export type RequestDone = Extract<LiveEvent, { type: "requestDone" }>;
+export type RequestStarted = Extract<LiveEvent, { type: "requestStarted" }>;
+export type Tick = Extract<LiveEvent, { type: "tick" }>;
+export type BackendStatus = Extract<LiveEvent, { type: "backendStatus" }>;
+
+/** `BackendAvailability`. */
+export interface BackendAvailability {
+  name: string;
+  label: string;
+  available: boolean;
+  reason: string | null;
+  devices: string[];
+}
+
+export interface HardwareReport {
+  cpu: string;
+  physical_cores: number;
+  logical_cores: number;
+  memory_bytes: number;
+  os: string;
+  arch: string;
+  cpu_features: string[];
+  backend_devices: [string, string[]][];
+}
+
+export interface CatalogModel {
+  name: string;
+  description: string;
+  size: number;
+  quantization: string;
+  parameters: string | null;
+  architecture: string;
+  license: string;
+  isDefault: boolean;
+  present: boolean;
+  verified: boolean;
+  path: string;
+}
+
+export interface ModelFacts {
+  path: string;
+  file_size: number;
+  gguf_version: number;
+  architecture: string;
+  name: string | null;
+  parameter_count: number;
+  tensor_count: number;
+  quantization: { file_type: number | null; name: string; tensor_types: Record<string, number> };
+  context_length: number | null;
+  embedding_length: number | null;
+  block_count: number | null;
+  head_count: number | null;
+  head_count_kv: number | null;
+  vocab_size: number | null;
+}
+
+export interface ModelInfo {
+  spec: string;
+  name: string;
+  path: string;
+  contextLength: number;
+  sha256: string | null;
+  facts: ModelFacts;
+}
+
+export type FetchEvent =
+  | { type: "downloading"; part: number; parts: number; name: string }
+  | { type: "transferring"; bytesDone: number; bytesTotal: number | null }
+  | { type: "extracting"; part: number; parts: number }
+  | { type: "verifying"; bytesDone: number; bytesTotal: number }
+  | { type: "fetched"; path: string; alreadyPresent: boolean };
+
+export interface SweepRequest {
+  backends: string[];
+  policies: Policy[];
+  promptTokens: number[];
+  concurrency: number[];
+  maxTokens: number[];
+  requests: number;
+  warmup?: number | null;
+  threads?: number;
+  chunkTokens?: number;
+}
+
+export interface PointSpec {
+  prompt_tokens: number;
+  max_tokens: number;
+  concurrency: number;
+  requests: number;
+  warmup: number;
+  stop_at_eos: boolean;
+}
+
+export interface PointFigures {
+  backend: string;
+  policy: Policy;
+  promptTokens: number;
+  concurrency: number;
+  maxTokens: number;
+  requests: number;
+  errors: number;
+  ttftMs: Distribution;
+  decodeTps: Distribution;
+  queueMs: Distribution;
+  throughputTps: number;
+  errorMessages: string[];
+}
+
+export type SweepEvent =
+  | { type: "started"; path: string; totalPoints: number; totalRequests: number }
+  | { type: "loading"; backend: string }
+  | { type: "loaded"; backend: string; info: BackendInfo; loadMs: number }
+  | { type: "pointStarted"; index: number; total: number; backend: string; policy: Policy; spec: PointSpec }
+  | { type: "progress"; done: number; total: number }
+  | { type: "pointDone"; point: PointFigures }
+  | { type: "finished"; path: string; stopped: boolean; failedPoints: number }
+  | { type: "failed"; message: string };
+
+/** A command's error (`CmdError`). */
+export interface AppError {
+  kind: "noModel" | "model" | "live" | "sweep" | "io" | "busy" | "ipc";
+  message: string;
+}

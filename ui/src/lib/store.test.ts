@@ -1,0 +1,80 @@
+import { describe, expect, it } from "vitest";
+import { LiveStore } from "./store";
+import type { LiveEvent, LiveSettings } from "../ipc/types";
+
+const settings: LiveSettings = {
+  backends: ["llama"],
+  promptTokens: 64,
+  concurrency: 2,
+  maxTokens: 8,
+  policy: "continuous",
+  chunkTokens: 256,
+  threads: 0,
+  rotateAfterS: 8,
+  batchMs: 50,
+  hangTimeoutS: 300,
+};
+
+const started = (id: number, atMs: number, preview = false): LiveEvent => ({
+  type: "requestStarted", id, backend: "llama", promptTokens: 64, maxTokens: 8, policy: "continuous", concurrency: 2, atMs, preview, promptTail: preview ? "once upon" : null,
+});
+
+const done = (id: number, submit: number, first: number, last: number, extra: Partial<Extract<LiveEvent, { type: "requestDone" }>> = {}): LiveEvent => ({
+  type: "requestDone", id, backend: "llama", policy: "continuous", promptTokens: 64, maxTokens: 8, concurrency: 2, submitAtMs: submit, admitAtMs: submit + 1,
+  prefill: [{ tokens: 64, startMs: submit + 1, endMs: first - 1 }], firstTokenAtMs: first, lastTokenAtMs: last, outputTokens: 8, ttftMs: first - submit,
+  queueMs: 1, decodeTps: 7000 / (last - first), prefillTps: 1000, e2eMs: last - submit, settled: true, finish: "length", error: null, ...extra,
+});
+
+describe("LiveStore", () => {
+  it("files requests for the charts, the timeline and the preview", () => {
+    const s = new LiveStore();
+    s.beginSession(settings);
+    s.apply([started(1, 10, true), started(2, 11)], 1000);
+    s.apply([{ type: "requestAdmitted", id: 1, atMs: 12, queueMs: 2 }, { type: "previewTokens", id: 1, firstIndex: 0, pieces: [" there", " lived"], atMs: [60, 80] }], 1100);
+    expect(s.preview?.pieces.join("")).toBe(" there lived");
+    expect(s.preview?.ttftMs).toBe(50);
+    expect(s.inFlight.size).toBe(2);
+    s.apply([done(1, 10, 60, 200)], 1300);
+    expect(s.inFlight.size).toBe(1);
+    expect(s.finished.size).toBe(1);
+    expect(s.done.size).toBe(1);
+    expect(s.done.last()?.ttftMs).toBe(50);
+    expect(s.done.last()?.doneAt).toBeCloseTo(0.2);
+    expect(s.preview?.done).toBe(true);
+  });
+
+  it("does not plot cancelled requests", () => {
+    const s = new LiveStore();
+    s.beginSession(settings);
+    s.apply([started(1, 0), done(1, 0, 10, 20, { finish: "cancelled", settled: false })]);
+    expect(s.done.size).toBe(0);
+    expect(s.finished.size).toBe(1);
+  });
+
+  it("shows a crash with retry and clears it when the backend is back", () => {
+    const s = new LiveStore();
+    s.beginSession(settings);
+    s.apply([{ type: "workerCrashed", backend: "llama", reason: "exited on signal 9", pid: 42, atMs: 5 }]);
+    expect(s.problems).toHaveLength(1);
+    expect(s.problems[0].retry).toBe(true);
+    expect(s.problems[0].message).toContain("pid 42");
+    s.apply([{ type: "backendStatus", backend: "llama", state: "measuring", info: null, loadMs: null, pid: 43, capacity: null, message: null, atMs: 9 }]);
+    expect(s.problems).toHaveLength(0);
+  });
+
+  it("estimates the session clock from the least delayed event", () => {
+    const s = new LiveStore();
+    s.beginSession(settings);
+    s.apply([started(1, 100)], 5100); // arrived 5000 ms after the session's zero... or later
+    s.apply([started(2, 200)], 5150); // ...this one says 4950
+    expect(s.sessionNow(6000)).toBe(1050);
+  });
+
+  it("keeps the live time series bounded", () => {
+    const s = new LiveStore();
+    s.beginSession(settings);
+    for (let i = 0; i < 25_000; i++) s.apply([done(i, i, i + 5, i + 10)]);
+    expect(s.done.size).toBe(20_000);
+    expect(s.finished.size).toBe(40);
+  });
+});

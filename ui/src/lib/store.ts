@@ -1,0 +1,321 @@
+/**
+ * Live data as the UI keeps it: bounded ring buffers fed by the engine's event batches.
+ * Nothing here measures; it files what the engine measured so the views can draw it.
+ */
+import { RingBuffer } from "./ring";
+import type {
+  BackendStatus,
+  LiveEvent,
+  LiveSettings,
+  PointFigures,
+  PrefillSpan,
+  SettingKey,
+  SettingSummary,
+  Tick,
+} from "../ipc/types";
+
+/** One completed (or failed) request, as the time charts plot it. Times in seconds. */
+export interface DonePoint {
+  id: number;
+  backend: string;
+  policy: string;
+  promptTokens: number;
+  concurrency: number;
+  maxTokens: number;
+  /** When its first token arrived (s since the session started). */
+  firstAt: number | null;
+  /** When it ended (s). */
+  doneAt: number;
+  ttftMs: number | null;
+  decodeTps: number | null;
+  settled: boolean;
+  error: string | null;
+}
+
+/** One request in the timeline. Times in ms since the session started. */
+export interface TimelineRow {
+  id: number;
+  backend: string;
+  promptTokens: number;
+  submit: number;
+  admit: number | null;
+  prefill: PrefillSpan[];
+  first: number | null;
+  last: number | null;
+  done: boolean;
+  error: string | null;
+  preview: boolean;
+}
+
+/** The request streamed in the preview pane. */
+export interface PreviewState {
+  id: number;
+  backend: string;
+  promptTokens: number;
+  maxTokens: number;
+  promptTail: string;
+  startedAt: number;
+  admittedAt: number | null;
+  pieces: string[];
+  /** Receipt time of each token (ms since the session started). */
+  times: number[];
+  done: boolean;
+  ttftMs: number | null;
+  decodeTps: number | null;
+  error: string | null;
+  /** performance.now() when it ended (for the hand-over to the next preview). */
+  doneWall: number | null;
+}
+
+/** A problem to show, with what the user can do about it. */
+export interface Problem {
+  kind: "crash" | "load" | "paused" | "rejected" | "command" | "notice";
+  backend?: string;
+  message: string;
+  /** Retry restarts failed workers. */
+  retry: boolean;
+}
+
+export const keyId = (k: SettingKey) => `${k.backend}|${k.policy}|${k.promptTokens}|${k.concurrency}|${k.maxTokens}|${k.chunkTokens}`;
+
+export const CAPACITY = { done: 20_000, ticks: 10_000, timeline: 40 };
+
+export class LiveStore {
+  /** Bumped on every change: views redraw only when it moved. */
+  version = 0;
+  /** Bumped when a summary or sweep point changed (the curves). */
+  summaryVersion = 0;
+  running = false;
+  settings: LiveSettings | null = null;
+  done = new RingBuffer<DonePoint>(CAPACITY.done);
+  ticks = new RingBuffer<Tick>(CAPACITY.ticks);
+  /** Latest summary per setting (kept across sessions: the curves build up). */
+  summaries = new Map<string, SettingSummary>();
+  /** Sweep points, for the curves. */
+  sweepPoints = new Map<string, PointFigures>();
+  backends = new Map<string, BackendStatus>();
+  inFlight = new Map<number, TimelineRow>();
+  finished = new RingBuffer<TimelineRow>(CAPACITY.timeline);
+  preview: PreviewState | null = null;
+  problems: Problem[] = [];
+  lastTick: Tick | null = null;
+  /** performance.now() − session ms, estimated from arrivals (smallest seen = least delayed). */
+  private offset: number | null = null;
+
+  /** A new session starts: its clock restarts at 0, so the time series start over. */
+  beginSession(settings: LiveSettings): void {
+    this.running = true;
+    this.settings = settings;
+    this.done.clear();
+    this.ticks.clear();
+    this.inFlight.clear();
+    this.finished.clear();
+    this.preview = null;
+    this.problems = [];
+    this.lastTick = null;
+    this.offset = null;
+    this.version++;
+  }
+
+  /** Session ms now, on the engine's clock (null before the first event). */
+  sessionNow(wallNow: number = performance.now()): number | null {
+    return this.offset === null ? null : wallNow - this.offset;
+  }
+
+  private seen(atMs: number, wallNow: number) {
+    const o = wallNow - atMs;
+    if (this.offset === null || o < this.offset) this.offset = o;
+  }
+
+  apply(batch: LiveEvent[], wallNow: number = performance.now()): void {
+    for (const e of batch) this.applyOne(e, wallNow);
+    this.version++;
+  }
+
+  private applyOne(e: LiveEvent, wallNow: number): void {
+    switch (e.type) {
+      case "settingsApplied":
+        this.settings = e.settings;
+        this.seen(e.atMs, wallNow);
+        break;
+      case "backendStatus":
+        this.seen(e.atMs, wallNow);
+        {
+          const prev = this.backends.get(e.backend);
+          // Keep what we knew about a loaded worker when a later status omits it.
+          this.backends.set(e.backend, {
+            ...e,
+            info: e.info ?? (e.state === "stopped" || e.state === "error" ? null : (prev?.info ?? null)),
+            capacity: e.capacity ?? (e.state === "stopped" || e.state === "error" ? null : (prev?.capacity ?? null)),
+          });
+        }
+        // A crash was reported already (with its reason); a failed load is reported here.
+        if (e.state === "error" && e.message && !this.problems.some((p) => p.backend === e.backend && p.kind === "crash")) {
+          this.addProblem({ kind: "load", backend: e.backend, message: `Cannot load ${e.backend}: ${e.message}`, retry: true });
+        }
+        if (e.state === "measuring" || e.state === "ready") this.clearProblems(e.backend);
+        break;
+      case "requestStarted": {
+        this.seen(e.atMs, wallNow);
+        this.inFlight.set(e.id, {
+          id: e.id,
+          backend: e.backend,
+          promptTokens: e.promptTokens,
+          submit: e.atMs,
+          admit: null,
+          prefill: [],
+          first: null,
+          last: null,
+          done: false,
+          error: null,
+          preview: e.preview,
+        });
+        if (e.preview) {
+          this.preview = {
+            id: e.id,
+            backend: e.backend,
+            promptTokens: e.promptTokens,
+            maxTokens: e.maxTokens,
+            promptTail: e.promptTail ?? "",
+            startedAt: e.atMs,
+            admittedAt: null,
+            pieces: [],
+            times: [],
+            done: false,
+            ttftMs: null,
+            decodeTps: null,
+            error: null,
+            doneWall: null,
+          };
+        }
+        break;
+      }
+      case "requestAdmitted": {
+        const r = this.inFlight.get(e.id);
+        if (r) r.admit = e.atMs;
+        if (this.preview?.id === e.id) this.preview.admittedAt = e.atMs;
+        break;
+      }
+      case "requestPrefill": {
+        const r = this.inFlight.get(e.id);
+        if (r) r.prefill.push({ tokens: e.tokens, startMs: e.startMs, endMs: e.endMs });
+        break;
+      }
+      case "previewTokens": {
+        const p = this.preview;
+        if (p && p.id === e.id) {
+          for (let i = 0; i < e.pieces.length; i++) {
+            p.pieces[e.firstIndex + i] = e.pieces[i];
+            p.times[e.firstIndex + i] = e.atMs[i];
+          }
+          if (p.ttftMs === null && p.times.length > 0) p.ttftMs = p.times[0] - p.startedAt;
+        }
+        const r = this.inFlight.get(e.id);
+        if (r && e.atMs.length > 0) {
+          r.first ??= e.atMs[0];
+          r.last = e.atMs[e.atMs.length - 1];
+        }
+        break;
+      }
+      case "requestDone": {
+        this.seen(e.lastTokenAtMs ?? e.submitAtMs, wallNow);
+        const row = this.inFlight.get(e.id);
+        this.inFlight.delete(e.id);
+        const finished: TimelineRow = {
+          id: e.id,
+          backend: e.backend,
+          promptTokens: e.promptTokens,
+          submit: e.submitAtMs,
+          admit: e.admitAtMs,
+          prefill: e.prefill.length > 0 ? e.prefill : (row?.prefill ?? []),
+          first: e.firstTokenAtMs,
+          last: e.lastTokenAtMs,
+          done: true,
+          error: e.error,
+          preview: row?.preview ?? false,
+        };
+        this.finished.push(finished);
+        if (e.finish !== "cancelled") {
+          this.done.push({
+            id: e.id,
+            backend: e.backend,
+            policy: e.policy,
+            promptTokens: e.promptTokens,
+            concurrency: e.concurrency,
+            maxTokens: e.maxTokens,
+            firstAt: e.firstTokenAtMs === null ? null : e.firstTokenAtMs / 1000,
+            doneAt: (e.lastTokenAtMs ?? e.submitAtMs) / 1000,
+            ttftMs: e.ttftMs,
+            decodeTps: e.decodeTps,
+            settled: e.settled,
+            error: e.error,
+          });
+        }
+        if (this.preview?.id === e.id) {
+          this.preview.done = true;
+          this.preview.doneWall = wallNow;
+          this.preview.decodeTps = e.decodeTps;
+          this.preview.ttftMs = e.ttftMs;
+          this.preview.error = e.error;
+        }
+        break;
+      }
+      case "summary":
+        this.summaries.set(keyId(e.summary.key), e.summary);
+        this.summaryVersion++;
+        break;
+      case "tick":
+        this.seen(e.atMs, wallNow);
+        this.ticks.push(e);
+        this.lastTick = e;
+        break;
+      case "workerCrashed":
+        this.lastTick = null; // its in-flight counts are gone with it
+        this.addProblem({ kind: "crash", backend: e.backend, message: `The ${e.backend} worker${e.pid ? ` (pid ${e.pid})` : ""} crashed: ${e.reason}`, retry: true });
+        break;
+      case "paused":
+        this.addProblem({ kind: "paused", message: `Live mode is paused: no backend can run (${e.reason}).`, retry: true });
+        break;
+      case "rejected":
+        this.addProblem({ kind: "rejected", message: e.message, retry: false });
+        break;
+      case "stopped":
+        this.running = false;
+        for (const r of this.inFlight.values()) this.finished.push({ ...r, done: true });
+        this.inFlight.clear();
+        break;
+    }
+  }
+
+  addProblem(p: Problem): void {
+    // One entry per kind and backend: the latest message wins.
+    this.problems = this.problems.filter((q) => !(q.kind === p.kind && q.backend === p.backend));
+    this.problems.push(p);
+    this.version++;
+  }
+
+  clearProblems(backend?: string): void {
+    const before = this.problems.length;
+    this.problems = backend === undefined ? [] : this.problems.filter((p) => p.backend !== backend && p.kind !== "paused");
+    if (this.problems.length !== before) this.version++;
+  }
+
+  /** The summary of the setting in force on `backend` (the live readout). */
+  currentSummary(backend: string | undefined): SettingSummary | undefined {
+    const s = this.settings;
+    if (!s || !backend) return undefined;
+    return this.summaries.get(keyId({ backend, policy: s.policy, promptTokens: s.promptTokens, concurrency: s.concurrency, maxTokens: s.maxTokens, chunkTokens: s.chunkTokens }));
+  }
+
+  /** The backend being measured now. */
+  activeBackend(): string | undefined {
+    for (const [name, st] of this.backends) if (st.state === "measuring") return name;
+    return this.lastTick?.backend;
+  }
+
+  addSweepPoint(p: PointFigures, chunkTokens: number): void {
+    this.sweepPoints.set(keyId({ backend: p.backend, policy: p.policy, promptTokens: p.promptTokens, concurrency: p.concurrency, maxTokens: p.maxTokens, chunkTokens }), p);
+    this.summaryVersion++;
+    this.version++;
+  }
+}

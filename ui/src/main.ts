@@ -1,0 +1,372 @@
+// Must come first: fixes navigator.language before uPlot (imported below) reads it.
+import "./lib/locale-guard";
+import "uplot/dist/uPlot.min.css";
+import "./styles.css";
+
+import * as api from "./ipc/api";
+import { inApp, toAppError } from "./ipc/core";
+import type { AppError, BackendAvailability, CatalogModel, FetchEvent, LiveSettings, ModelInfo } from "./ipc/types";
+import { Banner } from "./components/banner";
+import { backendLabel, TpsChart, TpsCurve, TtftChart, TtftCurve } from "./components/charts";
+import type { Chart } from "./components/chart";
+import { Controls } from "./components/controls";
+import { HardwarePanel } from "./components/hardware";
+import { PreviewPane } from "./components/preview";
+import { Readout } from "./components/readout";
+import { SweepPanel } from "./components/sweep";
+import { Timeline } from "./components/timeline";
+import { h, setText } from "./lib/dom";
+import { bytes } from "./lib/format";
+import { LiveStore } from "./lib/store";
+
+const store = new LiveStore();
+let model: ModelInfo | null = null;
+let backends: BackendAvailability[] = [];
+let starting = false;
+
+// ---------------------------------------------------------------- problems
+
+function problem(e: unknown, kind: "command" | "load" = "command") {
+  const err: AppError = toAppError(e);
+  store.addProblem({ kind, message: err.message, retry: false });
+}
+
+const banner = new Banner(
+  () => {
+    store.clearProblems();
+    if (store.running) void api.liveRetry().catch((e) => problem(e));
+    else if (!model) void openModel(modelSelect.value || "default");
+    else void goLive();
+  },
+  (p) => {
+    store.problems = store.problems.filter((q) => q !== p);
+    store.version++;
+  },
+);
+
+// ---------------------------------------------------------------- header: model and actions
+
+const modelSelect = h("select", { "aria-label": "model", "data-testid": "model-select" }) as HTMLSelectElement;
+const modelStatus = h("span", { class: "model-status", "data-testid": "model-status" }, "starting…");
+const modelBar = h("progress", { class: "model-progress", max: 1, hidden: true }) as HTMLProgressElement;
+const liveBtn = h("button", { type: "button", class: "primary", "data-testid": "go-live", disabled: true }, "Go live");
+const saveBtn = h("button", { type: "button", disabled: true, title: "Save what live mode measured as a run file" }, "Save run");
+const csvBtn = h("button", { type: "button", disabled: true, title: "Export live results as CSV" }, "Export CSV");
+
+function setModelList(list: CatalogModel[], current: string | null) {
+  modelSelect.replaceChildren(
+    ...list.map((m) =>
+      h("option", { value: m.name, selected: m.name === current, title: `${m.description} · ${m.parameters ?? ""} ${m.quantization} · ${bytes(m.size)} · ${m.license}` }, `${m.name}${m.isDefault ? " (default)" : ""}${m.present ? "" : ` · download ${bytes(m.size)}`}`),
+    ),
+    h("option", { value: "__file__" }, "Open a .gguf file…"),
+  );
+  if (current && !list.some((m) => m.name === current)) {
+    modelSelect.prepend(h("option", { value: current, selected: true }, current));
+  }
+}
+
+function fetchText(e: FetchEvent): [string, number | null] {
+  switch (e.type) {
+    case "downloading":
+      return [`downloading ${e.name} (${e.part}/${e.parts})…`, null];
+    case "transferring":
+      return [`downloading ${bytes(e.bytesDone)}${e.bytesTotal ? ` of ${bytes(e.bytesTotal)}` : ""}`, e.bytesTotal ? e.bytesDone / e.bytesTotal : null];
+    case "extracting":
+      return [`extracting part ${e.part}/${e.parts}…`, e.part / e.parts];
+    case "verifying":
+      return [`verifying sha256 ${bytes(e.bytesDone)} of ${bytes(e.bytesTotal)}`, e.bytesTotal ? e.bytesDone / e.bytesTotal : null];
+    case "fetched":
+      return [e.alreadyPresent ? "reading the model…" : "fetched and verified; reading the model…", 1];
+  }
+}
+
+async function openModel(spec: string) {
+  if (store.running) await stopLive();
+  liveBtn.disabled = true;
+  modelSelect.disabled = true;
+  setText(modelStatus, `opening ${spec}…`);
+  modelBar.hidden = false;
+  modelBar.removeAttribute("value");
+  try {
+    const info = await api.openModel(spec, (e) => {
+      const [text, frac] = fetchText(e);
+      setText(modelStatus, text);
+      if (frac === null) modelBar.removeAttribute("value");
+      else modelBar.value = frac;
+    });
+    setModel(info);
+    store.clearProblems();
+  } catch (e) {
+    setText(modelStatus, "no model open");
+    store.addProblem({ kind: "load", message: `Cannot open the model: ${toAppError(e).message}`, retry: true });
+  } finally {
+    modelBar.hidden = true;
+    modelSelect.disabled = false;
+    updateButtons();
+  }
+}
+
+function setModel(info: ModelInfo) {
+  model = info;
+  const f = info.facts;
+  setText(modelStatus, `${f.name ?? info.name} · ${f.architecture} · ${f.quantization.name} · ${bytes(f.file_size)} · context ${info.contextLength}`);
+  modelStatus.title = info.path;
+  controls.setContext(info.contextLength);
+  hardware.setModel(info);
+  if (![...modelSelect.options].some((o) => o.value === info.spec)) modelSelect.prepend(h("option", { value: info.spec }, info.name));
+  modelSelect.value = info.spec;
+  store.version++;
+}
+
+modelSelect.addEventListener("change", async () => {
+  const v = modelSelect.value;
+  if (v === "__file__") {
+    try {
+      const path = await api.pickModelFile();
+      if (path) await openModel(path);
+      else if (model) modelSelect.value = model.spec;
+    } catch (e) {
+      problem(e);
+    }
+    return;
+  }
+  await openModel(v);
+});
+
+// ---------------------------------------------------------------- live mode
+
+function updateButtons() {
+  const canRun = model !== null && controls.settings.backends.length > 0 && !sweep.running;
+  liveBtn.disabled = !store.running && (!canRun || starting);
+  setText(liveBtn, store.running ? "Stop" : starting ? "Starting…" : "Go live");
+  liveBtn.classList.toggle("danger", store.running);
+  liveBtn.dataset.state = store.running ? "live" : "idle";
+  saveBtn.disabled = store.summaries.size === 0;
+  csvBtn.disabled = store.summaries.size === 0;
+}
+
+async function goLive() {
+  if (!model || starting) return;
+  starting = true;
+  updateButtons();
+  const settings = { ...controls.settings };
+  store.beginSession(settings);
+  try {
+    await api.liveStart(settings, (batch) => store.apply(batch));
+  } catch (e) {
+    store.running = false;
+    problem(e);
+  } finally {
+    starting = false;
+    updateButtons();
+  }
+}
+
+async function stopLive() {
+  try {
+    await api.liveStop();
+  } catch (e) {
+    problem(e);
+  }
+  store.running = false;
+  store.version++;
+  updateButtons();
+}
+
+liveBtn.addEventListener("click", () => void (store.running ? stopLive() : goLive()));
+saveBtn.addEventListener("click", async () => {
+  try {
+    const path = await api.liveSave();
+    store.addProblem({ kind: "notice", message: `Live results saved to ${path}`, retry: false });
+  } catch (e) {
+    problem(e);
+  }
+});
+csvBtn.addEventListener("click", async () => {
+  try {
+    const path = await api.exportCsv("live");
+    if (path) store.addProblem({ kind: "notice", message: `Exported to ${path}`, retry: false });
+  } catch (e) {
+    problem(e);
+  }
+});
+
+function onSettings(s: LiveSettings) {
+  store.version++;
+  updateButtons();
+  if (store.running) void api.liveUpdate(s).catch((e) => problem(e));
+}
+
+const controls = new Controls(onSettings);
+const current = () => controls.settings;
+
+// ---------------------------------------------------------------- views
+
+function chartCard(title: string, subtitle: string, testid: string, fileName: string, chart: () => Chart) {
+  const host = h("div", { class: "chart-host" });
+  const empty = h("div", { class: "chart-empty" }, "No requests yet: press Go live.");
+  const png = h("button", { type: "button", class: "small ghost", title: "Save this chart as a PNG" }, "PNG");
+  png.addEventListener("click", async () => {
+    try {
+      const bytesPng = await chart().png(title);
+      await api.exportPng(fileName, bytesPng);
+    } catch (e) {
+      problem(e);
+    }
+  });
+  const card = h("section", { class: "card chart", "data-testid": testid }, h("header", { class: "card-head" }, h("span", {}, title), h("span", { class: "muted small" }, subtitle), png), h("div", { class: "chart-body" }, host, empty));
+  return { card, host, empty };
+}
+
+const ttftCard = chartCard("Time to first token", "each dot a request · line p50, band to p95 · dashed: 1 s feels instant", "chart-ttft", "ttft-over-time.png", () => ttftChart.chart);
+const tpsCard = chartCard("Tokens per second", "dots: each request's decode rate · line: all clients together · green: human reading pace", "chart-tps", "tokens-per-second.png", () => tpsChart.chart);
+const curveTtftCard = chartCard("TTFT against prompt length", "p50 per setting explored · one line per backend and policy", "curve-ttft", "ttft-vs-prompt.png", () => ttftCurve.chart);
+const curveTpsCard = chartCard("Tokens/s against concurrency", "thick: throughput of all clients · thin: each client's decode rate (p50)", "curve-tps", "tps-vs-concurrency.png", () => tpsCurve.chart);
+
+const ttftChart = new TtftChart(ttftCard.host, store);
+const tpsChart = new TpsChart(tpsCard.host, store);
+const ttftCurve = new TtftCurve(curveTtftCard.host, store, current);
+const tpsCurve = new TpsCurve(curveTpsCard.host, store, current);
+const readout = new Readout(store);
+const preview = new PreviewPane(store, () => void api.livePreviewNext().catch(() => undefined));
+const timeline = new Timeline(store);
+const hardware = new HardwarePanel(store);
+const sweep = new SweepPanel({
+  backends: () => controls.settings.backends,
+  context: () => model?.contextLength ?? 2048,
+  start: async (req, onEvent) => {
+    if (store.running) await stopLive();
+    updateButtons();
+    const path = await api.sweepStart(req, (e) => {
+      onEvent(e);
+      if (e.type === "finished" || e.type === "failed") updateButtons();
+    });
+    updateButtons();
+    return path;
+  },
+  cancel: () => api.sweepCancel().catch((e) => problem(e)),
+  exportCsv: () => api.exportCsv("sweep").then(() => undefined).catch((e) => problem(e)),
+  onPoint: (e) => store.addSweepPoint(e.point, controls.settings.chunkTokens),
+  error: (e) => problem(e),
+});
+
+// ---------------------------------------------------------------- layout
+
+const app = document.getElementById("app")!;
+app.replaceChildren(
+  h(
+    "header",
+    { class: "topbar" },
+    h("div", { class: "brand" }, h("span", { class: "logo", "aria-hidden": "true" }), "Latency Explorer"),
+    h("div", { class: "model" }, h("label", { class: "muted small" }, "Model"), modelSelect, h("div", { class: "model-info" }, modelStatus, modelBar)),
+    h("div", { class: "actions" }, liveBtn, saveBtn, csvBtn),
+  ),
+  h(
+    "div",
+    { class: "layout" },
+    h("aside", { class: "sidebar" }, controls.el, h("p", { class: "muted small note" }, "With several backends selected they are measured in turn, never at the same time (", h("abbr", { title: "each is measured for 8 s, then hands over after its requests finish" }, "8 s each"), ").")),
+    h(
+      "main",
+      { class: "main" },
+      banner.el,
+      readout.el,
+      h("div", { class: "grid2" }, ttftCard.card, tpsCard.card),
+      h("div", { class: "grid2" }, preview.el, timeline.el),
+      h("div", { class: "grid2" }, curveTtftCard.card, curveTpsCard.card),
+      h("div", { class: "grid2 wide-right" }, hardware.el, sweep.el),
+    ),
+  ),
+);
+app.removeAttribute("aria-busy");
+
+// ---------------------------------------------------------------- the update loop
+
+// The UI must not perturb the measurement: it shares the machine with the model. So it
+// redraws little and rarely: ten times a second at most (the reader marker moves a token
+// every ~220 ms; the gauge needle glides between updates with a CSS transition), the time
+// charts and readout at most 5 times a second and only when data arrived, the curves only
+// when a summary changed, the timeline 4 times a second while requests are in flight.
+const TICK_MS = 100;
+let drawnVersion = -1;
+let drawnCurves = "";
+let lastCharts = 0;
+let lastTimeline = 0;
+let timelineVersion = -1;
+function update() {
+  const t = performance.now();
+  try {
+    preview.frame(t);
+    if (store.version !== drawnVersion && t - lastCharts >= 200) {
+      drawnVersion = store.version;
+      lastCharts = t;
+      ttftCard.empty.hidden = ttftChart.update() > 0;
+      tpsCard.empty.hidden = tpsChart.update() > 0;
+      const s = controls.settings;
+      const curvesSig = `${store.summaryVersion}|${s.promptTokens}|${s.concurrency}|${s.maxTokens}|${s.chunkTokens}`;
+      if (curvesSig !== drawnCurves) {
+        drawnCurves = curvesSig;
+        curveTtftCard.empty.hidden = ttftCurve.update() > 0;
+        curveTpsCard.empty.hidden = tpsCurve.update() > 0;
+      }
+      readout.update();
+      hardware.update();
+      banner.update(store.problems);
+      updateButtons();
+    }
+    const moving = store.inFlight.size > 0 && store.running;
+    if ((moving && t - lastTimeline >= 250) || timelineVersion !== store.version) {
+      if (t - lastTimeline >= 250) {
+        lastTimeline = t;
+        timelineVersion = store.version;
+        timeline.update(t);
+      }
+    }
+  } catch (e) {
+    console.error(e);
+  }
+}
+setInterval(update, TICK_MS);
+curveTtftCard.empty.textContent = "Settled requests at two or more prompt lengths draw this curve.";
+curveTpsCard.empty.textContent = "Settled requests at two or more concurrencies draw this curve.";
+
+// ---------------------------------------------------------------- start-up
+
+async function boot() {
+  if (!inApp) {
+    store.addProblem({ kind: "command", message: "This page is Latency Explorer's interface: start it with scripts/app-start, not in a browser.", retry: false });
+    return;
+  }
+  api.backends().then((list) => {
+    backends = list;
+    controls.setBackends(list);
+    hardware.setBackends(list);
+    updateButtons();
+  }, (e) => problem(e));
+  api.hardware().then((hw) => hardware.setHardware(hw), (e) => problem(e));
+  try {
+    const [list, open] = await Promise.all([api.models(), api.currentModel()]);
+    setModelList(list, open?.spec ?? list.find((m) => m.isDefault)?.name ?? null);
+    if (open) setModel(open);
+    else await openModel(list.find((m) => m.isDefault)?.name ?? "default");
+  } catch (e) {
+    problem(e, "load");
+  }
+}
+void boot();
+
+// For end-to-end tests and debugging: what the views hold (read-only use).
+declare global {
+  interface Window {
+    __lx?: unknown;
+  }
+}
+window.__lx = {
+  store,
+  settings: () => controls.settings,
+  ttftPoints: () => ttftChart.drawn,
+  tpsPoints: () => tpsChart.drawn,
+  ttftChartData: () => ttftChart.chart.data(),
+  backends: () => backends,
+  model: () => model,
+  label: backendLabel,
+};
