@@ -6,14 +6,15 @@
 //      TTFT chart holds points for both, that the longer prompt's TTFT is larger, that the
 //      preview text grows and that the reader marker moves; saves a screenshot;
 //   2. kills the worker process while live, checks that the app shows the crash, and that
-//      Retry brings live mode back.
+//      Retry brings live mode back; saves what live mode measured as a run file;
+//   3. runs a small sweep from the app (progress, table, run file) and cancels a longer one.
 //
 // Environment: LX_APP (the app binary, required), LX_E2E_ARTIFACTS (screenshots; default
 // tests/e2e/artifacts), TAURI_DRIVER (default: tauri-driver on PATH or in ~/.cargo/bin).
 
 import { connect } from "node:net";
 import { spawn } from "node:child_process";
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
@@ -230,5 +231,52 @@ describe("Latency Explorer app", { timeout: 15 * 60_000 }, () => {
     const problems = await browser.execute(() => document.querySelectorAll('[data-testid="problems"] .problem').length);
     assert.equal(problems, 0, "the error should clear once live mode is back");
     await shot("recovered");
+
+    // What live mode measured can be saved as a run file (the CLI's schema).
+    await browser.execute(() => [...document.querySelectorAll(".actions button")].find((b) => b.textContent === "Save run").click());
+    const saved = await until("the saved-run notice", () => document.querySelector('[data-testid="problems"] .problem[data-kind="notice"]')?.textContent ?? null, (v) => typeof v === "string", 30_000);
+    const file = saved.match(/saved to (\S+\.json)/)?.[1];
+    assert.ok(file && existsSync(file), `no run file in "${saved}"`);
+    const run = JSON.parse(readFileSync(file, "utf8"));
+    assert.equal(run.schema, "latency-explorer/run");
+    assert.ok(run.points.length >= 2 && run.points.every((p) => p.backend === "llama"), `points: ${run.points.length}`);
+  });
+
+  test("a sweep runs from the app with progress, writes its run file, and can be cancelled", async () => {
+    const fill = (selector, value) =>
+      browser.execute((sel, v) => {
+        const el = document.querySelector(sel);
+        el.value = v;
+        el.dispatchEvent(new Event("input", { bubbles: true }));
+      }, selector, value);
+    await fill('.sweep input[aria-label^="prompt lengths"]', "32");
+    await fill('.sweep input[aria-label^="concurrencies"]', "1, 2");
+    await fill('.sweep input[aria-label^="output tokens"]', "8");
+    await fill('.sweep input[aria-label^="measured requests"]', "3");
+    await (await browser.$('[data-testid="sweep-start"]')).click(); // stops live mode first
+    const status = await until("the sweep to finish", () => document.querySelector('[data-testid="sweep-status"]').textContent, (v) => /^Done/.test(v), 600_000);
+    const rows = await browser.execute(() => document.querySelectorAll(".sweep table.points tbody tr").length);
+    assert.equal(rows, 2, status);
+    const progress = await browser.execute(() => document.querySelector('[data-testid="sweep-progress"]').value);
+    assert.equal(progress, 1);
+    const file = await browser.execute(() => document.querySelector(".sweep").dataset.runFile);
+    const run = JSON.parse(readFileSync(file, "utf8"));
+    assert.equal(run.schema, "latency-explorer/run");
+    assert.deepEqual(run.points.map((p) => [p.prompt_tokens, p.concurrency, p.requests, p.errors]), [[32, 1, 3, 0], [32, 2, 3, 0]]);
+    assert.equal(run.stopped, false);
+    await browser.execute(() => (document.querySelector(".main").scrollTop = 100_000));
+    await sleep(500);
+    await shot("sweep-done");
+
+    // A longer sweep, cancelled: the app says so and the run file is marked stopped.
+    await fill('.sweep input[aria-label^="prompt lengths"]', "32, 64, 128, 256");
+    await fill('.sweep input[aria-label^="measured requests"]', "20");
+    await (await browser.$('[data-testid="sweep-start"]')).click();
+    await until("the sweep to measure", () => document.querySelector('[data-testid="sweep-progress"]').value, (v) => v > 0, 300_000);
+    await (await browser.$('[data-testid="sweep-cancel"]')).click();
+    await until("the cancelled sweep to end", () => document.querySelector('[data-testid="sweep-status"]').textContent, (v) => /^Cancelled/.test(v), 120_000);
+    const cancelled = JSON.parse(readFileSync(await browser.execute(() => document.querySelector(".sweep").dataset.runFile), "utf8"));
+    assert.equal(cancelled.stopped, true);
+    assert.ok(cancelled.points.length < 8, `${cancelled.points.length} points after cancel`);
   });
 });

@@ -480,3 +480,9 @@ impl Backend for CandleBackend {
         dst.copy_prefix_from(src, len).map_err(step_err)
     }
 }
+
+// The worker may move the backend to its engine thread.
+const _: () = {
+    const fn assert_send<T: Send>() {}
+    assert_send::<CandleBackend>();
+};
