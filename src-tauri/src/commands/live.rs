@@ -31,7 +31,7 @@ fn live_model(model: &Arc<Model>) -> LiveModel {
 /// Start live mode on the open model with `settings`, replacing a session already running.
 ///
 /// Events arrive on `on_event` as batches (`LiveEvent[]`, at most one batch per
-/// `settings.batchMs`, 50 ms by default): `settingsApplied`, `backendStatus`,
+/// `settings.batchMs`, 100 ms by default): `settingsApplied`, `backendStatus`,
 /// `requestStarted`, `requestAdmitted`, `requestPrefill`, `previewTokens`, `requestDone`,
 /// `summary`, `tick`, `workerCrashed`, `paused`, `rejected`, `stopped`. See
 /// `lx_engine::live::LiveEvent` for every field.

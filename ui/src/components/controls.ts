@@ -28,7 +28,7 @@ export const DEFAULT_SETTINGS: LiveSettings = {
   threads: 0,
   gpuLayers: null,
   rotateAfterS: 8,
-  batchMs: 50,
+  batchMs: 100,
   hangTimeoutS: 300,
 };
 

@@ -11,7 +11,7 @@ const settings: LiveSettings = {
   chunkTokens: 256,
   threads: 0,
   rotateAfterS: 8,
-  batchMs: 50,
+  batchMs: 100,
   hangTimeoutS: 300,
 };
 
