@@ -46,7 +46,7 @@ fn sweep_figures_are_sane() {
     assert_eq!(r.stdout().lines().filter(|l| l.starts_with("| llama |")).count(), 4, "{}", r.dump());
     let run: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(run["schema"], "latency-explorer/run");
-    assert_eq!(run["schema_version"], 1);
+    assert_eq!(run["schema_version"], lx_engine::results::SCHEMA_VERSION);
     assert_eq!(run["model"]["architecture"], "gemma3");
     assert_eq!(run["backends"][0]["name"], "llama");
     for p in run["points"].as_array().unwrap() {

@@ -221,8 +221,17 @@ impl Backend for LlamaCppBackend {
 
     fn copy_prefix(&mut self, from: Slot, to: Slot, len: u32) -> Result<(), BackendError> {
         self.clear(to);
+        // Each slot has its own KV stream (kv_unified off), and llama.cpp copies across
+        // streams only whole (a partial range aborts the process in `seq_cp`). So copy the
+        // whole sequence, then drop anything past `len`; the engine's prefix cache keeps a
+        // slot that holds exactly the prefix, so the trim normally has nothing to do.
         self.ctx
-            .copy_kv_cache_seq(from as i32, to as i32, Some(0), Some(len))
-            .map_err(|e| BackendError::Step(format!("copy prefix: {e}")))
+            .copy_kv_cache_seq(from as i32, to as i32, None, None)
+            .map_err(|e| BackendError::Step(format!("copy prefix: {e}")))?;
+        match self.ctx.clear_kv_cache_seq(Some(to), Some(len), None) {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(BackendError::Step(format!("copy prefix: could not trim slot {to} to {len} positions"))),
+            Err(e) => Err(BackendError::Step(format!("copy prefix: {e}"))),
+        }
     }
 }

@@ -28,6 +28,9 @@ enum Cmd {
     Generate(commands::generate::GenerateArgs),
     /// Measure a grid of prompt lengths × concurrencies × policies × backends.
     Sweep(commands::sweep::SweepArgs),
+    /// Show one serving trade-off live: prompt-length, batching, static-vs-continuous,
+    /// chunked-prefill, prefix-cache (--list). Exits 1 when the point did not hold.
+    Demo(commands::demo::DemoArgs),
     /// Run one backend as a worker process speaking the engine protocol on stdin/stdout.
     #[command(hide = true)]
     Worker(commands::worker::WorkerArgs),
@@ -40,6 +43,7 @@ fn main() {
         Cmd::Hw(args) => commands::hw::run(args),
         Cmd::Generate(args) => commands::generate::run(args),
         Cmd::Sweep(args) => commands::sweep::run(args),
+        Cmd::Demo(args) => commands::demo::run(args),
         Cmd::Worker(args) => commands::worker::run(args),
     };
     match result {

@@ -170,6 +170,22 @@ impl Worker {
         self.child.id()
     }
 
+    /// Start a new peak-memory window (Linux: `5` to `clear_refs` resets `VmHWM` to the
+    /// current RSS), so each point reports its own peak rather than the worker's lifetime's.
+    pub fn reset_peak_rss(&self) {
+        let _ = std::fs::write(format!("/proc/{}/clear_refs", self.pid()), "5");
+    }
+
+    /// The worker process's peak resident memory since it started or since the last
+    /// [`Worker::reset_peak_rss`], in MiB: the kernel's high-water mark (`VmHWM`), so a short
+    /// peak between two looks is not missed. Linux only for now (`None` elsewhere, and once
+    /// the worker has exited).
+    pub fn peak_rss_mib(&self) -> Option<f64> {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?;
+        let kib: f64 = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
+        Some(kib / 1024.0)
+    }
+
     fn expect_reply(&mut self, deadline: Instant) -> Result<Reply, WorkerError> {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());

@@ -23,3 +23,4 @@ pub mod results;
 pub mod sweep;
 pub mod live;
 pub mod parity;
+pub mod demo;

@@ -46,7 +46,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::{BackendInfo, LoadSpec, TokenId};
 use crate::coordinator::{Worker, WorkerCommand, WorkerError};
-use crate::load::{PointRun, PointSpec, PrefillSlice, RequestRecord};
+use crate::load::{PointRun, PointSpec, RequestRecord};
 use crate::protocol::{Command, Reply};
 use crate::results::PointResult;
 use crate::scheduler::{FinishReason, Policy, SchedEvent, SchedulerConfig, WorkRequest};
@@ -1282,23 +1282,10 @@ impl Session {
         });
         let settled = !self.first_after_load && self.in_flight.values().all(|f| f.epoch == self.epoch);
         self.first_after_load = false;
-        let request = WorkRequest { id, prompt, max_tokens: s.max_tokens, stop_tokens: Vec::new(), top_logprobs: 0 };
+        let request = WorkRequest { id, prompt, max_tokens: s.max_tokens, stop_tokens: Vec::new(), top_logprobs: 0, prefix_tokens: 0 };
         let submitted = Instant::now();
         let at_ms = self.ms(submitted);
-        let record = RequestRecord {
-            id,
-            prompt_tokens: s.prompt_tokens,
-            max_tokens: s.max_tokens,
-            submit_ms: at_ms,
-            admit_ms: None,
-            prefill: Vec::new(),
-            token_ms: Vec::with_capacity(s.max_tokens as usize),
-            token_steps: Vec::new(),
-            tokens: Vec::with_capacity(s.max_tokens as usize),
-            top_logprobs: Vec::new(),
-            finish: None,
-            error: None,
-        };
+        let record = RequestRecord::new(id, s.prompt_tokens, s.max_tokens, at_ms);
         if settled {
             let stint = self.stint.get_or_insert_with(|| Stint { key: key.clone(), epoch: self.epoch, start_ms: None, last_ms: at_ms, tokens: 0 });
             if stint.start_ms.is_none() {
@@ -1348,46 +1335,47 @@ impl Session {
             _ => return true,
         };
         let Some(ep) = self.slots[i].endpoint.as_ref() else { return false };
-        match event {
+        // The request's record is booked exactly as a sweep books it; live mode only adds
+        // its events and running figures on top.
+        let to_local = |t: u64| ep.to_local(t);
+        let t0 = self.t0;
+        let ms = |at: Instant| at.saturating_duration_since(t0).as_secs_f64() * 1e3;
+        match &event {
             SchedEvent::Step { .. } => {}
-            SchedEvent::Admitted { id, t, .. } => {
-                let local = ep.to_local(t);
-                let at_ms = self.ms(local);
-                if let Some(f) = self.in_flight.get_mut(&id) {
-                    let queue_ms = since(f.submitted, local);
-                    f.record.admit_ms = Some(queue_ms);
-                    self.batcher.push(LiveEvent::RequestAdmitted { id, at_ms, queue_ms });
-                }
-            }
-            SchedEvent::Prefill { id, step, tokens, t_start, t_end } => {
-                let (ls, le) = (ep.to_local(t_start), ep.to_local(t_end));
-                let (start_ms, end_ms) = (self.ms(ls), self.ms(le));
-                if let Some(f) = self.in_flight.get_mut(&id) {
-                    f.record.prefill.push(PrefillSlice { step, tokens, start_ms: since(f.submitted, ls), end_ms: since(f.submitted, le) });
-                    f.prefill_spans.push(PrefillSpan { tokens, start_ms, end_ms });
-                    self.batcher.push(LiveEvent::RequestPrefill { id, tokens, start_ms, end_ms });
-                }
-            }
-            SchedEvent::Token { id, index, token, .. } => {
-                let at_ms = self.ms(at);
-                self.recent_tokens.push_back(at);
-                if let Some(f) = self.in_flight.get_mut(&id) {
-                    f.record.token_ms.push(since(f.submitted, at));
-                    f.record.tokens.push(token);
-                    if let Some(st) = self.stint.as_mut() {
-                        if st.epoch == f.epoch && st.start_ms.is_some_and(|s| at_ms >= s) {
-                            st.tokens += 1;
-                            st.last_ms = at_ms;
+            SchedEvent::Finished { id, reason, .. } => self.finish(*id, Some(*reason), None),
+            SchedEvent::Failed { id, error } => self.finish(*id, None, Some(error.clone())),
+            SchedEvent::Admitted { id, .. } | SchedEvent::Prefill { id, .. } | SchedEvent::PrefixReused { id, .. } | SchedEvent::Token { id, .. } => {
+                let id = *id;
+                let Some(f) = self.in_flight.get_mut(&id) else { return true };
+                f.record.book(f.submitted, at, &event, &to_local);
+                match event {
+                    SchedEvent::Admitted { t, .. } => {
+                        let at_ms = ms(to_local(t));
+                        let queue_ms = f.record.admit_ms.unwrap_or(0.0);
+                        self.batcher.push(LiveEvent::RequestAdmitted { id, at_ms, queue_ms });
+                    }
+                    SchedEvent::Prefill { tokens, t_start, t_end, .. } => {
+                        let (start_ms, end_ms) = (ms(to_local(t_start)), ms(to_local(t_end)));
+                        f.prefill_spans.push(PrefillSpan { tokens, start_ms, end_ms });
+                        self.batcher.push(LiveEvent::RequestPrefill { id, tokens, start_ms, end_ms });
+                    }
+                    SchedEvent::Token { index, token, .. } => {
+                        let at_ms = ms(at);
+                        self.recent_tokens.push_back(at);
+                        if let Some(st) = self.stint.as_mut() {
+                            if st.epoch == f.epoch && st.start_ms.is_some_and(|s| at_ms >= s) {
+                                st.tokens += 1;
+                                st.last_ms = at_ms;
+                            }
+                        }
+                        if let Some(dec) = f.preview.as_mut() {
+                            let piece = dec.push(&(self.model.token_bytes)(token));
+                            self.batcher.push(LiveEvent::PreviewTokens { id, first_index: index, pieces: vec![piece], at_ms: vec![at_ms] });
                         }
                     }
-                    if let Some(dec) = f.preview.as_mut() {
-                        let piece = dec.push(&(self.model.token_bytes)(token));
-                        self.batcher.push(LiveEvent::PreviewTokens { id, first_index: index, pieces: vec![piece], at_ms: vec![at_ms] });
-                    }
+                    _ => {}
                 }
             }
-            SchedEvent::Finished { id, reason, .. } => self.finish(id, Some(reason), None),
-            SchedEvent::Failed { id, error } => self.finish(id, None, Some(error)),
         }
         true
     }
@@ -1614,14 +1602,6 @@ impl Session {
 
 fn status(backend: &str, state: BackendState, at_ms: f64) -> LiveEvent {
     LiveEvent::BackendStatus { backend: backend.into(), state, info: None, load_ms: None, pid: None, capacity: None, message: None, at_ms }
-}
-
-fn since(from: Instant, to: Instant) -> f64 {
-    if to >= from {
-        (to - from).as_secs_f64() * 1e3
-    } else {
-        -((from - to).as_secs_f64() * 1e3)
-    }
 }
 
 

@@ -34,11 +34,15 @@ pub struct RequestRecord {
     pub id: u64,
     pub prompt_tokens: u32,
     pub max_tokens: u32,
-    /// Submit time, ms after the measured window opened.
+    /// Submit time, ms after the measured window opened. In open loop this is the request's
+    /// arrival, even if a client-side cap held it back for a while.
     pub submit_ms: f64,
     /// When the scheduler gave it a slot.
     pub admit_ms: Option<f64>,
     pub prefill: Vec<PrefillSlice>,
+    /// Leading prompt tokens copied from the prefix cache instead of computed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_tokens: u32,
     /// When each output token was received.
     pub token_ms: Vec<f64>,
     /// The forward pass that produced each token (the timeline shows who shared it).
@@ -49,10 +53,45 @@ pub struct RequestRecord {
     pub top_logprobs: Vec<Vec<crate::backend::Scored>>,
     pub finish: Option<FinishReason>,
     pub error: Option<String>,
+    /// Where its time went, pass by pass (filled in when the point is summarised).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<Timeline>,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
+/// One request's way through the scheduler, for the app's per-request timeline. Times are
+/// ms after the request's submit; `batch_seqs` is how many sequences shared that pass.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Timeline {
+    /// admit − submit.
+    pub queue_ms: Option<f64>,
+    /// Prompt tokens copied from the prefix cache (not computed).
+    pub cached_tokens: u32,
+    /// Each pass that computed part of its prompt.
+    pub prefill: Vec<TimelinePass>,
+    /// Each pass that produced one of its tokens (index 0 comes from the last prefill pass).
+    pub decode: Vec<TimelinePass>,
+}
+
+/// One forward pass as one request saw it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TimelinePass {
+    pub step: u64,
+    /// This request's tokens in the pass (prompt tokens for prefill, 1 for decode).
+    pub tokens: u32,
+    pub start_ms: f64,
+    pub end_ms: f64,
+    /// Sequences in the pass, this one included.
+    pub batch_seqs: u32,
+    /// All tokens in the pass (prompt and decode, every sequence).
+    pub batch_tokens: u32,
 }
 
 impl RequestRecord {
-    fn new(id: u64, prompt_tokens: u32, max_tokens: u32, submit_ms: f64) -> Self {
+    pub fn new(id: u64, prompt_tokens: u32, max_tokens: u32, submit_ms: f64) -> Self {
         Self {
             id,
             prompt_tokens,
@@ -60,13 +99,78 @@ impl RequestRecord {
             submit_ms,
             admit_ms: None,
             prefill: Vec::new(),
-            token_ms: Vec::new(),
-            token_steps: Vec::new(),
-            tokens: Vec::new(),
+            cached_tokens: 0,
+            token_ms: Vec::with_capacity(max_tokens as usize),
+            token_steps: Vec::with_capacity(max_tokens as usize),
+            tokens: Vec::with_capacity(max_tokens as usize),
             top_logprobs: Vec::new(),
             finish: None,
             error: None,
+            timeline: None,
         }
+    }
+
+    /// Book one scheduler event about this request: the bookkeeping shared by sweeps and
+    /// live mode. `submitted` is its submit instant, `received` when the event arrived, and
+    /// `to_local` maps worker stamps onto the coordinator's clock. Returns true when the
+    /// request has ended (finished, cancelled or failed).
+    pub fn book(&mut self, submitted: Instant, received: Instant, event: &SchedEvent, to_local: &dyn Fn(u64) -> Instant) -> bool {
+        match event {
+            SchedEvent::Admitted { t, .. } => self.admit_ms = Some(since(submitted, to_local(*t))),
+            SchedEvent::Prefill { step, tokens, t_start, t_end, .. } => self.prefill.push(PrefillSlice {
+                step: *step,
+                tokens: *tokens,
+                start_ms: since(submitted, to_local(*t_start)),
+                end_ms: since(submitted, to_local(*t_end)),
+            }),
+            SchedEvent::PrefixReused { tokens, .. } => self.cached_tokens = *tokens,
+            SchedEvent::Token { step, token, top, .. } => {
+                self.token_ms.push(since(submitted, received));
+                self.token_steps.push(*step);
+                self.tokens.push(*token);
+                if !top.is_empty() {
+                    self.top_logprobs.push(top.clone());
+                }
+            }
+            SchedEvent::Finished { reason, .. } => {
+                self.finish = Some(*reason);
+                return true;
+            }
+            SchedEvent::Failed { error, .. } => {
+                self.error = Some(error.clone());
+                return true;
+            }
+            SchedEvent::Step { .. } => {}
+        }
+        false
+    }
+
+    /// Build [`RequestRecord::timeline`] from the passes of the window the request ran in.
+    pub fn fill_timeline(&mut self, steps: &[StepRecord]) {
+        let by_step = |n: u64| steps.binary_search_by_key(&n, |s| s.step).ok().map(|i| &steps[i]);
+        let pass = |step: u64, tokens: u32, start_ms: f64, end_ms: f64| {
+            let s = by_step(step);
+            TimelinePass {
+                step,
+                tokens,
+                start_ms,
+                end_ms,
+                batch_seqs: s.map_or(0, |s| s.seqs),
+                batch_tokens: s.map_or(0, |s| s.prefill_tokens + s.decode_tokens),
+            }
+        };
+        let prefill = self.prefill.iter().map(|p| pass(p.step, p.tokens, p.start_ms, p.end_ms)).collect();
+        let decode = self
+            .token_steps
+            .iter()
+            .zip(&self.token_ms)
+            .map(|(&step, &received)| match by_step(step) {
+                // Pass stamps are relative to the window; the request's to its submit.
+                Some(s) => pass(step, 1, s.start_ms - self.submit_ms, s.end_ms - self.submit_ms),
+                None => pass(step, 1, received, received),
+            })
+            .collect();
+        self.timeline = Some(Timeline { queue_ms: self.admit_ms, cached_tokens: self.cached_tokens, prefill, decode });
     }
 
     /// Completed normally (not failed, not cancelled).
@@ -85,10 +189,11 @@ impl RequestRecord {
     pub fn prefill_ms(&self) -> Option<f64> {
         Some(self.prefill.last()?.end_ms - self.prefill.first()?.start_ms)
     }
-    /// prompt tokens ÷ (prefill end − prefill start).
+    /// prompt tokens ÷ (prefill end − prefill start). Tokens copied from the prefix cache
+    /// were not computed, so they do not count.
     pub fn prefill_tps(&self) -> Option<f64> {
         let ms = self.prefill_ms()?;
-        (ms > 0.0).then(|| self.prompt_tokens as f64 / ms * 1e3)
+        (ms > 0.0).then(|| (self.prompt_tokens - self.cached_tokens.min(self.prompt_tokens)) as f64 / ms * 1e3)
     }
     /// Gaps between consecutive tokens.
     pub fn itl_ms(&self) -> impl Iterator<Item = f64> + '_ {
@@ -131,6 +236,107 @@ pub struct PointSpec {
     /// Alternatives to report per token; 0 in measured runs (it costs a vocabulary-wide softmax).
     #[serde(default)]
     pub top_logprobs: usize,
+}
+
+/// How requests arrive at a point.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum Arrivals {
+    /// `concurrency` clients, each sending its next request when its previous one completes.
+    #[default]
+    Closed,
+    /// Open loop: Poisson arrivals at `rate` requests per second, from the point's seed.
+    /// Arrivals do not wait for completions, so a queue builds when the rate is too high.
+    Poisson { rate: f64 },
+    /// Open loop: these requests at these times (demos and tests).
+    Script { requests: Vec<Scripted> },
+}
+
+/// One request of a scripted arrival.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Scripted {
+    /// Arrival, ms after the window opens.
+    pub at_ms: f64,
+    pub prompt_tokens: u32,
+    pub max_tokens: u32,
+}
+
+/// What a point's load looks like beyond [`PointSpec`]: arrivals, mixed lengths, a shared
+/// prefix. The default is [`PointSpec`]'s closed loop with fixed lengths and no prefix.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PointLoad {
+    pub arrivals: Arrivals,
+    /// Open loop: most requests in flight from the client side; an arrival beyond it waits
+    /// client-side (and its TTFT still counts from its arrival). `None`: no cap.
+    pub max_in_flight: Option<usize>,
+    /// Prompt lengths drawn uniformly from `prompt_tokens_from..=spec.prompt_tokens`.
+    pub prompt_tokens_from: Option<u32>,
+    /// Output lengths drawn uniformly from `max_tokens_from..=spec.max_tokens`.
+    pub max_tokens_from: Option<u32>,
+    /// Seed of every random draw (arrival gaps, lengths): same seed, same workload.
+    pub seed: u64,
+    /// Stop sending new requests after this many seconds of the measured window.
+    pub duration_s: Option<f64>,
+    /// Every prompt starts with the same `prefix_tokens` tokens (a system prompt).
+    pub prefix_tokens: u32,
+    /// Keep the shared prefix's KV and copy it into each request (the worker's scheduler).
+    pub prefix_cache: bool,
+}
+
+impl PointLoad {
+    pub fn is_open(&self) -> bool {
+        !matches!(self.arrivals, Arrivals::Closed)
+    }
+
+    /// Requests the measured window sends: the script's length, or `spec.requests`.
+    pub fn requests(&self, spec: &PointSpec) -> usize {
+        match &self.arrivals {
+            Arrivals::Script { requests } => requests.len(),
+            _ => spec.requests,
+        }
+    }
+
+    /// The lengths of request `i`: fixed, scripted or drawn from the seed.
+    pub fn draw(&self, spec: &PointSpec, i: usize) -> Draw {
+        let pick = |from: Option<u32>, to: u32, stream: u64| match from {
+            Some(from) if from < to => from + (crate::workload::unit(self.seed, i as u64, stream) * f64::from(to - from + 1)) as u32,
+            _ => to,
+        };
+        let (prompt_tokens, max_tokens) = match &self.arrivals {
+            Arrivals::Script { requests } if i < requests.len() => (requests[i].prompt_tokens, requests[i].max_tokens),
+            _ => (pick(self.prompt_tokens_from, spec.prompt_tokens, 1).min(spec.prompt_tokens), pick(self.max_tokens_from, spec.max_tokens, 2).min(spec.max_tokens)),
+        };
+        Draw { prompt_tokens, max_tokens, prefix_tokens: self.prefix_tokens.min(prompt_tokens.saturating_sub(1)) }
+    }
+
+    /// Arrival of measured request `i`, ms after the window opens (open loop only). Poisson
+    /// gaps are drawn per index, so the schedule does not depend on how the run went.
+    fn gap_ms(&self, i: usize) -> f64 {
+        match &self.arrivals {
+            Arrivals::Closed => 0.0,
+            Arrivals::Poisson { rate } => {
+                if i == 0 {
+                    return 0.0;
+                }
+                let u = crate::workload::unit(self.seed, i as u64, 3);
+                -(1.0 - u).ln() / rate * 1e3
+            }
+            Arrivals::Script { requests } => {
+                let at = |k: usize| requests.get(k).map_or(0.0, |r| r.at_ms);
+                if i == 0 { at(0) } else { (at(i) - at(i - 1)).max(0.0) }
+            }
+        }
+    }
+}
+
+/// The lengths of one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Draw {
+    pub prompt_tokens: u32,
+    pub max_tokens: u32,
+    /// Leading tokens shared with every other request of the point.
+    pub prefix_tokens: u32,
 }
 
 /// What ran, and how it ended.
@@ -185,20 +391,39 @@ pub fn run_closed_loop(
     control: &RunControl,
     observer: &mut dyn Observer,
 ) -> PointRun {
+    run_point(worker, spec, &PointLoad::default(), &|_, i| prompt(i), stop_tokens, control, observer)
+}
+
+/// Run one point, closed or open loop as `load` says: warm-up first (always closed loop,
+/// at most `concurrency` at a time), then the measured requests. `prompt(draw, i)` gives the
+/// ids of the i-th request's prompt, with the lengths drawn for it.
+pub fn run_point(
+    worker: &mut Worker,
+    spec: &PointSpec,
+    load: &PointLoad,
+    prompt: &dyn Fn(&Draw, usize) -> Vec<TokenId>,
+    stop_tokens: &[TokenId],
+    control: &RunControl,
+    observer: &mut dyn Observer,
+) -> PointRun {
     if spec.warmup > 0 {
         let warm = PointSpec { requests: spec.warmup, warmup: 0, ..spec.clone() };
-        let run = run_phase(worker, &warm, prompt, stop_tokens, control, &mut Quiet);
+        let warm_load = PointLoad { arrivals: Arrivals::Closed, duration_s: None, ..load.clone() };
+        let run = run_phase(worker, &warm, &warm_load, prompt, stop_tokens, control, &mut Quiet);
         if run.worker_error.is_some() || run.stopped {
             return PointRun { records: Vec::new(), ..run };
         }
     }
-    run_phase(worker, spec, prompt, stop_tokens, control, observer)
+    run_phase(worker, spec, load, prompt, stop_tokens, control, observer)
 }
+
+type InFlight = HashMap<u64, (Instant, RequestRecord)>;
 
 fn run_phase(
     worker: &mut Worker,
     spec: &PointSpec,
-    prompt: &dyn Fn(usize) -> Vec<TokenId>,
+    load: &PointLoad,
+    prompt: &dyn Fn(&Draw, usize) -> Vec<TokenId>,
     stop_tokens: &[TokenId],
     control: &RunControl,
     observer: &mut dyn Observer,
@@ -206,24 +431,33 @@ fn run_phase(
     let t0 = Instant::now();
     let ms = |at: Instant| at.saturating_duration_since(t0).as_secs_f64() * 1e3;
     let mut run = PointRun::default();
-    let mut in_flight: HashMap<u64, (Instant, RequestRecord)> = HashMap::new();
+    let mut in_flight: InFlight = HashMap::new();
+    let total = load.requests(spec);
+    let open = load.is_open();
+    let deadline = load.duration_s.map(|s| t0 + Duration::from_secs_f64(s.max(0.0)));
+    // Open loop: when request `sent` arrives.
+    let mut next_arrival = t0 + Duration::from_secs_f64(load.gap_ms(0) / 1e3);
     let mut sent = 0usize;
     let mut last_done = t0;
     let mut last_heard = Instant::now();
+    let mut cancelling = false;
     let stop_list: Vec<TokenId> = if spec.stop_at_eos { stop_tokens.to_vec() } else { Vec::new() };
 
-    let submit = |worker: &mut Worker, i: usize, in_flight: &mut HashMap<u64, (Instant, RequestRecord)>| -> Result<(), WorkerError> {
+    let submit = |worker: &mut Worker, i: usize, submitted: Instant, in_flight: &mut InFlight| -> Result<(), WorkerError> {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
-        let prompt_ids = prompt(i);
-        let request = WorkRequest { id, prompt: prompt_ids, max_tokens: spec.max_tokens, stop_tokens: stop_list.clone(), top_logprobs: spec.top_logprobs };
+        let draw = load.draw(spec, i);
+        let prompt_ids = prompt(&draw, i);
+        let prefix_tokens = if load.prefix_tokens > 0 { draw.prefix_tokens } else { 0 };
+        let request = WorkRequest { id, prompt: prompt_ids, max_tokens: draw.max_tokens, stop_tokens: stop_list.clone(), top_logprobs: spec.top_logprobs, prefix_tokens };
         let prompt_len = request.prompt.len() as u32;
-        let at = Instant::now();
-        in_flight.insert(id, (at, RequestRecord::new(id, prompt_len, spec.max_tokens, ms(at))));
+        in_flight.insert(id, (submitted, RequestRecord::new(id, prompt_len, draw.max_tokens, ms(submitted))));
         worker.submit(request)
     };
 
-    let fail_all = |run: &mut PointRun, in_flight: &mut HashMap<u64, (Instant, RequestRecord)>, why: String, observer: &mut dyn Observer| {
-        for (_, (_, mut rec)) in in_flight.drain() {
+    let fail_all = |run: &mut PointRun, in_flight: &mut InFlight, why: String, observer: &mut dyn Observer| {
+        let mut left: Vec<RequestRecord> = in_flight.drain().map(|(_, (_, rec))| rec).collect();
+        left.sort_by_key(|r| r.id);
+        for mut rec in left {
             rec.error = Some(why.clone());
             observer.done(&rec);
             run.records.push(rec);
@@ -231,26 +465,59 @@ fn run_phase(
         run.worker_error = Some(why);
     };
 
-    while sent < spec.requests.min(spec.concurrency) {
-        if let Err(e) = submit(worker, sent, &mut in_flight) {
-            fail_all(&mut run, &mut in_flight, e.to_string(), observer);
-            return run;
-        }
-        sent += 1;
-    }
-    let mut cancelling = false;
-    while !in_flight.is_empty() {
+    loop {
         if control.stop.load(Ordering::Relaxed) && !cancelling {
+            // Ctrl-C: send nothing more; cancel what is in flight and book how it ended.
             cancelling = true;
             run.stopped = true;
             for id in in_flight.keys().copied().collect::<Vec<_>>() {
                 let _ = worker.send(&Command::Cancel { id });
             }
         }
-        let (at, reply) = match worker.recv(Duration::from_millis(100)) {
+        let sending = |sent: usize| !cancelling && sent < total && deadline.is_none_or(|d| Instant::now() < d);
+        // Send everything that is due now.
+        let mut failed = None;
+        while sending(sent) {
+            let now = Instant::now();
+            let submitted = if open {
+                let capped = load.max_in_flight.is_some_and(|cap| in_flight.len() >= cap);
+                if capped || next_arrival > now {
+                    break;
+                }
+                next_arrival
+            } else {
+                if in_flight.len() >= spec.concurrency {
+                    break;
+                }
+                now
+            };
+            if in_flight.is_empty() {
+                last_heard = now;
+            }
+            if let Err(e) = submit(worker, sent, submitted, &mut in_flight) {
+                failed = Some(e.to_string());
+                break;
+            }
+            sent += 1;
+            next_arrival += Duration::from_secs_f64(load.gap_ms(sent) / 1e3);
+        }
+        if let Some(why) = failed {
+            fail_all(&mut run, &mut in_flight, why, observer);
+            break;
+        }
+        let more = sending(sent);
+        if in_flight.is_empty() && !more {
+            break;
+        }
+        // Wait for the worker, but no later than the next arrival.
+        let mut wait = Duration::from_millis(100);
+        if open && more {
+            wait = wait.min(next_arrival.saturating_duration_since(Instant::now()));
+        }
+        let (at, reply) = match worker.recv(wait) {
             Ok(Some(x)) => x,
             Ok(None) => {
-                if last_heard.elapsed() > control.hang_timeout {
+                if !in_flight.is_empty() && last_heard.elapsed() > control.hang_timeout {
                     worker.kill();
                     let why = WorkerError::Hung(control.hang_timeout).to_string();
                     fail_all(&mut run, &mut in_flight, why, observer);
@@ -273,54 +540,32 @@ fn run_phase(
             }
             _ => continue,
         };
-        let mut finished = None;
-        match event {
+        let id = match &event {
             SchedEvent::Step { step, seqs, prefill_tokens, decode_tokens, t_start, t_end } => {
-                run.steps.push(StepRecord { step, seqs, prefill_tokens, decode_tokens, start_ms: ms(worker.to_local(t_start)), end_ms: ms(worker.to_local(t_end)) });
+                let (start_ms, end_ms) = (ms(worker.to_local(*t_start)), ms(worker.to_local(*t_end)));
+                run.steps.push(StepRecord { step: *step, seqs: *seqs, prefill_tokens: *prefill_tokens, decode_tokens: *decode_tokens, start_ms, end_ms });
+                continue;
             }
-            SchedEvent::Admitted { id, t, .. } => {
-                if let Some((sub, rec)) = in_flight.get_mut(&id) {
-                    rec.admit_ms = Some(since(*sub, worker.to_local(t)));
-                }
-            }
-            SchedEvent::Prefill { id, step, tokens, t_start, t_end } => {
-                if let Some((sub, rec)) = in_flight.get_mut(&id) {
-                    rec.prefill.push(PrefillSlice { step, tokens, start_ms: since(*sub, worker.to_local(t_start)), end_ms: since(*sub, worker.to_local(t_end)) });
-                }
-            }
-            SchedEvent::Token { id, step, index, token, top, .. } => {
-                if let Some((sub, rec)) = in_flight.get_mut(&id) {
-                    let at_ms = since(*sub, at);
-                    rec.token_ms.push(at_ms);
-                    rec.token_steps.push(step);
-                    rec.tokens.push(token);
-                    if !top.is_empty() {
-                        rec.top_logprobs.push(top);
-                    }
-                    observer.token(id, index, token, at_ms);
-                }
-            }
-            SchedEvent::Finished { id, reason, .. } => finished = Some((id, Some(reason), None)),
-            SchedEvent::Failed { id, error } => finished = Some((id, None, Some(error))),
+            SchedEvent::Admitted { id, .. }
+            | SchedEvent::Prefill { id, .. }
+            | SchedEvent::PrefixReused { id, .. }
+            | SchedEvent::Token { id, .. }
+            | SchedEvent::Finished { id, .. }
+            | SchedEvent::Failed { id, .. } => *id,
+        };
+        let Some((submitted, rec)) = in_flight.get_mut(&id) else { continue };
+        let ended = rec.book(*submitted, at, &event, &|t| worker.to_local(t));
+        if let SchedEvent::Token { index, token, .. } = event {
+            observer.token(id, index, token, *rec.token_ms.last().expect("booked above"));
         }
-        if let Some((id, reason, error)) = finished {
-            if let Some((_, mut rec)) = in_flight.remove(&id) {
-                rec.finish = reason;
-                rec.error = error;
-                last_done = at;
-                observer.done(&rec);
-                run.records.push(rec);
-                if sent < spec.requests && !cancelling && !control.stop.load(Ordering::Relaxed) {
-                    if let Err(e) = submit(worker, sent, &mut in_flight) {
-                        fail_all(&mut run, &mut in_flight, e.to_string(), observer);
-                        break;
-                    }
-                    sent += 1;
-                }
-            }
+        if ended {
+            let (_, rec) = in_flight.remove(&id).expect("present above");
+            last_done = at;
+            observer.done(&rec);
+            run.records.push(rec);
         }
     }
-    if control.stop.load(Ordering::Relaxed) && sent < spec.requests {
+    if control.stop.load(Ordering::Relaxed) && sent < total {
         run.stopped = true;
     }
     run.window_ms = ms(last_done);
@@ -328,7 +573,8 @@ fn run_phase(
     run
 }
 
-fn since(from: Instant, to: Instant) -> f64 {
+/// Milliseconds from `from` to `to`, negative when `to` is earlier.
+pub fn since(from: Instant, to: Instant) -> f64 {
     if to >= from {
         (to - from).as_secs_f64() * 1e3
     } else {

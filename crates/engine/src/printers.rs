@@ -49,9 +49,28 @@ pub fn printer<'a>(format: Format, out: Box<dyn Write + 'a>) -> Box<dyn Printer 
     }
 }
 
-/// llama-bench style test name: prompt, generation and concurrency.
+/// llama-bench style test name: prompt, generation and concurrency, then what else
+/// shapes the load: `pp64..512+tg32 @ c4 λ2/s prefix1024 cached`.
 pub fn test_name(p: &PointResult) -> String {
-    format!("pp{}+tg{} @ c{}", p.prompt_tokens, p.max_tokens, p.concurrency)
+    let range = |from: Option<u32>, to: u32| match from {
+        Some(f) if f < to => format!("{f}..{to}"),
+        _ => to.to_string(),
+    };
+    let mut name = format!("pp{}+tg{} @ c{}", range(p.load.prompt_tokens_from, p.prompt_tokens), range(p.load.max_tokens_from, p.max_tokens), p.concurrency);
+    match &p.load.arrivals {
+        crate::load::Arrivals::Closed => {}
+        crate::load::Arrivals::Poisson { rate } => name += &format!(" λ{rate}/s"),
+        crate::load::Arrivals::Script { requests } => name += &format!(" script of {}", requests.len()),
+    }
+    if p.load.prefix_tokens > 0 {
+        name += &format!(" prefix{}{}", p.load.prefix_tokens, if p.load.prefix_cache { " cached" } else { "" });
+    }
+    name
+}
+
+/// A fraction as a percentage, or a dash when there is none.
+fn percent(x: Option<f64>) -> String {
+    x.map_or("-".into(), |f| format!("{:.0}", f * 100.0))
 }
 
 struct Markdown<'a> {
@@ -59,7 +78,7 @@ struct Markdown<'a> {
     started: bool,
 }
 
-const MD_COLUMNS: [(&str, bool); 12] = [
+const MD_COLUMNS: [(&str, bool); 15] = [
     ("backend", false),
     ("policy", false),
     ("test", false),
@@ -71,6 +90,9 @@ const MD_COLUMNS: [(&str, bool); 12] = [
     ("prefill tok/s p50", true),
     ("throughput tok/s", true),
     ("req/min", true),
+    ("SLO met %", true),
+    ("goodput req/min", true),
+    ("peak RSS MiB", true),
     ("errors", true),
 ];
 
@@ -95,6 +117,9 @@ impl Printer for Markdown<'_> {
             format!("{:.1}", p.prefill_tps.p50),
             format!("{:.2}", p.throughput_tps),
             format!("{:.1}", p.requests_per_min),
+            percent(p.slo_met),
+            p.goodput_rpm.map_or("-".into(), |g| format!("{g:.1}")),
+            p.worker_peak_rss_mib.map_or("-".into(), |m| format!("{m:.0}")),
             p.errors.to_string(),
         ];
         writeln!(self.out, "| {} |", cells.join(" | "))?;
@@ -125,7 +150,10 @@ impl Printer for Csv<'_> {
             for d in DISTRIBUTIONS {
                 cols.extend(STATS.iter().map(|s| format!("{d}_{s}")));
             }
+            // New columns go last, so readers of the older layout keep working.
             cols.extend(["throughput_tps", "requests_per_min", "window_s", "stopped"].map(String::from));
+            cols.extend(["arrivals", "rate", "prompt_tokens_from", "max_tokens_from", "prefix_tokens", "prefix_cache", "slo_ttft_ms", "slo_decode_tps", "slo_met", "goodput_rpm"].map(String::from));
+            cols.push("worker_peak_rss_mib".into());
             writeln!(self.out, "{}", cols.join(","))?;
         }
         let mut vals = vec![
@@ -141,6 +169,25 @@ impl Printer for Csv<'_> {
             vals.extend([d.p50, d.p90, d.p95, d.p99, d.mean, d.min, d.max].map(|v| format!("{v:.4}")));
         }
         vals.extend([format!("{:.4}", p.throughput_tps), format!("{:.4}", p.requests_per_min), format!("{:.4}", p.window_s), p.stopped.to_string()]);
+        let opt = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v:.4}"));
+        let arrivals = match &p.load.arrivals {
+            crate::load::Arrivals::Closed => "closed",
+            crate::load::Arrivals::Poisson { .. } => "poisson",
+            crate::load::Arrivals::Script { .. } => "script",
+        };
+        vals.extend([
+            arrivals.to_string(),
+            opt(p.rate()),
+            p.load.prompt_tokens_from.map_or(String::new(), |v| v.to_string()),
+            p.load.max_tokens_from.map_or(String::new(), |v| v.to_string()),
+            p.load.prefix_tokens.to_string(),
+            p.load.prefix_cache.to_string(),
+            opt(p.slo.and_then(|s| s.ttft_ms)),
+            opt(p.slo.and_then(|s| s.decode_tps)),
+            opt(p.slo_met),
+            opt(p.goodput_rpm),
+            opt(p.worker_peak_rss_mib),
+        ]);
         writeln!(self.out, "{}", vals.join(","))?;
         self.out.flush()
     }
@@ -170,5 +217,53 @@ impl Printer for Jsonl<'_> {
         serde_json::to_writer(&mut self.out, p)?;
         writeln!(self.out)?;
         self.out.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::{Arrivals, PointLoad, PointRun, PointSpec};
+    use crate::results::Slo;
+    use crate::scheduler::Policy;
+
+    fn point() -> PointResult {
+        let spec = PointSpec { prompt_tokens: 512, max_tokens: 32, concurrency: 4, requests: 0, warmup: 0, stop_at_eos: false, top_logprobs: 0 };
+        let load = PointLoad { arrivals: Arrivals::Poisson { rate: 2.0 }, prompt_tokens_from: Some(64), prefix_tokens: 48, prefix_cache: true, ..Default::default() };
+        let mut p = PointResult::from_run("llama", Policy::Chunked, &spec, PointRun::default()).with_load(&load);
+        p.judge(Slo { ttft_ms: Some(1000.0), decode_tps: Some(4.5) });
+        p
+    }
+
+    fn print(format: Format, p: &PointResult) -> String {
+        let mut buf = Vec::new();
+        {
+            let mut pr = printer(format, Box::new(&mut buf));
+            pr.point(p).unwrap();
+        }
+        String::from_utf8(buf).unwrap()
+    }
+
+    #[test]
+    fn names_say_rate_range_and_prefix() {
+        assert_eq!(test_name(&point()), "pp64..512+tg32 @ c4 λ2/s prefix48 cached");
+    }
+
+    #[test]
+    fn every_format_carries_goodput() {
+        let p = point();
+        let md = print(Format::Markdown, &p);
+        assert!(md.contains("SLO met %") && md.contains("goodput req/min"), "{md}");
+        let csv = print(Format::Csv, &p);
+        let lines: Vec<&str> = csv.lines().collect();
+        let head: Vec<&str> = lines[0].split(',').collect();
+        let row: Vec<&str> = lines[1].split(',').collect();
+        assert_eq!(head.len(), row.len());
+        let col = |name: &str| row[head.iter().position(|h| *h == name).unwrap_or_else(|| panic!("no {name} column"))];
+        assert_eq!((col("arrivals"), col("rate"), col("slo_ttft_ms"), col("goodput_rpm")), ("poisson", "2.0000", "1000.0000", "0.0000"));
+        let jsonl = print(Format::Jsonl, &p);
+        let v: serde_json::Value = serde_json::from_str(jsonl.trim()).unwrap();
+        assert_eq!(v["goodput_rpm"], 0.0);
+        assert_eq!(v["slo"]["decode_tps"], 4.5);
     }
 }

@@ -54,7 +54,7 @@ mod tests {
     #[test]
     fn lines_round_trip() {
         let cmds = vec![
-            Command::Submit { request: WorkRequest { id: 3, prompt: vec![2, 5], max_tokens: 4, stop_tokens: vec![], top_logprobs: 0 } },
+            Command::Submit { request: WorkRequest { id: 3, prompt: vec![2, 5], max_tokens: 4, stop_tokens: vec![], top_logprobs: 0, prefix_tokens: 0 } },
             Command::Configure { scheduler: SchedulerConfig::new(Policy::Chunked, 4, 512) },
             Command::Shutdown,
         ];

@@ -9,14 +9,45 @@ use serde::{Deserialize, Serialize};
 use crate::backend::BackendInfo;
 use crate::gguf::ModelFacts;
 use crate::hardware::HardwareReport;
-use crate::load::{PointRun, PointSpec, RequestRecord, StepRecord};
+use crate::load::{Arrivals, PointLoad, PointRun, PointSpec, RequestRecord, StepRecord};
 use crate::scheduler::Policy;
 use crate::stats::Distribution;
 
 /// The `schema` field of every run file.
 pub const SCHEMA: &str = "latency-explorer/run";
-/// Bumped on any change that an old reader would misread.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Bumped on any change that an old reader would misread. Version 2 added, all optional:
+/// per-point `load` (arrivals, length ranges, prefix), `slo`/`slo_met`/`goodput_rpm`, and per
+/// request `cached_tokens` and `timeline`. Version 1 files read as version 2 with those absent.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// Service-level objectives a request must meet to count towards goodput.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Slo {
+    /// Most acceptable TTFT; `None`: no TTFT objective.
+    pub ttft_ms: Option<f64>,
+    /// Least acceptable per-request decode tok/s; `None`: no decode objective.
+    pub decode_tps: Option<f64>,
+}
+
+/// Human reading pace: decode faster than this buys a reader nothing.
+pub const READING_PACE_TPS: f64 = 4.5;
+
+impl Default for Slo {
+    /// No TTFT objective; decode at least at reading pace.
+    fn default() -> Self {
+        Slo { ttft_ms: None, decode_tps: Some(READING_PACE_TPS) }
+    }
+}
+
+impl Slo {
+    /// Whether a completed request met every objective. A one-token answer has no decode
+    /// rate and cannot miss the decode objective.
+    pub fn met(&self, r: &RequestRecord) -> bool {
+        r.ok()
+            && self.ttft_ms.is_none_or(|max| r.ttft_ms().is_some_and(|t| t <= max))
+            && self.decode_tps.is_none_or(|min| r.decode_tps().is_none_or(|d| d >= min))
+    }
+}
 
 /// Figures of one point: one backend, policy, prompt length, concurrency, output length.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,6 +82,22 @@ pub struct PointResult {
     /// Every forward pass of the measured window.
     #[serde(default)]
     pub steps: Vec<StepRecord>,
+    /// How requests arrived and what they looked like (absent in version 1: closed loop).
+    #[serde(default)]
+    pub load: PointLoad,
+    /// The objectives `slo_met` and `goodput_rpm` were judged against.
+    #[serde(default)]
+    pub slo: Option<Slo>,
+    /// Fraction of the measured requests (failed ones included) that met the SLO.
+    #[serde(default)]
+    pub slo_met: Option<f64>,
+    /// Requests per minute that met the SLO.
+    #[serde(default)]
+    pub goodput_rpm: Option<f64>,
+    /// The worker process's peak resident memory during the point (warm-up included), MiB:
+    /// weights, KV cache and scratch. Absent where the platform does not report it.
+    #[serde(default)]
+    pub worker_peak_rss_mib: Option<f64>,
 }
 
 impl PointResult {
@@ -86,6 +133,39 @@ impl PointResult {
             error_messages,
             samples: run.records,
             steps: run.steps,
+            load: PointLoad::default(),
+            slo: None,
+            slo_met: None,
+            goodput_rpm: None,
+            worker_peak_rss_mib: None,
+        }
+    }
+
+    /// Record the load the point ran, and build each sample's timeline from its passes.
+    pub fn with_load(mut self, load: &PointLoad) -> Self {
+        self.load = load.clone();
+        let steps = std::mem::take(&mut self.steps);
+        for r in &mut self.samples {
+            r.fill_timeline(&steps);
+        }
+        self.steps = steps;
+        self
+    }
+
+    /// Judge the samples against `slo`: fraction met and goodput.
+    pub fn judge(&mut self, slo: Slo) {
+        let measured = self.samples.len();
+        let met = self.samples.iter().filter(|r| slo.met(r)).count();
+        self.slo = Some(slo);
+        self.slo_met = (measured > 0).then(|| met as f64 / measured as f64);
+        self.goodput_rpm = Some(if self.window_s > 0.0 { met as f64 / self.window_s * 60.0 } else { 0.0 });
+    }
+
+    /// Open-loop arrival rate (requests/s), if the point had one.
+    pub fn rate(&self) -> Option<f64> {
+        match &self.load.arrivals {
+            Arrivals::Poisson { rate } => Some(*rate),
+            _ => None,
         }
     }
 }
@@ -149,6 +229,7 @@ impl RunFile {
         if head.get("schema").and_then(|s| s.as_str()) != Some(SCHEMA) {
             anyhow::bail!("{} is not a Latency Explorer run file", path.display());
         }
+        // Versions only ever add optional fields, so anything up to ours reads.
         let version = head.get("schema_version").and_then(|v| v.as_u64()).unwrap_or(0);
         if version > SCHEMA_VERSION as u64 {
             anyhow::bail!("{} has schema version {version}; this build reads up to {SCHEMA_VERSION}", path.display());
@@ -186,6 +267,84 @@ mod tests {
         write_atomic(&path, b"second").unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"second");
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "temp file left behind");
+    }
+
+    fn sample(id: u64, token_ms: &[f64], ok: bool) -> RequestRecord {
+        let mut r = RequestRecord::new(id, 16, token_ms.len() as u32, 0.0);
+        r.token_ms = token_ms.to_vec();
+        r.tokens = vec![1; token_ms.len()];
+        r.token_steps = (1..=token_ms.len() as u64).collect();
+        if ok {
+            r.finish = Some(crate::scheduler::FinishReason::Length);
+        } else {
+            r.error = Some("boom".into());
+        }
+        r
+    }
+
+    fn point(samples: Vec<RequestRecord>, window_ms: f64) -> PointResult {
+        let spec = PointSpec { prompt_tokens: 16, max_tokens: 4, concurrency: 2, requests: samples.len(), warmup: 0, stop_at_eos: false, top_logprobs: 0 };
+        let run = PointRun { records: samples, steps: Vec::new(), window_ms, worker_error: None, stopped: false };
+        PointResult::from_run("hash", Policy::Continuous, &spec, run)
+    }
+
+    #[test]
+    fn goodput_counts_requests_meeting_every_objective() {
+        // decode tok/s: 3 tokens over 100 ms = 20/s; over 1000 ms = 2/s (below reading pace).
+        let fast = sample(1, &[50.0, 100.0, 150.0], true);
+        let slow_decode = sample(2, &[50.0, 550.0, 1050.0], true);
+        let slow_ttft = sample(3, &[900.0, 950.0, 1000.0], true);
+        let failed = sample(4, &[10.0], false);
+        let one_token = sample(5, &[40.0], true);
+        let mut p = point(vec![fast, slow_decode, slow_ttft, failed, one_token], 60_000.0);
+        p.judge(Slo::default());
+        assert_eq!(p.slo_met, Some(3.0 / 5.0), "reading pace alone: all but the slow decoder and the failure");
+        assert!((p.goodput_rpm.unwrap() - 3.0).abs() < 1e-9);
+        p.judge(Slo { ttft_ms: Some(500.0), decode_tps: Some(4.5) });
+        assert_eq!(p.slo_met, Some(2.0 / 5.0));
+        p.judge(Slo { ttft_ms: None, decode_tps: None });
+        assert_eq!(p.slo_met, Some(4.0 / 5.0));
+        let mut empty = point(Vec::new(), 0.0);
+        empty.judge(Slo::default());
+        assert_eq!((empty.slo_met, empty.goodput_rpm), (None, Some(0.0)));
+    }
+
+    #[test]
+    fn timelines_name_the_passes_and_who_shared_them() {
+        let mut r = sample(1, &[30.0, 45.0], true);
+        r.submit_ms = 5.0;
+        r.admit_ms = Some(1.0);
+        r.prefill = vec![crate::load::PrefillSlice { step: 1, tokens: 16, start_ms: 1.0, end_ms: 20.0 }];
+        r.token_steps = vec![1, 2];
+        let steps = vec![
+            StepRecord { step: 1, seqs: 3, prefill_tokens: 16, decode_tokens: 2, start_ms: 6.0, end_ms: 25.0 },
+            StepRecord { step: 2, seqs: 2, prefill_tokens: 0, decode_tokens: 2, start_ms: 40.0, end_ms: 48.0 },
+        ];
+        let mut p = point(vec![r], 100.0);
+        p.steps = steps;
+        let p = p.with_load(&PointLoad::default());
+        let t = p.samples[0].timeline.as_ref().unwrap();
+        assert_eq!(t.queue_ms, Some(1.0));
+        assert_eq!((t.prefill.len(), t.prefill[0].batch_seqs, t.prefill[0].batch_tokens), (1, 3, 18));
+        assert_eq!(t.decode.len(), 2);
+        assert_eq!((t.decode[1].step, t.decode[1].batch_seqs), (2, 2));
+        assert_eq!((t.decode[1].start_ms, t.decode[1].end_ms), (35.0, 43.0), "relative to the request's submit");
+    }
+
+    #[test]
+    fn version_1_points_still_read_and_newer_files_are_refused() {
+        let mut v = serde_json::to_value(point(vec![sample(1, &[10.0, 20.0], true)], 100.0)).unwrap();
+        for key in ["load", "slo", "slo_met", "goodput_rpm"] {
+            v.as_object_mut().unwrap().remove(key);
+        }
+        v["samples"][0].as_object_mut().unwrap().remove("timeline");
+        let back: PointResult = serde_json::from_value(v).unwrap();
+        assert_eq!(back.load, PointLoad::default());
+        assert_eq!((back.slo_met, back.samples[0].timeline.as_ref()), (None, None));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("future.json");
+        std::fs::write(&path, format!(r#"{{"schema": "{SCHEMA}", "schema_version": {}}}"#, SCHEMA_VERSION + 1)).unwrap();
+        assert!(RunFile::read(&path).unwrap_err().to_string().contains("schema version"));
     }
 
     #[test]

@@ -70,11 +70,15 @@ pub struct SchedulerConfig {
     pub chunk_tokens: usize,
     /// `static`: how long the oldest waiting request may wait for its batch to fill.
     pub static_form_up_ms: u64,
+    /// Keep a shared prompt prefix's KV in a slot of its own and copy it into each request
+    /// that starts with it, instead of computing it again. Costs one slot.
+    #[serde(default)]
+    pub prefix_cache: bool,
 }
 
 impl SchedulerConfig {
     pub fn new(policy: Policy, max_batch_seqs: usize, max_batch_tokens: usize) -> Self {
-        Self { policy, max_batch_seqs, max_batch_tokens, chunk_tokens: 256, static_form_up_ms: 50 }
+        Self { policy, max_batch_seqs, max_batch_tokens, chunk_tokens: 256, static_form_up_ms: 50, prefix_cache: false }
     }
 
     pub fn validate(&self) -> Result<(), String> {
@@ -104,6 +108,10 @@ pub struct WorkRequest {
     /// Report this many alternatives per generated token (for parity checks); 0 for none.
     #[serde(default)]
     pub top_logprobs: usize,
+    /// The first `prefix_tokens` of the prompt are a prefix other requests share (a system
+    /// prompt): with prefix caching on, its KV is computed once and copied. 0 for none.
+    #[serde(default)]
+    pub prefix_tokens: u32,
 }
 
 /// Why a request ended without error.
@@ -123,6 +131,8 @@ pub enum SchedEvent {
     Admitted { id: u64, slot: Slot, t: u64 },
     /// A pass ran `tokens` prompt tokens of this request (all of them unless chunked).
     Prefill { id: u64, step: u64, tokens: u32, t_start: u64, t_end: u64 },
+    /// The first `tokens` of the prompt were copied from the prefix cache, not computed.
+    PrefixReused { id: u64, tokens: u32, t: u64 },
     /// A generated token. `index` 0 is the token the prefill produced.
     Token { id: u64, step: u64, index: u32, token: TokenId, t: u64, #[serde(default, skip_serializing_if = "Vec::is_empty")] top: Vec<Scored> },
     /// The request is done; its slot is free.
@@ -141,12 +151,27 @@ struct Running {
     prefilled: usize,
     /// Tokens generated so far; the last one is not yet in the cache.
     generated: Vec<TokenId>,
+    /// Its prefix is being computed into the prefix-cache slot (then copied into its own).
+    fills_prefix: bool,
 }
 
 impl Running {
     fn prefilling(&self) -> bool {
         self.prefilled < self.req.prompt.len()
     }
+}
+
+/// The prefix cache: one slot that holds exactly a shared prefix and nothing else. Keeping
+/// it apart (rather than borrowing a running request's slot) means a copy is always a whole
+/// sequence, which backends with per-sequence KV streams (llama.cpp) can copy, and sliding-
+/// window caches never hold positions of someone's suffix.
+#[derive(Debug, Default)]
+struct PrefixCache {
+    slot: Option<Slot>,
+    /// The prefix the slot holds, once complete.
+    ready: Option<Vec<TokenId>>,
+    /// The request computing it now; others with a prefix compute their own meanwhile.
+    filling: Option<u64>,
 }
 
 /// Schedules requests over one backend.
@@ -160,6 +185,7 @@ pub struct Scheduler<B: Backend + ?Sized> {
     /// `static`: the batch in flight has not finished yet.
     static_batch_open: bool,
     steps: u64,
+    prefix: PrefixCache,
 }
 
 impl<B: Backend + ?Sized> Scheduler<B> {
@@ -175,6 +201,7 @@ impl<B: Backend + ?Sized> Scheduler<B> {
             free_slots: (0..slots as Slot).rev().collect(),
             static_batch_open: false,
             steps: 0,
+            prefix: PrefixCache::default(),
         }
     }
 
@@ -224,7 +251,7 @@ impl<B: Backend + ?Sized> Scheduler<B> {
             self.waiting.remove(i);
         } else if let Some(i) = self.running.iter().position(|r| r.req.id == id) {
             let r = self.running.swap_remove(i);
-            self.release(r.slot);
+            self.retire(r);
         } else {
             return;
         }
@@ -254,7 +281,60 @@ impl<B: Backend + ?Sized> Scheduler<B> {
         self.free_slots.push(slot);
     }
 
+    /// Free a request's slot; if it was computing the cached prefix, that prefix is lost.
+    fn retire(&mut self, r: Running) {
+        if r.fills_prefix {
+            self.prefix.filling = None;
+            if let Some(slot) = self.prefix.slot {
+                self.backend.clear(slot);
+            }
+        }
+        self.release(r.slot);
+    }
+
+    /// Reserve or give back the prefix-cache slot as the configuration asks. It is taken
+    /// only from free slots, so a change never disturbs a running request.
+    fn sync_prefix_slot(&mut self) {
+        let want = self.config.prefix_cache && self.backend.info().capabilities.prefix_copy;
+        match self.prefix.slot {
+            None if want && !self.free_slots.is_empty() => {
+                // The highest free slot, so request slots stay 0..n as without caching.
+                let i = (0..self.free_slots.len()).max_by_key(|&i| self.free_slots[i]).expect("nonempty");
+                self.prefix.slot = Some(self.free_slots.swap_remove(i));
+                self.prefix.ready = None;
+            }
+            Some(slot) if !want && self.prefix.filling.is_none() => {
+                self.prefix = PrefixCache::default();
+                self.release(slot);
+            }
+            _ => {}
+        }
+    }
+
+    /// Set up a newly admitted request's prefix: copy it from the cache when the cache holds
+    /// exactly these tokens, or have this request compute it into the cache.
+    fn start_prefix(&mut self, r: &mut Running, sink: &mut dyn FnMut(SchedEvent)) -> Result<(), String> {
+        let p = r.req.prefix_tokens as usize;
+        let Some(cache_slot) = self.prefix.slot else { return Ok(()) };
+        // At least one prompt token must be computed in the request's own slot, for its logits.
+        if p == 0 || p >= r.req.prompt.len() {
+            return Ok(());
+        }
+        if self.prefix.ready.as_deref() == Some(&r.req.prompt[..p]) {
+            self.backend.copy_prefix(cache_slot, r.slot, p as u32).map_err(|e| format!("prefix cache: {e}"))?;
+            r.prefilled = p;
+            sink(SchedEvent::PrefixReused { id: r.req.id, tokens: p as u32, t: self.now() });
+        } else if self.prefix.filling.is_none() {
+            self.backend.clear(cache_slot);
+            self.prefix.ready = None;
+            self.prefix.filling = Some(r.req.id);
+            r.fills_prefix = true;
+        }
+        Ok(())
+    }
+
     fn admit(&mut self, sink: &mut dyn FnMut(SchedEvent)) {
+        self.sync_prefix_slot();
         let limit = self.config.max_batch_seqs.min(self.backend.info().capabilities.slots);
         let room = match self.config.policy {
             Policy::Serial => usize::from(self.running.is_empty()),
@@ -275,7 +355,13 @@ impl<B: Backend + ?Sized> Scheduler<B> {
                 break;
             };
             sink(SchedEvent::Admitted { id: req.id, slot, t: self.now() });
-            self.running.push(Running { req, slot, prefilled: 0, generated: Vec::new() });
+            let mut r = Running { req, slot, prefilled: 0, generated: Vec::new(), fills_prefix: false };
+            if let Err(error) = self.start_prefix(&mut r, sink) {
+                sink(SchedEvent::Failed { id: r.req.id, error });
+                self.release(r.slot);
+                continue;
+            }
+            self.running.push(r);
             admitted += 1;
         }
         if self.config.policy == Policy::Static && admitted > 0 {
@@ -307,10 +393,16 @@ impl<B: Backend + ?Sized> Scheduler<B> {
         let mut prefill_tokens = 0u32;
         for (i, r) in self.running.iter().enumerate() {
             if r.prefilling() && prefill_budget > 0 {
-                let take = (r.req.prompt.len() - r.prefilled).min(prefill_budget);
+                // A request computing the shared prefix writes it into the cache slot, and
+                // stops there: its own slot gets a copy before its suffix is computed.
+                let (end, slot) = match (r.fills_prefix, self.prefix.slot) {
+                    (true, Some(cache)) => (r.req.prefix_tokens as usize, cache),
+                    _ => (r.req.prompt.len(), r.slot),
+                };
+                let take = (end - r.prefilled).min(prefill_budget);
                 let done = r.prefilled + take == r.req.prompt.len();
                 batch.chunks.push(Chunk {
-                    slot: r.slot,
+                    slot,
                     pos: r.prefilled as u32,
                     tokens: r.req.prompt[r.prefilled..r.prefilled + take].to_vec(),
                     outputs: if done { Outputs::Last } else { Outputs::None },
@@ -347,8 +439,8 @@ impl<B: Backend + ?Sized> Scheduler<B> {
                 failed.sort_unstable_by(|a, b| b.cmp(a));
                 for i in failed {
                     let r = self.running.swap_remove(i);
-                    self.release(r.slot);
                     sink(SchedEvent::Failed { id: r.req.id, error: error.clone() });
+                    self.retire(r);
                 }
                 self.close_static_batch();
                 return;
@@ -385,10 +477,29 @@ impl<B: Backend + ?Sized> Scheduler<B> {
                 finished.push(i);
             }
         }
+        // A request that has just computed the shared prefix into the cache takes a copy.
+        for i in 0..self.running.len() {
+            let r = &self.running[i];
+            if !r.fills_prefix || r.prefilled < r.req.prefix_tokens as usize || finished.contains(&i) {
+                continue;
+            }
+            let (id, slot, p) = (r.req.id, r.slot, r.req.prefix_tokens);
+            let cache = self.prefix.slot.expect("filling implies a cache slot");
+            self.running[i].fills_prefix = false;
+            self.prefix.filling = None;
+            match self.backend.copy_prefix(cache, slot, p) {
+                Ok(()) => self.prefix.ready = Some(self.running[i].req.prompt[..p as usize].to_vec()),
+                Err(e) => {
+                    self.backend.clear(cache);
+                    sink(SchedEvent::Failed { id, error: format!("prefix cache: {e}") });
+                    finished.push(i);
+                }
+            }
+        }
         finished.sort_unstable_by(|a, b| b.cmp(a));
         for i in finished {
             let r = self.running.swap_remove(i);
-            self.release(r.slot);
+            self.retire(r);
         }
         if self.running.is_empty() {
             self.close_static_batch();

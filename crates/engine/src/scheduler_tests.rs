@@ -9,6 +9,7 @@ pub(crate) struct HashModel {
     caches: Vec<Vec<TokenId>>,
     pub passes: Vec<Vec<(Slot, u32, usize)>>,
     pub fail_next: bool,
+    pub copies: Vec<(Slot, Slot, u32)>,
 }
 
 impl HashModel {
@@ -20,7 +21,7 @@ impl HashModel {
             threads: 1,
             capabilities: Capabilities { mixed_position_batches: true, max_batch_tokens: 4096, slots, ctx_per_slot: ctx, prefix_copy: true },
         };
-        Self { info, caches: vec![Vec::new(); slots], passes: Vec::new(), fail_next: false }
+        Self { info, caches: vec![Vec::new(); slots], passes: Vec::new(), fail_next: false, copies: Vec::new() }
     }
 
     fn next(cache: &[TokenId]) -> TokenId {
@@ -62,11 +63,22 @@ impl Backend for HashModel {
     fn clear(&mut self, slot: Slot) {
         self.caches[slot as usize].clear();
     }
+    fn copy_prefix(&mut self, from: Slot, to: Slot, len: u32) -> Result<(), BackendError> {
+        if !self.info.capabilities.prefix_copy {
+            return Err(BackendError::NotSupported("prefix copy"));
+        }
+        // llama.cpp copies whole sequences only: the scheduler must copy from a slot that
+        // holds exactly the prefix.
+        assert_eq!(self.caches[from as usize].len(), len as usize, "copy from a slot holding more than the prefix");
+        self.copies.push((from, to, len));
+        self.caches[to as usize] = self.caches[from as usize].clone();
+        Ok(())
+    }
 }
 
 fn request(id: u64, prompt_len: usize, max_tokens: u32) -> WorkRequest {
     let prompt = (0..prompt_len).map(|i| (i as u32 * 7 + id as u32 * 13) % 500).collect();
-    WorkRequest { id, prompt, max_tokens, stop_tokens: Vec::new(), top_logprobs: 0 }
+    WorkRequest { id, prompt, max_tokens, stop_tokens: Vec::new(), top_logprobs: 0, prefix_tokens: 0 }
 }
 
 /// Run requests to completion; returns each request's tokens and the events.
@@ -210,4 +222,127 @@ fn policy_names_round_trip_and_bad_limits_are_refused() {
     let mut c = SchedulerConfig::new(Policy::Chunked, 4, 512);
     c.chunk_tokens = 0;
     assert!(c.validate().unwrap_err().contains("chunk"));
+}
+
+/// Requests whose first `prefix` tokens are the same for all.
+fn prefixed(id: u64, prefix: usize, suffix: usize, max_tokens: u32) -> WorkRequest {
+    let mut prompt: Vec<TokenId> = (0..prefix as u32).map(|i| (i * 11 + 3) % 500).collect();
+    prompt.extend((0..suffix as u32).map(|i| (i * 7 + id as u32 * 13) % 500));
+    WorkRequest { id, prompt, max_tokens, stop_tokens: Vec::new(), top_logprobs: 0, prefix_tokens: prefix as u32 }
+}
+
+fn run_cached(policy: Policy, slots: usize, cache: bool, reqs: Vec<WorkRequest>) -> (std::collections::BTreeMap<u64, Vec<TokenId>>, Vec<SchedEvent>, HashModel) {
+    let mut config = SchedulerConfig::new(policy, slots, 4096);
+    config.chunk_tokens = 8;
+    config.static_form_up_ms = 0;
+    config.prefix_cache = cache;
+    // One more slot than requests may use, for the cache.
+    let mut s = Scheduler::new(Box::new(HashModel::new(slots + 1, 256)), config, Instant::now());
+    let mut events = Vec::new();
+    for r in reqs {
+        s.submit(r, &mut |e| events.push(e));
+        // One pass between submissions, so later requests find the prefix already cached.
+        s.step(&mut |e| events.push(e));
+    }
+    while s.has_work() {
+        s.step(&mut |e| events.push(e));
+    }
+    let mut tokens = std::collections::BTreeMap::new();
+    for e in &events {
+        match e {
+            SchedEvent::Token { id, token, .. } => tokens.entry(*id).or_insert_with(Vec::new).push(*token),
+            SchedEvent::Failed { id, error } => panic!("request {id} failed: {error}"),
+            _ => {}
+        }
+    }
+    let Scheduler { backend, .. } = s;
+    (tokens, events, *backend)
+}
+
+#[test]
+fn prefix_cache_changes_no_token_and_computes_the_prefix_once() {
+    let reqs = || (1..=5).map(|id| prefixed(id, 20, 3 + id as usize, 4)).collect::<Vec<_>>();
+    for policy in Policy::ALL {
+        let (plain, _, _) = run_cached(policy, 2, false, reqs());
+        let (cached, events, model) = run_cached(policy, 2, true, reqs());
+        assert_eq!(cached, plain, "{policy}: prefix caching changed the tokens");
+        let reused: Vec<u64> = events.iter().filter_map(|e| if let SchedEvent::PrefixReused { id, tokens: 20, .. } = e { Some(*id) } else { None }).collect();
+        assert!(reused.len() >= 3, "{policy}: only {reused:?} reused the prefix");
+        // Prefix tokens computed: once into the cache (the requests that did not reuse it
+        // and were not filling it computed their own).
+        let prefill_tokens: u32 = events.iter().filter_map(|e| if let SchedEvent::Prefill { tokens, .. } = e { Some(*tokens) } else { None }).sum();
+        let suffixes: u32 = (1..=5).map(|id| 3 + id as u32).sum();
+        assert!(prefill_tokens <= suffixes + 20 * (5 - reused.len() as u32), "{policy}: {prefill_tokens} prompt tokens computed");
+        // The cache lives in the extra slot (2) and is never handed to a request.
+        assert!(model.copies.iter().all(|&(from, to, len)| from == 2 && to < 2 && len == 20), "{:?}", model.copies);
+        assert!(events.iter().all(|e| !matches!(e, SchedEvent::Admitted { slot: 2, .. })));
+    }
+}
+
+#[test]
+fn a_different_prefix_replaces_the_cached_one() {
+    let mut other = prefixed(3, 20, 4, 3);
+    other.prompt[5] += 1; // same length, different prefix
+    let reqs = vec![prefixed(1, 20, 4, 3), prefixed(2, 20, 5, 3), other, prefixed(4, 20, 6, 3)];
+    let (plain, _, _) = run_cached(Policy::Serial, 1, false, reqs.clone());
+    let (cached, events, _) = run_cached(Policy::Serial, 1, true, reqs);
+    assert_eq!(cached, plain);
+    let reused: Vec<u64> = events.iter().filter_map(|e| if let SchedEvent::PrefixReused { id, .. } = e { Some(*id) } else { None }).collect();
+    // 2 reuses 1's prefix; 3 computes its own (and caches it); 4 finds 3's, not 1's.
+    assert_eq!(reused, vec![2]);
+}
+
+#[test]
+fn cancelling_the_request_filling_the_cache_leaves_it_empty_and_usable() {
+    let mut config = SchedulerConfig::new(Policy::Chunked, 2, 4096);
+    config.chunk_tokens = 8;
+    config.prefix_cache = true;
+    let mut s = Scheduler::new(Box::new(HashModel::new(3, 256)), config, Instant::now());
+    let mut events = Vec::new();
+    s.submit(prefixed(1, 20, 4, 3), &mut |e| events.push(e));
+    s.step(&mut |e| events.push(e)); // 8 of the 20 prefix tokens
+    s.cancel(1, &mut |e| events.push(e));
+    s.submit(prefixed(2, 20, 4, 3), &mut |e| events.push(e));
+    s.submit(prefixed(3, 20, 5, 3), &mut |e| events.push(e));
+    while s.has_work() {
+        s.step(&mut |e| events.push(e));
+    }
+    assert!(events.iter().any(|e| matches!(e, SchedEvent::Finished { id: 3, reason: FinishReason::Length, .. })));
+    assert!(!events.iter().any(|e| matches!(e, SchedEvent::Failed { .. })), "{events:?}");
+}
+
+#[test]
+fn without_prefix_copy_the_cache_stays_off_and_every_request_computes_its_prompt() {
+    let mut model = HashModel::new(3, 256);
+    model.info.capabilities.prefix_copy = false;
+    let mut config = SchedulerConfig::new(Policy::Continuous, 2, 4096);
+    config.prefix_cache = true;
+    let mut s = Scheduler::new(Box::new(model), config, Instant::now());
+    let mut events = Vec::new();
+    for id in 1..=3 {
+        s.submit(prefixed(id, 20, 4, 2), &mut |e| events.push(e));
+        s.step(&mut |e| events.push(e));
+    }
+    while s.has_work() {
+        s.step(&mut |e| events.push(e));
+    }
+    assert!(!events.iter().any(|e| matches!(e, SchedEvent::PrefixReused { .. } | SchedEvent::Failed { .. })));
+    assert_eq!(events.iter().filter(|e| matches!(e, SchedEvent::Finished { .. })).count(), 3);
+}
+
+#[test]
+fn static_batches_wait_for_their_longest_member_and_respect_the_token_limit() {
+    // Token limit 16 per pass: a 30-token prompt still runs (split), never dropped.
+    let mut config = SchedulerConfig::new(Policy::Static, 2, 16);
+    config.static_form_up_ms = 0;
+    let mut s = Scheduler::new(Box::new(HashModel::new(2, 256)), config, Instant::now());
+    let mut events = Vec::new();
+    for r in [request(1, 30, 2), request(2, 4, 6), request(3, 4, 2)] {
+        s.submit(r, &mut |e| events.push(e));
+    }
+    while s.has_work() {
+        s.step(&mut |e| events.push(e));
+    }
+    assert!(s.backend().passes.iter().all(|p| p.iter().map(|c| c.2).sum::<usize>() <= 16));
+    assert_eq!(events.iter().filter(|e| matches!(e, SchedEvent::Finished { reason: FinishReason::Length, .. })).count(), 3);
 }

@@ -13,9 +13,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::{LoadSpec, TokenId};
 use crate::coordinator::{Worker, WorkerCommand};
-use crate::load::{run_closed_loop, Observer, PointRun, PointSpec, RunControl};
+use crate::load::{run_point, Arrivals, Draw, Observer, PointLoad, PointRun, PointSpec, RunControl};
 use crate::printers::Printer;
-use crate::results::{PointResult, RunFile};
+use crate::results::{PointResult, RunFile, Slo};
 use crate::scheduler::{Policy, SchedulerConfig};
 
 /// What to measure. Every list is a dimension of the grid.
@@ -38,7 +38,184 @@ pub struct SweepSpec {
     pub gpu_layers: Option<u32>,
 }
 
+/// Serving options beyond [`SweepSpec`]'s grid: open-loop rates, mixed lengths, a shared
+/// prefix and its cache, batch limits, SLOs. Kept apart from [`SweepSpec`] so that code
+/// building a plain grid keeps working; the default is a plain closed-loop grid.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct SweepExtras {
+    /// Open-loop Poisson arrival rates (requests/s), a dimension of the grid; empty: closed loop.
+    pub rates: Vec<f64>,
+    /// Open loop: most requests in flight from the client side (`None`: no cap).
+    pub max_in_flight: Option<usize>,
+    /// Lower ends of prompt-length ranges, one per [`SweepSpec::prompt_tokens`] entry (which
+    /// is then the upper end); `None` or missing: that length is fixed.
+    pub prompt_tokens_from: Vec<Option<u32>>,
+    /// Same for [`SweepSpec::max_tokens`].
+    pub max_tokens_from: Vec<Option<u32>>,
+    /// Seed of arrivals and drawn lengths.
+    pub seed: u64,
+    /// Send requests for at most this long per point (requests still cap it).
+    pub duration_s: Option<f64>,
+    /// Every prompt starts with the same this many tokens (0: no shared prefix).
+    pub prefix_tokens: u32,
+    /// Prefix caching off and/or on, a dimension of the grid.
+    pub prefix_cache: Vec<bool>,
+    /// Most sequences per pass (the static batch size B); default: the point's concurrency.
+    pub max_batch_seqs: Option<usize>,
+    /// Most tokens per pass; default: room for every slot's longest prompt, within 512..16384.
+    pub max_batch_tokens: Option<usize>,
+    pub slo: Slo,
+}
+
+impl Default for SweepExtras {
+    fn default() -> Self {
+        SweepExtras {
+            rates: Vec::new(),
+            max_in_flight: None,
+            prompt_tokens_from: Vec::new(),
+            max_tokens_from: Vec::new(),
+            seed: 0,
+            duration_s: None,
+            prefix_tokens: 0,
+            prefix_cache: vec![false],
+            max_batch_seqs: None,
+            max_batch_tokens: None,
+            slo: Slo::default(),
+        }
+    }
+}
+
+impl SweepExtras {
+    /// Check the options that do not depend on the model.
+    pub fn validate(&self, spec: &SweepSpec, model_context: usize) -> Result<(), String> {
+        for &r in &self.rates {
+            if !(r.is_finite() && r > 0.0) {
+                return Err(format!("--rate must be a positive number of requests per second, not {r}"));
+            }
+        }
+        if self.max_in_flight == Some(0) {
+            return Err("--max-concurrency must be at least 1".into());
+        }
+        if self.max_batch_seqs == Some(0) {
+            return Err("--max-batch (sequences per pass) must be at least 1".into());
+        }
+        if self.max_batch_tokens == Some(0) {
+            return Err("--max-batch-tokens must be at least 1".into());
+        }
+        if let Some(d) = self.duration_s {
+            if !(d.is_finite() && d > 0.0) {
+                return Err(format!("--duration must be a positive number of seconds, not {d}"));
+            }
+        }
+        if self.prefix_cache.is_empty() {
+            return Err("--prefix-cache: give on, off or both".into());
+        }
+        let slo = |name: &str, v: Option<f64>| match v {
+            Some(x) if !(x.is_finite() && x > 0.0) => Err(format!("{name} must be a positive number, not {x}")),
+            _ => Ok(()),
+        };
+        slo("--slo-ttft-ms", self.slo.ttft_ms)?;
+        slo("--slo-decode-tps", self.slo.decode_tps)?;
+        let ranges = |name: &str, to: &[u32], from: &[Option<u32>]| -> Result<(), String> {
+            for (i, f) in from.iter().enumerate() {
+                if let (Some(f), Some(&t)) = (f, to.get(i)) {
+                    if *f == 0 || *f > t {
+                        return Err(format!("{name} range {f}..{t}: the low end must be at least 1 and at most the high end"));
+                    }
+                }
+            }
+            Ok(())
+        };
+        ranges("--prompt-tokens", &spec.prompt_tokens, &self.prompt_tokens_from)?;
+        ranges("--max-tokens", &spec.max_tokens, &self.max_tokens_from)?;
+        let p = self.prefix_tokens as usize;
+        if p > 0 {
+            if p >= model_context {
+                return Err(format!("--prefix-tokens {p} is longer than the model's context of {model_context} tokens"));
+            }
+            let shortest = spec
+                .prompt_tokens
+                .iter()
+                .enumerate()
+                .map(|(i, &t)| self.prompt_tokens_from.get(i).copied().flatten().unwrap_or(t))
+                .min()
+                .unwrap_or(0) as usize;
+            if p >= shortest {
+                return Err(format!(
+                    "--prefix-tokens {p} must be shorter than every prompt (the shortest is {shortest} tokens): --prompt-tokens counts the prefix too"
+                ));
+            }
+        } else if self.prefix_cache.contains(&true) {
+            return Err("--prefix-cache on needs a shared prefix: give --prefix-tokens".into());
+        }
+        Ok(())
+    }
+}
+
+/// One point of a sweep, with its load.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SweepPoint {
+    pub backend: String,
+    pub policy: Policy,
+    pub spec: PointSpec,
+    pub load: PointLoad,
+}
+
 impl SweepSpec {
+    /// Points with their loads, in the order they run: backend outermost (one load each),
+    /// then policy, prefix caching, arrival rate, concurrency, prompt and output length.
+    pub fn points_with(&self, extras: &SweepExtras) -> Vec<SweepPoint> {
+        let arrivals: Vec<Arrivals> = if extras.rates.is_empty() {
+            vec![Arrivals::Closed]
+        } else {
+            extras.rates.iter().map(|&rate| Arrivals::Poisson { rate }).collect()
+        };
+        let mut out = Vec::new();
+        for b in &self.backends {
+            for &policy in &self.policies {
+                for &prefix_cache in &extras.prefix_cache {
+                    for arrivals in &arrivals {
+                        for (backend, policy2, spec) in self.points().into_iter().filter(|(bb, pp, _)| bb == b && *pp == policy) {
+                            let pi = self.prompt_tokens.iter().position(|&p| p == spec.prompt_tokens).unwrap_or(0);
+                            let mi = self.max_tokens.iter().position(|&m| m == spec.max_tokens).unwrap_or(0);
+                            let load = PointLoad {
+                                arrivals: arrivals.clone(),
+                                max_in_flight: extras.max_in_flight,
+                                prompt_tokens_from: extras.prompt_tokens_from.get(pi).copied().flatten(),
+                                max_tokens_from: extras.max_tokens_from.get(mi).copied().flatten(),
+                                seed: extras.seed,
+                                duration_s: extras.duration_s,
+                                prefix_tokens: extras.prefix_tokens,
+                                prefix_cache,
+                            };
+                            out.push(SweepPoint { backend, policy: policy2, spec, load });
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The load spec for a list of points: slots for the largest concurrency (and one for
+    /// the prefix cache where a point uses it), context for the longest prompt + output.
+    pub fn load_spec_for(&self, model_path: PathBuf, points: &[SweepPoint], extras: &SweepExtras) -> LoadSpec {
+        let mut slots = points.iter().map(|p| p.spec.concurrency).max().unwrap_or(1);
+        slots = slots.max(extras.max_batch_seqs.unwrap_or(0));
+        let longest = |p: &SweepPoint| match &p.load.arrivals {
+            Arrivals::Script { requests } => requests.iter().map(|r| (r.prompt_tokens, r.max_tokens)).fold((0, 0), |a, b| (a.0.max(b.0), a.1.max(b.1))),
+            _ => (p.spec.prompt_tokens, p.spec.max_tokens),
+        };
+        let ctx_per_slot = points.iter().map(longest).map(|(a, b)| (a + b) as usize).max().unwrap_or(1);
+        let longest_prompt = points.iter().map(|p| longest(p).0 as usize).max().unwrap_or(1);
+        let max_batch_tokens = extras.max_batch_tokens.unwrap_or((longest_prompt * slots).clamp(512, 16384));
+        if points.iter().any(|p| p.load.prefix_cache) {
+            slots += 1;
+        }
+        LoadSpec { model_path, threads: self.threads, slots, ctx_per_slot, max_batch_tokens, gpu_layers: self.gpu_layers }
+    }
+
     /// Check the grid against the model's context before anything is loaded.
     pub fn validate(&self, model_context: usize) -> Result<(), String> {
         let nonempty = |name: &str, len: usize| if len == 0 { Err(format!("{name}: give at least one value")) } else { Ok(()) };
@@ -158,36 +335,68 @@ pub fn run_sweep(
     printer: &mut dyn Printer,
     observer: &mut dyn SweepObserver,
 ) -> anyhow::Result<usize> {
+    run_sweep_with(spec, &SweepExtras::default(), ctx, run, printer, observer)
+}
+
+/// [`run_sweep`] with serving options.
+pub fn run_sweep_with(
+    spec: &SweepSpec,
+    extras: &SweepExtras,
+    ctx: &SweepContext<'_>,
+    run: &mut RunFile,
+    printer: &mut dyn Printer,
+    observer: &mut dyn SweepObserver,
+) -> anyhow::Result<usize> {
+    run_points(spec, extras, spec.points_with(extras), ctx, run, printer, observer)
+}
+
+/// Run a list of points (a sweep's grid, or a demo's hand-made list) on workers loaded
+/// once per backend. `spec` gives threads, chunk size and the like; `extras` batch limits
+/// and SLOs. Returns the number of points that had errors.
+pub fn run_points(
+    spec: &SweepSpec,
+    extras: &SweepExtras,
+    points: Vec<SweepPoint>,
+    ctx: &SweepContext<'_>,
+    run: &mut RunFile,
+    printer: &mut dyn Printer,
+    observer: &mut dyn SweepObserver,
+) -> anyhow::Result<usize> {
     printer.header(run)?;
-    let points = spec.points();
     let total = points.len();
     let mut worker: Option<(String, Worker)> = None;
     let mut failed_points = 0;
     // A backend that cannot load the model will not load it for the next point either.
     let mut load_failures: std::collections::HashMap<String, String> = Default::default();
-    let load = spec.load_spec(ctx.model_path.clone());
-    for (index, (backend, policy, point)) in points.into_iter().enumerate() {
+    let load_spec = spec.load_spec_for(ctx.model_path.clone(), &points, extras);
+    for (index, point) in points.into_iter().enumerate() {
+        let SweepPoint { backend, policy, spec: point, load } = point;
         if ctx.control.stop.load(std::sync::atomic::Ordering::Relaxed) {
             run.stopped = true;
             break;
         }
         observer.point_started(index, total, &backend, policy, &point);
-        let config = spec.scheduler(policy, point.concurrency, load.max_batch_tokens);
+        let mut config = spec.scheduler(policy, extras.max_batch_seqs.unwrap_or(point.concurrency), load_spec.max_batch_tokens);
+        config.prefix_cache = load.prefix_cache;
+        let fail = |why: String| {
+            let mut result = failed_point(&backend, policy, &point, why).with_load(&load);
+            result.judge(extras.slo);
+            result
+        };
         // Reuse the worker for the same backend; otherwise (new backend, or it died) start one.
         let reuse = match worker.as_mut() {
             Some((b, w)) => *b == backend && !w.is_gone(),
             None => false,
         };
         if let Some(why) = load_failures.get(&backend) {
-            let result = failed_point(&backend, policy, &point, why.clone());
             failed_points += 1;
-            finish_point(run, result, printer, observer, ctx)?;
+            finish_point(run, fail(why.clone()), printer, observer, ctx)?;
             continue;
         }
         if !reuse {
             worker = None; // shut the previous one down before loading the next
             observer.loading(&backend);
-            match Worker::spawn(&(ctx.worker_command)(&backend), &load, &config, ctx.load_timeout) {
+            match Worker::spawn(&(ctx.worker_command)(&backend), &load_spec, &config, ctx.load_timeout) {
                 Ok(w) => {
                     observer.loaded(&backend, w.info(), w.load_ms());
                     if !run.backends.iter().any(|b| b.name == w.info().name) {
@@ -200,30 +409,38 @@ pub fn run_sweep(
                     if matches!(e, crate::coordinator::WorkerError::Load(_)) {
                         load_failures.insert(backend.clone(), why.clone());
                     }
-                    let result = failed_point(&backend, policy, &point, why);
                     failed_points += 1;
-                    finish_point(run, result, printer, observer, ctx)?;
+                    finish_point(run, fail(why), printer, observer, ctx)?;
                     continue;
                 }
             }
         }
         let (_, w) = worker.as_mut().expect("set above");
-        if let Err(e) = w.configure(config) {
-            let result = failed_point(&backend, policy, &point, e.to_string());
+        if load.prefix_cache && !w.info().capabilities.prefix_copy {
             failed_points += 1;
-            worker = None;
-            finish_point(run, result, printer, observer, ctx)?;
+            let why = format!("{backend}: this backend cannot copy a cached prefix between sequences (capability prefix_copy is false); run it with --prefix-cache off");
+            finish_point(run, fail(why), printer, observer, ctx)?;
             continue;
         }
-        let prompt_len = point.prompt_tokens;
-        let prompt = |i: usize| (ctx.prompt)(prompt_len, i);
-        let measured = run_closed_loop(w, &point, &prompt, &ctx.stop_tokens, &ctx.control, observer);
+        if let Err(e) = w.configure(config) {
+            failed_points += 1;
+            worker = None;
+            finish_point(run, fail(e.to_string()), printer, observer, ctx)?;
+            continue;
+        }
+        let shared = load.prefix_tokens > 0;
+        let prompt = |d: &Draw, i: usize| crate::workload::prefixed_prompt(ctx.prompt, if shared { d.prefix_tokens } else { 0 }, d.prompt_tokens, i);
+        w.reset_peak_rss();
+        let measured = run_point(w, &point, &load, &prompt, &ctx.stop_tokens, &ctx.control, observer);
+        let peak_rss = w.peak_rss_mib();
         if measured.worker_error.is_some() {
             worker = None;
         }
         let stopped = measured.stopped;
-        let result = PointResult::from_run(&backend, policy, &point, measured);
-        if result.errors > 0 || result.requests == 0 {
+        let mut result = PointResult::from_run(&backend, policy, &point, measured).with_load(&load);
+        result.judge(extras.slo);
+        result.worker_peak_rss_mib = peak_rss;
+        if result.errors > 0 || (result.requests == 0 && !stopped) {
             failed_points += 1;
         }
         finish_point(run, result, printer, observer, ctx)?;
@@ -242,7 +459,8 @@ pub fn run_sweep(
 
 fn failed_point(backend: &str, policy: Policy, spec: &PointSpec, why: String) -> PointResult {
     let mut result = PointResult::from_run(backend, policy, spec, PointRun::default());
-    result.errors = spec.requests;
+    // A duration-limited point has no request count: count it as one failure.
+    result.errors = if spec.requests == usize::MAX { 1 } else { spec.requests };
     result.error_messages = vec![why];
     result
 }

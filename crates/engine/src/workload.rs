@@ -118,6 +118,31 @@ impl PromptBuilder {
     }
 }
 
+/// A prompt of `total` ids whose first `prefix` are shared by every variant, made from an
+/// exact-length prompt source such as `|n, i| builder.prompt(n, i)`: the prefix is variant
+/// 0's first `prefix` ids, the rest continues variant `variant` past the same point. Over
+/// [`PromptBuilder::prompt`] this gives exactly [`PromptBuilder::prompt_with_prefix`]`(prefix,
+/// total - prefix, variant)` (tested), for callers that only hold the prompt function.
+pub fn prefixed_prompt(prompt: &dyn Fn(u32, usize) -> Vec<TokenId>, prefix: u32, total: u32, variant: usize) -> Vec<TokenId> {
+    if prefix == 0 {
+        return prompt(total, variant);
+    }
+    let mut out = prompt(prefix.min(total), 0);
+    out.extend_from_slice(&prompt(total, variant)[out.len()..]);
+    out
+}
+
+/// A uniform number in [0, 1) for draw `i` of stream `stream` under `seed`: a pure function
+/// (SplitMix64 finaliser), so a workload does not depend on the order draws are made in.
+pub fn unit(seed: u64, i: u64, stream: u64) -> f64 {
+    let mut z = seed ^ i.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ stream.wrapping_mul(0xD1B5_4A32_D192_ED03);
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^= z >> 31;
+    (z >> 11) as f64 / (1u64 << 53) as f64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -188,5 +213,21 @@ mod tests {
         assert_eq!(b.prompt_with_prefix(100, 50, 1), c);
         assert_eq!(b.prompt_with_prefix(1, 5, 0), b.prompt(6, 0));
         assert_eq!(b.prompt_with_prefix(3000, 9000, 7).len(), 12000);
+        // The prompt-function form gives the same ids.
+        let f = |n: u32, i: usize| b.prompt(n as usize, i as u64);
+        for (p, s, v) in [(100usize, 50usize, 0usize), (100, 50, 1), (1024, 32, 5), (1, 5, 3)] {
+            assert_eq!(prefixed_prompt(&f, p as u32, (p + s) as u32, v), b.prompt_with_prefix(p, s, v as u64), "prefix {p} suffix {s} variant {v}");
+        }
+    }
+
+    #[test]
+    fn unit_draws_are_uniform_and_reproducible() {
+        let xs: Vec<f64> = (0..10_000).map(|i| unit(7, i, 1)).collect();
+        assert!(xs.iter().all(|&x| (0.0..1.0).contains(&x)));
+        let mean = xs.iter().sum::<f64>() / xs.len() as f64;
+        assert!((mean - 0.5).abs() < 0.02, "{mean}");
+        assert_eq!(unit(7, 3, 1), unit(7, 3, 1));
+        assert_ne!(unit(7, 3, 1), unit(8, 3, 1));
+        assert_ne!(unit(7, 3, 1), unit(7, 3, 2));
     }
 }

@@ -1,3 +1,4 @@
+pub mod demo;
 pub mod generate;
 pub mod hw;
 pub mod models;

@@ -7,12 +7,41 @@ use std::time::Duration;
 use clap::Args;
 use lx_engine::load::RunControl;
 use lx_engine::printers::{printer, Format};
-use lx_engine::results::RunFile;
+use lx_engine::results::{RunFile, Slo, READING_PACE_TPS};
 use lx_engine::scheduler::Policy;
-use lx_engine::sweep::{run_sweep, SweepContext, SweepSpec};
+use lx_engine::sweep::{run_sweep_with, SweepContext, SweepExtras, SweepSpec};
 use lx_engine::workload::PromptBuilder;
 
 use crate::commands::list;
+
+/// A length or a range of lengths: `64` or `64..512`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Len {
+    pub from: Option<u32>,
+    pub to: u32,
+}
+
+impl std::str::FromStr for Len {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Len, String> {
+        let num = |t: &str| t.trim().parse::<u32>().map_err(|e| format!("'{t}': {e}"));
+        match s.split_once("..") {
+            Some((a, b)) => Ok(Len { from: Some(num(a)?), to: num(b.trim_start_matches('='))? }),
+            None => Ok(Len { from: None, to: num(s)? }),
+        }
+    }
+}
+
+/// `on`, `off`, or both.
+fn on_off(s: &str) -> Result<Vec<bool>, String> {
+    s.split(',')
+        .map(|p| match p.trim() {
+            "on" => Ok(true),
+            "off" => Ok(false),
+            other => Err(format!("'{other}': expected on or off")),
+        })
+        .collect()
+}
 
 #[derive(Args)]
 pub struct SweepArgs {
@@ -22,21 +51,53 @@ pub struct SweepArgs {
     /// Model: a catalog name (default), a .gguf path, or hf:OWNER/REPO/FILE.gguf.
     #[arg(long, default_value = "default")]
     model: String,
-    /// Prompt lengths in tokens, BOS included.
-    #[arg(long, default_value = "64,256,1024", value_parser = list::<u32>)]
-    prompt_tokens: Vec<Vec<u32>>,
-    /// Concurrent clients (closed loop).
+    /// Prompt lengths in tokens, BOS (and any shared prefix) included; `A..B` draws each
+    /// request's length uniformly from A to B with --seed.
+    #[arg(long, default_value = "64,256,1024", value_parser = list::<Len>)]
+    prompt_tokens: Vec<Vec<Len>>,
+    /// Concurrent clients (closed loop); in open loop (--rate), the most sequences the
+    /// scheduler runs at once (its slots): later arrivals wait in its queue.
     #[arg(long, default_value = "1,4", value_parser = list::<usize>)]
     concurrency: Vec<Vec<usize>>,
-    /// Output tokens per request (EOS ignored unless --stop-at-eos).
-    #[arg(long, default_value = "64", value_parser = list::<u32>)]
-    max_tokens: Vec<Vec<u32>>,
+    /// Output tokens per request (EOS ignored unless --stop-at-eos); `A..B` draws a range.
+    #[arg(long, default_value = "64", value_parser = list::<Len>)]
+    max_tokens: Vec<Vec<Len>>,
+    /// Open loop: Poisson arrival rates in requests/s (a list); without it, closed loop.
+    #[arg(long, value_parser = list::<f64>)]
+    rate: Vec<Vec<f64>>,
+    /// Open loop: most requests in flight from the client side (default: no cap).
+    #[arg(long)]
+    max_concurrency: Option<usize>,
+    /// Send requests for at most this many seconds per point (with no --requests: until then).
+    #[arg(long)]
+    duration: Option<f64>,
+    /// Seed of arrival times and drawn lengths.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Every prompt starts with the same this many tokens (a shared system prompt).
+    #[arg(long, default_value_t = 0)]
+    prefix_tokens: u32,
+    /// Prefix caching: compute the shared prefix once and reuse it (on, off, or on,off).
+    #[arg(long, default_value = "off", value_parser = on_off)]
+    prefix_cache: Vec<Vec<bool>>,
+    /// Most sequences per forward pass (the static batch size; default: the concurrency).
+    #[arg(long)]
+    max_batch: Option<usize>,
+    /// Most tokens per forward pass (default: room for every slot's longest prompt).
+    #[arg(long)]
+    max_batch_tokens: Option<usize>,
+    /// SLO: a request meets it only if its TTFT is at most this (ms).
+    #[arg(long)]
+    slo_ttft_ms: Option<f64>,
+    /// SLO: a request meets it only if it decodes at least this fast (tok/s; default: reading pace).
+    #[arg(long, default_value_t = READING_PACE_TPS)]
+    slo_decode_tps: f64,
     /// Scheduling policies: serial, static, continuous, chunked.
     #[arg(long, default_value = "continuous", value_parser = list::<Policy>)]
     policy: Vec<Vec<Policy>>,
-    /// Measured requests per point.
-    #[arg(long, default_value_t = 8)]
-    requests: usize,
+    /// Measured requests per point (default 8, or unlimited with --duration).
+    #[arg(long)]
+    requests: Option<usize>,
     /// Unmeasured warm-up requests before each point (default: the point's concurrency).
     #[arg(long)]
     warmup: Option<usize>,
@@ -64,7 +125,8 @@ pub struct SweepArgs {
 }
 
 pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
-    let flat = |v: Vec<Vec<u32>>| v.into_iter().flatten().collect::<Vec<_>>();
+    let prompts: Vec<Len> = args.prompt_tokens.into_iter().flatten().collect();
+    let outputs: Vec<Len> = args.max_tokens.into_iter().flatten().collect();
     let backends = args
         .backend
         .split(',')
@@ -74,19 +136,35 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     let spec = SweepSpec {
         backends,
         policies: args.policy.into_iter().flatten().collect(),
-        prompt_tokens: flat(args.prompt_tokens),
-        max_tokens: flat(args.max_tokens),
+        prompt_tokens: prompts.iter().map(|l| l.to).collect(),
+        max_tokens: outputs.iter().map(|l| l.to).collect(),
         warmup: args.warmup.unwrap_or_else(|| concurrency.iter().copied().max().unwrap_or(1)),
         concurrency,
-        requests: args.requests,
+        requests: args.requests.unwrap_or(if args.duration.is_some() { usize::MAX } else { 8 }),
         threads: args.threads,
         stop_at_eos: args.stop_at_eos,
         chunk_tokens: args.chunk_tokens,
         gpu_layers: args.gpu_layers,
     };
+    let extras = SweepExtras {
+        rates: args.rate.into_iter().flatten().collect(),
+        max_in_flight: args.max_concurrency,
+        prompt_tokens_from: prompts.iter().map(|l| l.from).collect(),
+        max_tokens_from: outputs.iter().map(|l| l.from).collect(),
+        seed: args.seed,
+        duration_s: args.duration,
+        prefix_tokens: args.prefix_tokens,
+        prefix_cache: args.prefix_cache.into_iter().flatten().collect(),
+        max_batch_seqs: args.max_batch,
+        max_batch_tokens: args.max_batch_tokens,
+        slo: Slo { ttft_ms: args.slo_ttft_ms, decode_tps: Some(args.slo_decode_tps) },
+    };
     // Cheap checks first, so a typo never waits for a model load.
     spec.validate(usize::MAX).map_err(anyhow::Error::msg)?;
+    extras.validate(&spec, usize::MAX).map_err(anyhow::Error::msg)?;
     let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
+    // The prefix first: a prefix past the context is the clearer message of the two.
+    extras.validate(&spec, model.context_length).map_err(anyhow::Error::msg)?;
     spec.validate(model.context_length).map_err(anyhow::Error::msg)?;
 
     let prompts = PromptBuilder::new(&model.tokenizer);
@@ -103,7 +181,8 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
 
     let mut hardware = lx_engine::hardware::probe();
     hardware.backend_devices = lx_backends::devices();
-    let settings = serde_json::to_value(&spec)?;
+    let mut settings = serde_json::to_value(&spec)?;
+    settings["serving"] = serde_json::to_value(&extras)?;
     let mut run = RunFile::new(std::env::args().collect(), hardware, model.record(), settings);
     let ctx = SweepContext {
         model_path: model.path.clone(),
@@ -114,17 +193,18 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
         control,
         load_timeout: Duration::from_secs(300),
     };
-    let total = (spec.points().len() * spec.requests) as u64;
+    let points = spec.points_with(&extras).len();
+    let total = if args.duration.is_some() && args.requests.is_none() { 0 } else { (points * spec.requests) as u64 };
     let mut progress = crate::progress::SweepProgress::new(total);
     let mut out = printer(args.format, Box::new(std::io::stdout()));
-    let failed = run_sweep(&spec, &ctx, &mut run, out.as_mut(), &mut progress);
+    let failed = run_sweep_with(&spec, &extras, &ctx, &mut run, out.as_mut(), &mut progress);
     progress.finish();
     let failed = failed?;
     if let Some(path) = &args.out {
         eprintln!("run written to {}", path.display());
     }
     if run.stopped {
-        eprintln!("stopped by the user: {} of {} points measured", run.points.len(), spec.points().len());
+        eprintln!("stopped by the user: {} of {points} points measured (the last one may be partial)", run.points.len());
         return Ok(130);
     }
     if failed > 0 {

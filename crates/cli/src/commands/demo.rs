@@ -1,0 +1,107 @@
+//! `lx demo NAME`: one teaching point, measured live, printed as a short table and one
+//! sentence; exit 1 when the point did not hold in this run. The demos themselves (what
+//! runs, how it is judged) live in the engine, so the app shows the same ones.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use clap::Args;
+use lx_engine::demo::{find, run_demo, Report, DEMOS};
+use lx_engine::load::RunControl;
+use lx_engine::results::RunFile;
+use lx_engine::sweep::SweepContext;
+use lx_engine::workload::PromptBuilder;
+
+#[derive(Args)]
+pub struct DemoArgs {
+    /// The demo to run (see --list).
+    #[arg(required_unless_present = "list")]
+    name: Option<String>,
+    /// List the demos and what each shows.
+    #[arg(long)]
+    list: bool,
+    /// Backend to measure (llama, candle, mlx).
+    #[arg(long, default_value = "llama")]
+    backend: String,
+    /// Model: a catalog name (default), a .gguf path, or hf:OWNER/REPO/FILE.gguf.
+    #[arg(long, default_value = "default")]
+    model: String,
+    /// Compute threads (default: physical cores).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// Also write the measured points (JSON run file, with timelines) here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print the report as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: DemoArgs) -> anyhow::Result<i32> {
+    if args.list {
+        for d in DEMOS {
+            println!("{:<22} {}", d.name, d.shows);
+        }
+        return Ok(0);
+    }
+    let demo = find(args.name.as_deref().unwrap_or_default()).map_err(anyhow::Error::msg)?;
+    let backend = lx_backends::canonical(args.backend.trim())?.to_string();
+    let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
+    let prompts = PromptBuilder::new(&model.tokenizer);
+    let prompt = |n: u32, i: usize| prompts.prompt(n as usize, i as u64);
+    let control = RunControl::default();
+    let stop = control.stop.clone();
+    let _ = ctrlc::set_handler(move || {
+        if stop.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        eprintln!("\nstopping: finishing in-flight bookkeeping (Ctrl-C again to quit at once)");
+    });
+    let mut hardware = lx_engine::hardware::probe();
+    hardware.backend_devices = lx_backends::devices();
+    let settings = serde_json::json!({ "demo": demo.name, "backend": backend, "threads": args.threads });
+    let mut run = RunFile::new(std::env::args().collect(), hardware, model.record(), settings);
+    let ctx = SweepContext {
+        model_path: model.path.clone(),
+        prompt: &prompt,
+        stop_tokens: model.tokenizer.eos_tokens().to_vec(),
+        worker_command: &lx_backends::worker_command,
+        out: args.out.clone(),
+        control,
+        load_timeout: Duration::from_secs(300),
+    };
+    eprintln!("demo {}: {} ({backend}, measured live)", demo.name, demo.shows);
+    let mut progress = crate::progress::SweepProgress::new(0);
+    let report = run_demo(demo, &backend, args.threads, &ctx, &mut run, &mut progress);
+    progress.finish();
+    let report = report?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_report(&report);
+    }
+    if run.stopped {
+        eprintln!("stopped by the user: the demo is incomplete");
+        return Ok(130);
+    }
+    if !report.held {
+        eprintln!("the teaching point did not hold in this run (see the checks above); on a busy machine, run it again");
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+fn print_report(r: &Report) {
+    println!("| {} |", r.header.join(" | "));
+    println!("|{}", " ---: |".repeat(r.header.len()));
+    for row in &r.rows {
+        println!("| {} |", row.join(" | "));
+    }
+    println!();
+    for c in &r.checks {
+        println!("{} {}: {:.2} (needs {} {})", if c.holds { "ok  " } else { "FAIL" }, c.what, c.value, c.op, c.threshold);
+    }
+    println!();
+    println!("{}", r.sentence);
+}

@@ -1,0 +1,386 @@
+//! Teaching demos: each one measures a serving trade-off live, on one model and backend,
+//! and checks that the trade-off showed up, as a ratio between points of the same run (so a
+//! busy or slow machine shifts both sides alike).
+//!
+//! A demo is a hand-made list of sweep points ([`plan`]) run by [`crate::sweep::run_points`]
+//! like any sweep, then judged ([`judge`]). The CLI's `lx demo` and the app both go through
+//! [`run_demo`]; the thresholds are the ones the project promises (see the README), not
+//! tuned to pass.
+
+use serde::Serialize;
+
+use crate::load::{Arrivals, PointLoad, PointSpec, Scripted};
+use crate::printers::Printer;
+use crate::results::{PointResult, RunFile};
+use crate::scheduler::Policy;
+use crate::sweep::{run_points, SweepContext, SweepExtras, SweepObserver, SweepPoint, SweepSpec};
+
+/// A demo's name and what it shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Demo {
+    pub name: &'static str,
+    /// The claim, as one line.
+    pub shows: &'static str,
+}
+
+pub const DEMOS: [Demo; 5] = [
+    Demo { name: "prompt-length", shows: "prompt length drives TTFT, not decode speed" },
+    Demo { name: "batching", shows: "batching trades per-request speed for throughput" },
+    Demo { name: "static-vs-continuous", shows: "static batching costs TTFT when requests arrive over time" },
+    Demo { name: "chunked-prefill", shows: "chunked prefill keeps a long prompt from stalling everyone's decode" },
+    Demo { name: "prefix-cache", shows: "prefix caching removes the cost of a stable prompt prefix" },
+];
+
+/// Find a demo by name, or say which exist.
+pub fn find(name: &str) -> Result<Demo, String> {
+    DEMOS.iter().copied().find(|d| d.name == name).ok_or_else(|| {
+        let names: Vec<&str> = DEMOS.iter().map(|d| d.name).collect();
+        format!("unknown demo '{name}' (expected one of: {})", names.join(", "))
+    })
+}
+
+/// What a demo runs: points on one backend, each with a label for the table.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub spec: SweepSpec,
+    pub extras: SweepExtras,
+    pub points: Vec<SweepPoint>,
+    pub labels: Vec<String>,
+}
+
+/// The long prompt of `chunked-prefill`, and when it arrives.
+pub const CHUNKED_LONG_PROMPT: u32 = 2048;
+const CHUNKED_LONG_AT_MS: f64 = 1000.0;
+/// The stable prefix and the varying suffix of `prefix-cache`.
+pub const PREFIX_TOKENS: u32 = 1024;
+const PREFIX_SUFFIX: u32 = 32;
+
+/// The points of demo `demo` on `backend`. Kept short (few requests, short outputs): each
+/// demo takes well under a minute on two CPU cores.
+pub fn plan(demo: Demo, backend: &str, threads: usize) -> Plan {
+    let spec = SweepSpec {
+        backends: vec![backend.to_string()],
+        policies: vec![Policy::Continuous],
+        prompt_tokens: vec![64],
+        concurrency: vec![1],
+        max_tokens: vec![16],
+        requests: 2,
+        warmup: 1,
+        threads,
+        stop_at_eos: false,
+        chunk_tokens: 256,
+        gpu_layers: None,
+    };
+    let extras = SweepExtras::default();
+    let point = |policy: Policy, prompt_tokens: u32, max_tokens: u32, concurrency: usize, requests: usize, warmup: usize, load: PointLoad| SweepPoint {
+        backend: backend.to_string(),
+        policy,
+        spec: PointSpec { prompt_tokens, max_tokens, concurrency, requests, warmup, stop_at_eos: false, top_logprobs: 0 },
+        load,
+    };
+    let closed = PointLoad::default;
+    let (points, labels): (Vec<SweepPoint>, Vec<&str>) = match demo.name {
+        // Same output length, concurrency 1: only the prompt changes. The long prompt needs
+        // no warm-up of its own (the short one warmed the worker) and costs seconds each.
+        "prompt-length" => (
+            vec![point(Policy::Continuous, 64, 24, 1, 3, 1, closed()), point(Policy::Continuous, 1024, 24, 1, 2, 0, closed())],
+            vec!["prompt 64", "prompt 1024"],
+        ),
+        "batching" => (
+            vec![point(Policy::Continuous, 64, 32, 1, 2, 1, closed()), point(Policy::Continuous, 64, 32, 4, 8, 4, closed())],
+            vec!["1 client", "4 clients"],
+        ),
+        // Identical Poisson arrivals and drawn lengths (same seed) for both policies, at a
+        // rate near what 4 slots sustain here; mixed output lengths are what make a static
+        // batch wait for its longest member.
+        "static-vs-continuous" => {
+            let load = PointLoad {
+                arrivals: Arrivals::Poisson { rate: 2.0 },
+                prompt_tokens_from: Some(48),
+                max_tokens_from: Some(8),
+                seed: 7,
+                ..Default::default()
+            };
+            (
+                vec![point(Policy::Static, 96, 32, 4, 14, 2, load.clone()), point(Policy::Continuous, 96, 32, 4, 14, 2, load)],
+                vec!["static", "continuous"],
+            )
+        }
+        // Three short requests decode; a long prompt arrives while they do.
+        "chunked-prefill" => {
+            let mut requests = vec![Scripted { at_ms: 0.0, prompt_tokens: 64, max_tokens: 48 }; 3];
+            requests.push(Scripted { at_ms: CHUNKED_LONG_AT_MS, prompt_tokens: CHUNKED_LONG_PROMPT, max_tokens: 4 });
+            let load = PointLoad { arrivals: Arrivals::Script { requests }, ..Default::default() };
+            (
+                vec![point(Policy::Continuous, 64, 48, 4, 4, 1, load.clone()), point(Policy::Chunked, 64, 48, 4, 4, 1, load)],
+                vec!["continuous", "chunked"],
+            )
+        }
+        // Caching on first: its warm-up computes the prefix once; off needs no warm-up then.
+        "prefix-cache" => {
+            let on = PointLoad { prefix_tokens: PREFIX_TOKENS, prefix_cache: true, ..Default::default() };
+            let off = PointLoad { prefix_cache: false, ..on.clone() };
+            let total = PREFIX_TOKENS + PREFIX_SUFFIX;
+            (
+                vec![point(Policy::Continuous, total, 4, 1, 3, 1, on), point(Policy::Continuous, total, 4, 1, 2, 0, off)],
+                vec!["cache on", "cache off"],
+            )
+        }
+        _ => unreachable!("demo names come from DEMOS"),
+    };
+    Plan { spec, extras, points, labels: labels.into_iter().map(String::from).collect() }
+}
+
+/// One teaching-point check: a ratio measured in the run against its threshold.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Check {
+    /// What is compared, e.g. `TTFT p50, prompt 1024 ÷ prompt 64`.
+    pub what: String,
+    pub value: f64,
+    /// `>=`, `>`, `<=` or `<`.
+    pub op: &'static str,
+    pub threshold: f64,
+    pub holds: bool,
+}
+
+impl Check {
+    fn new(what: impl Into<String>, value: f64, op: &'static str, threshold: f64) -> Check {
+        let holds = value.is_finite()
+            && match op {
+                ">=" => value >= threshold,
+                ">" => value > threshold,
+                "<=" => value <= threshold,
+                _ => value < threshold,
+            };
+        Check { what: what.into(), value, op, threshold, holds }
+    }
+}
+
+/// A demo's outcome: a small table, the checks, one sentence.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    pub demo: &'static str,
+    pub header: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+    pub checks: Vec<Check>,
+    pub sentence: String,
+    /// Every check held (and every point measured without errors).
+    pub held: bool,
+}
+
+/// Largest ITL of the requests that were decoding when the long prompt arrived (the
+/// short ones of the chunked-prefill script).
+fn short_requests_max_itl(p: &PointResult) -> f64 {
+    p.samples
+        .iter()
+        .filter(|r| r.prompt_tokens < CHUNKED_LONG_PROMPT)
+        .flat_map(|r| r.itl_ms())
+        .fold(f64::NAN, f64::max)
+}
+
+fn long_request_ttft(p: &PointResult) -> f64 {
+    p.samples.iter().filter(|r| r.prompt_tokens == CHUNKED_LONG_PROMPT).filter_map(|r| r.ttft_ms()).fold(f64::NAN, f64::max)
+}
+
+/// Judge a demo's measured points (in [`plan`]'s order).
+pub fn judge(demo: Demo, labels: &[String], points: &[PointResult]) -> Report {
+    let header = ["", "TTFT p50 ms", "TTFT p95 ms", "decode tok/s p50", "max ITL ms", "throughput tok/s", "errors"];
+    let rows = labels
+        .iter()
+        .zip(points)
+        .map(|(label, p)| {
+            let max_itl = p.itl_ms.max;
+            vec![
+                label.clone(),
+                format!("{:.0}", p.ttft_ms.p50),
+                format!("{:.0}", p.ttft_ms.p95),
+                format!("{:.1}", p.decode_tps.p50),
+                format!("{max_itl:.0}"),
+                format!("{:.1}", p.throughput_tps),
+                p.errors.to_string(),
+            ]
+        })
+        .collect();
+    let complete = points.len() == labels.len() && points.iter().all(|p| p.errors == 0 && p.requests > 0);
+    let (checks, sentence) = if !complete {
+        (Vec::new(), "the demo did not measure every point (see the errors), so it shows nothing".to_string())
+    } else {
+        let (a, b) = (&points[0], &points[1]);
+        match demo.name {
+            "prompt-length" => {
+                let ttft = b.ttft_ms.p50 / a.ttft_ms.p50;
+                let decode = (b.decode_tps.p50 / a.decode_tps.p50 - 1.0).abs();
+                (
+                    vec![
+                        Check::new("TTFT p50, prompt 1024 ÷ prompt 64", ttft, ">=", 4.0),
+                        Check::new("decode tok/s p50, relative change 64 → 1024", decode, "<", 0.30),
+                    ],
+                    format!(
+                        "A 16× longer prompt made the first token {ttft:.1}× slower while decode speed changed by {:.0}%: prefill cost grows with the prompt, decode does not.",
+                        decode * 100.0
+                    ),
+                )
+            }
+            "batching" => {
+                let thr = b.throughput_tps / a.throughput_tps;
+                let dec = b.decode_tps.p50 / a.decode_tps.p50;
+                (
+                    vec![
+                        Check::new("throughput, 4 clients ÷ 1 client", thr, ">", 1.0),
+                        Check::new("per-request decode tok/s p50, 4 clients ÷ 1 client", dec, "<", 1.0),
+                    ],
+                    format!(
+                        "Four clients got {thr:.2}× the aggregate throughput of one, while each request decoded at {:.0}% of the single-client speed.",
+                        dec * 100.0
+                    ),
+                )
+            }
+            "static-vs-continuous" => {
+                let r = a.ttft_ms.p95 / b.ttft_ms.p95;
+                (
+                    vec![Check::new("TTFT p95, static ÷ continuous", r, ">", 1.0)],
+                    format!(
+                        "With the same arrivals, static batching's TTFT p95 was {r:.2}× continuous batching's: a request arriving while a static batch runs waits for its longest member."
+                    ),
+                )
+            }
+            "chunked-prefill" => {
+                let itl = short_requests_max_itl(a) / short_requests_max_itl(b);
+                let ttft = long_request_ttft(b) / long_request_ttft(a);
+                (
+                    vec![
+                        Check::new("largest ITL of the decoding requests, continuous ÷ chunked", itl, ">=", 2.0),
+                        Check::new("long prompt's TTFT, chunked ÷ continuous (the cost)", ttft, "<=", 1.5),
+                    ],
+                    format!(
+                        "While a {CHUNKED_LONG_PROMPT}-token prompt was prefilled, chunking cut the worst stall of the decoding requests {itl:.1}× at a cost of {:+.0}% on the long prompt's TTFT.",
+                        (ttft - 1.0) * 100.0
+                    ),
+                )
+            }
+            "prefix-cache" => {
+                let r = b.ttft_ms.p50 / a.ttft_ms.p50;
+                (
+                    vec![Check::new(format!("TTFT p50, cache off ÷ cache on ({PREFIX_TOKENS}-token prefix)"), r, ">=", 3.0)],
+                    format!("Reusing the cached {PREFIX_TOKENS}-token prefix made the first token {r:.1}× faster: only the {PREFIX_SUFFIX}-token suffix was computed."),
+                )
+            }
+            _ => unreachable!("demo names come from DEMOS"),
+        }
+    };
+    let held = complete && checks.iter().all(|c| c.holds);
+    // The sentence draws the lesson only from a run that showed it.
+    let sentence = if complete && !held {
+        format!("{}. But a check failed, so this run does not show that {}.", sentence.split(':').next().unwrap_or(&sentence).trim_end_matches('.'), demo.shows)
+    } else {
+        sentence
+    };
+    Report { demo: demo.name, header: header.map(String::from).to_vec(), rows, checks, sentence, held }
+}
+
+/// Prints nothing: a demo prints its own table.
+struct Silent;
+impl Printer for Silent {
+    fn point(&mut self, _point: &PointResult) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Run demo `demo` on `backend` and judge it. The points land in `run` (and `ctx.out`).
+pub fn run_demo(demo: Demo, backend: &str, threads: usize, ctx: &SweepContext<'_>, run: &mut RunFile, observer: &mut dyn SweepObserver) -> anyhow::Result<Report> {
+    let plan = plan(demo, backend, threads);
+    let first = run.points.len();
+    run_points(&plan.spec, &plan.extras, plan.points, ctx, run, &mut Silent, observer)?;
+    Ok(judge(demo, &plan.labels, &run.points[first..]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::{PointRun, RequestRecord};
+    use crate::scheduler::FinishReason;
+
+    fn result(policy: Policy, samples: Vec<(u32, Vec<f64>)>, window_ms: f64) -> PointResult {
+        let records = samples
+            .into_iter()
+            .enumerate()
+            .map(|(i, (prompt, token_ms))| {
+                let mut r = RequestRecord::new(i as u64, prompt, token_ms.len() as u32, 0.0);
+                r.tokens = vec![1; token_ms.len()];
+                r.token_ms = token_ms;
+                r.finish = Some(FinishReason::Length);
+                r
+            })
+            .collect();
+        let spec = PointSpec { prompt_tokens: 64, max_tokens: 4, concurrency: 1, requests: 1, warmup: 0, stop_at_eos: false, top_logprobs: 0 };
+        PointResult::from_run("hash", policy, &spec, PointRun { records, steps: Vec::new(), window_ms, worker_error: None, stopped: false })
+    }
+
+    fn labels(d: Demo) -> Vec<String> {
+        plan(d, "llama", 2).labels
+    }
+
+    #[test]
+    fn every_demo_has_a_plan_of_labelled_points_on_one_backend() {
+        for d in DEMOS {
+            let p = plan(d, "candle", 2);
+            assert_eq!(p.points.len(), p.labels.len(), "{}", d.name);
+            assert!(p.points.len() >= 2);
+            assert!(p.points.iter().all(|pt| pt.backend == "candle"));
+        }
+        assert!(find("nope").unwrap_err().contains("prompt-length, batching"));
+        assert_eq!(find("batching").unwrap().name, "batching");
+        // Prefix caching needs a slot for the cache; the long prompt fits its context.
+        let p = plan(find("prefix-cache").unwrap(), "llama", 2);
+        let load = p.spec.load_spec_for("m".into(), &p.points, &p.extras);
+        assert_eq!(load.slots, 2);
+        let p = plan(find("chunked-prefill").unwrap(), "llama", 2);
+        let load = p.spec.load_spec_for("m".into(), &p.points, &p.extras);
+        assert!(load.ctx_per_slot >= 2048 + 4 && load.max_batch_tokens >= 2048 + 3, "{load:?}");
+    }
+
+    #[test]
+    fn prompt_length_check_holds_only_when_ttft_grows_and_decode_stays() {
+        let d = find("prompt-length").unwrap();
+        // TTFT 100 → 800 ms (8×), decode 10 ms/token on both: holds.
+        let short = result(Policy::Continuous, vec![(64, vec![100.0, 110.0, 120.0])], 1000.0);
+        let long = result(Policy::Continuous, vec![(1024, vec![800.0, 810.0, 820.0])], 1000.0);
+        assert!(judge(d, &labels(d), &[short.clone(), long]).held);
+        // Decode 2× slower at the long prompt: fails.
+        let slow = result(Policy::Continuous, vec![(1024, vec![800.0, 820.0, 840.0])], 1000.0);
+        let r = judge(d, &labels(d), &[short.clone(), slow]);
+        assert!(!r.held && r.checks[0].holds && !r.checks[1].holds, "{r:?}");
+        assert!(r.sentence.contains("does not show that prompt length drives TTFT"), "{}", r.sentence);
+        // TTFT only 2×: fails.
+        let near = result(Policy::Continuous, vec![(1024, vec![200.0, 210.0, 220.0])], 1000.0);
+        assert!(!judge(d, &labels(d), &[short, near]).held);
+    }
+
+    #[test]
+    fn chunked_check_looks_at_the_short_requests_stall_and_the_long_ttft() {
+        let d = find("chunked-prefill").unwrap();
+        let shorts = |gap: f64| (0..3).map(|_| (64u32, vec![100.0, 150.0, 150.0 + gap, 200.0 + gap])).collect::<Vec<_>>();
+        let mut cont = shorts(5000.0);
+        cont.push((CHUNKED_LONG_PROMPT, vec![5000.0, 5050.0]));
+        let mut chunk = shorts(700.0);
+        chunk.push((CHUNKED_LONG_PROMPT, vec![5500.0, 5550.0]));
+        let (a, b) = (result(Policy::Continuous, cont, 6000.0), result(Policy::Chunked, chunk.clone(), 6000.0));
+        let r = judge(d, &labels(d), &[a.clone(), b]);
+        assert!(r.held, "{r:?}");
+        assert!((r.checks[0].value - 5000.0 / 700.0).abs() < 1e-9);
+        // Chunking that doubles the long prompt's TTFT is not "a small cost".
+        chunk[3].1 = vec![10_000.0, 10_050.0];
+        assert!(!judge(d, &labels(d), &[a, result(Policy::Chunked, chunk, 11_000.0)]).held);
+    }
+
+    #[test]
+    fn a_point_with_errors_never_passes() {
+        let d = find("prefix-cache").unwrap();
+        let on = result(Policy::Continuous, vec![(1056, vec![100.0, 110.0])], 1000.0);
+        let mut off = result(Policy::Continuous, vec![(1056, vec![2000.0, 2010.0])], 1000.0);
+        assert!(judge(d, &labels(d), &[on.clone(), off.clone()]).held);
+        off.errors = 1;
+        let r = judge(d, &labels(d), &[on, off]);
+        assert!(!r.held && r.checks.is_empty() && r.sentence.contains("errors"));
+    }
+}
