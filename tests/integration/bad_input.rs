@@ -37,10 +37,8 @@ fn truncated_gguf() {
     lx(&sweep_args(path.to_str().unwrap(), &[])).fails_with("truncated");
 }
 
-#[test]
-fn architecture_llama_cpp_lacks() {
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("alien.gguf");
+/// A well-formed GGUF of an architecture no backend implements ("nosucharch").
+pub fn alien_gguf(path: &std::path::Path) {
     let tokens: Vec<String> = ["<unk>", "<s>", "</s>", "\u{2581}a", "a", "b"].map(String::from).to_vec();
     GgufWriter::new()
         .kv("general.architecture", Value::String("nosucharch".into()))
@@ -52,8 +50,15 @@ fn architecture_llama_cpp_lacks() {
         .kv("tokenizer.ggml.bos_token_id", Value::U32(1))
         .kv("tokenizer.ggml.eos_token_id", Value::U32(2))
         .tensor_f32("token_embd.weight", &[4, 6], &[0.0; 24])
-        .write(&path)
+        .write(path)
         .unwrap();
+}
+
+#[test]
+fn architecture_llama_cpp_lacks() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("alien.gguf");
+    alien_gguf(&path);
     lx(&sweep_args(path.to_str().unwrap(), &[])).fails_with("nosucharch");
 }
 

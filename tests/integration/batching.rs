@@ -1,5 +1,6 @@
 //! Batching must not change what a sequence computes: continuous batching at concurrency 4
-//! gives each prompt the greedy tokens that serial gives, up to the first near-tie.
+//! gives each prompt the greedy tokens that serial gives, up to the first near-tie. The
+//! check is shared by every backend (`check_continuous_matches_serial`).
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -13,13 +14,16 @@ use lx_engine::tokenizer::Tokenizer;
 
 const NEW_TOKENS: u32 = 32;
 
-fn run(policy: Policy, prompts: &[Vec<TokenId>]) -> BTreeMap<u64, (Vec<TokenId>, Vec<Vec<Scored>>)> {
+/// Loads a backend for the default model.
+pub type Load = fn(&LoadSpec) -> Box<dyn Backend>;
+
+fn run(load: Load, policy: Policy, prompts: &[Vec<TokenId>]) -> BTreeMap<u64, (Vec<TokenId>, Vec<Vec<Scored>>)> {
     let spec = LoadSpec { model_path: integration_tests::model_path(), threads: 0, slots: 4, ctx_per_slot: 256, max_batch_tokens: 512, gpu_layers: None };
-    let backend: Box<dyn Backend> = Box::new(LlamaCppBackend::load(&spec).expect("load the default model"));
+    let backend = load(&spec);
     let mut s = Scheduler::new(backend, SchedulerConfig::new(policy, 4, 512), Instant::now());
     let mut events = Vec::new();
     for (i, p) in prompts.iter().enumerate() {
-        let req = WorkRequest { id: i as u64, prompt: p.clone(), max_tokens: NEW_TOKENS, stop_tokens: vec![], top_logprobs: 2 };
+        let req = WorkRequest { id: i as u64, prompt: p.clone(), max_tokens: NEW_TOKENS, stop_tokens: vec![], top_logprobs: 2, prefix_tokens: 0 };
         s.submit(req, &mut |e| events.push(e));
     }
     while s.has_work() {
@@ -42,6 +46,12 @@ fn run(policy: Policy, prompts: &[Vec<TokenId>]) -> BTreeMap<u64, (Vec<TokenId>,
 
 #[test]
 fn continuous_batching_gives_serial_tokens_up_to_a_near_tie() {
+    check_continuous_matches_serial(|spec| Box::new(LlamaCppBackend::load(spec).expect("load the default model")));
+}
+
+/// Four prompts of different lengths (so the sequences sit at different positions), 32
+/// greedy tokens each, serial against continuous at concurrency 4.
+pub fn check_continuous_matches_serial(load: Load) {
     let _lock = integration_tests::heavy();
     let gguf = GgufFile::open(integration_tests::model_path()).unwrap();
     let tok = Tokenizer::from_gguf(&gguf).unwrap();
@@ -52,8 +62,8 @@ fn continuous_batching_gives_serial_tokens_up_to_a_near_tie() {
         "Die Hauptstadt von Frankreich ist",
     ];
     let prompts: Vec<Vec<TokenId>> = texts.iter().map(|t| tok.encode(t)).collect();
-    let serial = run(Policy::Serial, &prompts);
-    let continuous = run(Policy::Continuous, &prompts);
+    let serial = run(load, Policy::Serial, &prompts);
+    let continuous = run(load, Policy::Continuous, &prompts);
     let mut agreed = 0;
     for (id, (want, top)) in &serial {
         let (got, got_top) = &continuous[id];

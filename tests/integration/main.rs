@@ -4,5 +4,9 @@
 
 mod bad_input;
 mod batching;
+mod candle;
 mod cli;
+mod policy_parity;
+mod serving;
+mod serving_input;
 mod tokenizer;

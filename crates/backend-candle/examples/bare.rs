@@ -12,12 +12,9 @@
 //! token (robust to other processes sharing the cores), then the best of the repetitions.
 //! Decode tok/s is (output tokens − 1) ÷ (last token − first token), as the engine reports it.
 
-use candle_core::Device;
-use lx_backend_candle::{
-    load_model, set_thread_env, CandleBackend, DeviceChoice, KvCache, LoadOptions, Options, Rows,
-    WeightFormat,
-};
-use lx_engine::backend::{choose_greedy, Backend, Batch, Chunk, LoadSpec, Outputs, TokenId};
+use lx_backend_candle::bare::BareLoop;
+use lx_backend_candle::{set_thread_env, CandleBackend, DeviceChoice, Options, WeightFormat};
+use lx_engine::backend::{Backend, Batch, Chunk, LoadSpec, Outputs, TokenId};
 use std::time::Instant;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -79,21 +76,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         };
         Box::new(ViaBackend(CandleBackend::load_with(&spec, &opts)?))
     } else {
-        let device = Device::Cpu;
-        let model = load_model(
-            model_path.as_ref(),
-            &device,
-            LoadOptions {
-                layer_weights: weights,
-            },
-        )?;
-        let ropes = model.rope_tables(ctx)?;
-        let cache = KvCache::new(&model.cfg, ctx, &device)?;
-        Box::new(Bare {
-            model,
-            ropes,
-            cache,
-        })
+        Box::new(BareLoop::load(model_path.as_ref(), ctx, weights)?)
     };
     println!(
         "loaded {model_path} in {:.2} s; candle threads {}; layer weights {weights:?}; {}",
@@ -148,37 +131,16 @@ trait Runner {
     ) -> Result<TokenId, Box<dyn std::error::Error>>;
 }
 
-struct Bare {
-    model: lx_backend_candle::Gemma3,
-    ropes: (lx_backend_candle::RopeTable, lx_backend_candle::RopeTable),
-    cache: KvCache,
-}
-
-impl Runner for Bare {
+impl Runner for BareLoop {
     fn reset(&mut self) {
-        self.cache.len = 0;
+        BareLoop::reset(self);
     }
     fn run(
         &mut self,
         tokens: &[TokenId],
         pos: usize,
     ) -> Result<TokenId, Box<dyn std::error::Error>> {
-        let vocab = self.model.cfg.vocab_size;
-        let mut next = 0;
-        self.model.forward(
-            &[tokens],
-            pos,
-            &mut [&mut self.cache],
-            &self.ropes,
-            Rows::Last,
-            &mut |_, l| {
-                let v = l.flatten_all()?.to_vec1::<f32>()?;
-                next = choose_greedy(&v[..vocab], 0).token;
-                Ok(())
-            },
-        )?;
-        self.cache.len = pos + tokens.len();
-        Ok(next)
+        Ok(self.append(tokens, pos)?)
     }
 }
 

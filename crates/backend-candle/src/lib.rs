@@ -1,14 +1,16 @@
-//! candle backend for Latency Explorer: our own Gemma 3 code over candle-core and
-//! candle-nn (quantized weights through `QMatMul`), behind the engine's step interface
-//! ([`lx_engine::backend::Backend`]).
+//! candle backend for Latency Explorer: our own model code over candle-core and candle-nn
+//! (quantized weights through `QMatMul`), behind the engine's step interface
+//! ([`lx_engine::backend::Backend`]), for the architectures in [`SUPPORTED_ARCHITECTURES`]:
+//! Gemma 3 and the llama family (llama/Mistral, Qwen 2, Qwen 3), one code path
+//! parameterized by [`Config`].
 //!
 //! - One copy of the weights, shared by every slot; each slot has its own KV cache in
 //!   buffers allocated once (`ctx_per_slot` positions) and written in place.
 //! - Any chunk at any position (chunked prefill, prefix copies); logits only for the rows
-//!   a chunk asks for (`Outputs::Last` never projects the other rows onto the 262k vocabulary).
+//!   a chunk asks for (`Outputs::Last` never projects the other rows onto the vocabulary).
 //! - Chunks at different positions run one after another inside a step
 //!   (`mixed_position_batches = false`); chunks of equal position, length and outputs in
-//!   distinct slots run as one batched pass.
+//!   distinct slots run as one batched pass, except decode steps on the CPU (measured slower).
 //! - Devices: CPU always; the `cuda` and `metal` features add those devices (see [`DeviceChoice`]).
 //!
 //! # Threads
@@ -19,12 +21,13 @@
 //! (which works when the load is the first use of candle in the process) and reports the
 //! thread count actually in use in `BackendInfo::threads`.
 
+pub mod bare;
 pub mod config;
 pub mod model;
 pub mod quant;
 
-pub use config::{Gemma3Config, SUPPORTED_ARCHITECTURES};
-pub use model::{Gemma3, KvCache, LoadOptions, RopeTable, Rows, WeightFormat};
+pub use config::{Activation, Arch, Config, Gemma3Config, RopeStyle, SUPPORTED_ARCHITECTURES};
+pub use model::{KvCache, Model, LoadOptions, RopeTable, Rows, WeightFormat};
 
 use candle_core::{Device, Tensor};
 use lx_engine::backend::{
@@ -133,6 +136,27 @@ fn cpu_features() -> &'static str {
     }
 }
 
+/// The devices a candle worker of this build could use, for `lx hw` and the app. Opening a
+/// GPU device here is cheap; the CPU line does not touch candle's thread pools (they would
+/// be sized for this process, not for a worker).
+pub fn devices() -> Vec<String> {
+    let mut found = Vec::new();
+    if cfg!(feature = "cuda") {
+        found.push(match Device::new_cuda(0) {
+            Ok(_) => "CUDA:0".to_string(),
+            Err(e) => format!("CUDA compiled in, but device 0 does not open: {e}"),
+        });
+    }
+    if cfg!(feature = "metal") {
+        found.push(match Device::new_metal(0) {
+            Ok(_) => "Metal:0".to_string(),
+            Err(e) => format!("Metal compiled in, but device 0 does not open: {e}"),
+        });
+    }
+    found.push(format!("CPU ({}, {} threads by default)", cpu_features(), lx_engine::hardware::physical_cores()));
+    found
+}
+
 fn select_device(choice: DeviceChoice, spec: &LoadSpec) -> Result<(Device, String), BackendError> {
     let want = match choice {
         DeviceChoice::Auto if spec.gpu_layers == Some(0) => DeviceChoice::Cpu,
@@ -173,7 +197,7 @@ pub fn load_model(
     path: &std::path::Path,
     device: &Device,
     opts: LoadOptions,
-) -> Result<Gemma3, BackendError> {
+) -> Result<Model, BackendError> {
     if !path.is_file() {
         return Err(BackendError::Load(format!(
             "model file {} does not exist",
@@ -186,8 +210,8 @@ pub fn load_model(
         }
         e => BackendError::Load(e.to_string()),
     })?;
-    let cfg = Gemma3Config::from_gguf(&g)?;
-    Gemma3::load(cfg, &g, device, opts).map_err(|e| match e {
+    let cfg = Config::from_gguf(&g)?;
+    Model::load(cfg, &g, device, opts).map_err(|e| match e {
         BackendError::Load(m) => BackendError::Load(format!("{}: {m}", path.display())),
         BackendError::Unsupported(m) => {
             BackendError::Unsupported(format!("{}: {m}", path.display()))
@@ -198,7 +222,7 @@ pub fn load_model(
 
 /// The candle backend: a loaded model and one KV cache per slot.
 pub struct CandleBackend {
-    model: Gemma3,
+    model: Model,
     ropes: (RopeTable, RopeTable),
     caches: Vec<KvCache>,
     info: BackendInfo,
@@ -292,12 +316,12 @@ impl CandleBackend {
     }
 
     /// The model's hyper-parameters.
-    pub fn config(&self) -> &Gemma3Config {
+    pub fn config(&self) -> &Config {
         &self.model.cfg
     }
 
     /// The model, for callers that drive it directly (the bare benchmark).
-    pub fn model(&self) -> &Gemma3 {
+    pub fn model(&self) -> &Model {
         &self.model
     }
 
@@ -307,57 +331,18 @@ impl CandleBackend {
     }
 
     fn validate(&self, batch: &Batch) -> Result<(), BackendError> {
-        let caps = &self.info.capabilities;
-        let total = batch.token_count();
-        if total > caps.max_batch_tokens {
-            return Err(BackendError::Step(format!(
-                "batch carries {total} tokens, more than max_batch_tokens {}",
-                caps.max_batch_tokens
-            )));
-        }
-        let vocab = self.model.cfg.vocab_size;
-        let mut lens: Vec<usize> = self.caches.iter().map(|c| c.len).collect();
-        for c in &batch.chunks {
-            let s = c.slot as usize;
-            if s >= self.caches.len() {
-                return Err(BackendError::Step(format!(
-                    "slot {} out of range (slots: {})",
-                    c.slot, caps.slots
-                )));
-            }
-            if c.tokens.is_empty() {
-                return Err(BackendError::Step(format!(
-                    "empty chunk for slot {}",
-                    c.slot
-                )));
-            }
-            let pos = c.pos as usize;
-            if pos > lens[s] {
-                return Err(BackendError::Step(format!(
-                    "chunk for slot {} starts at position {pos} but only {} positions are cached",
-                    c.slot, lens[s]
-                )));
-            }
-            let end = pos + c.tokens.len();
-            if end > caps.ctx_per_slot {
-                return Err(BackendError::Step(format!(
-                    "chunk for slot {} ends at position {end}, past ctx_per_slot {}",
-                    c.slot, caps.ctx_per_slot
-                )));
-            }
-            if let Some(t) = c.tokens.iter().find(|&&t| t as usize >= vocab) {
-                return Err(BackendError::Step(format!(
-                    "token id {t} out of range (vocabulary: {vocab})"
-                )));
-            }
-            lens[s] = end;
-        }
+        let cached: Vec<usize> = self.caches.iter().map(|c| c.len).collect();
+        batch.check(&self.info.capabilities, &cached, self.model.cfg.vocab_size)?;
         Ok(())
     }
 
     /// Groups of chunk indices that run as one pass: equal position, length and outputs,
     /// distinct slots. When a slot appears twice in the batch, everything runs in order.
-    fn plan(batch: &Batch) -> Vec<Vec<usize>> {
+    /// On the CPU decode steps (one token per sequence) are not grouped: measured on the
+    /// default model (2 threads, AVX2), four decoding sequences took 227 ms a step as one
+    /// 4-row pass and 119 ms one after another (candle's gemm and quantized output
+    /// projection gain nothing from 4 rows, and the batched attention path costs more).
+    fn plan(batch: &Batch, group_decode: bool) -> Vec<Vec<usize>> {
         let chunks = &batch.chunks;
         let distinct = chunks.iter().map(|c| c.slot).collect::<HashSet<_>>().len() == chunks.len();
         if !distinct {
@@ -365,6 +350,10 @@ impl CandleBackend {
         }
         let mut groups: Vec<Vec<usize>> = Vec::new();
         for (i, c) in chunks.iter().enumerate() {
+            if c.tokens.len() == 1 && !group_decode {
+                groups.push(vec![i]);
+                continue;
+            }
             let key = (c.pos, c.tokens.len(), c.outputs);
             match groups.iter_mut().find(|g| {
                 let f = &chunks[g[0]];
@@ -387,7 +376,7 @@ impl Backend for CandleBackend {
         self.validate(batch)?;
         let mut results: Vec<Option<ChunkOutput>> = vec![None; batch.chunks.len()];
         let vocab = self.model.cfg.vocab_size;
-        for group in Self::plan(batch) {
+        for group in Self::plan(batch, !self.model.device().is_cpu()) {
             let first = &batch.chunks[group[0]];
             let pos = first.pos as usize;
             let len = first.tokens.len();

@@ -1,13 +1,19 @@
-//! Gemma 3 over candle-core and candle-nn, written for a step-based server.
+//! Gemma 3 and the llama family (llama/Mistral, Qwen 2, Qwen 3) over candle-core and
+//! candle-nn, written for a step-based server: one code path, parameterized by [`Config`].
 //!
-//! Follows llama.cpp's `gemma3` graph (src/models/gemma3.cpp):
-//! - input embedding (tied with the output projection) scaled by `sqrt(hidden)`;
-//! - per layer: RMS norm → Q/K/V projections → per-head RMS norm of Q and K → NeoX RoPE
-//!   (base 10 000 on local layers, the model's base, 1e6, on global ones) → queries scaled
-//!   by `attn_scale` → causal attention (sliding window on local layers) → output
-//!   projection → post-attention RMS norm → residual; then RMS norm → `gelu_tanh(gate) * up`
-//!   → down → post-FFN RMS norm → residual;
-//! - final RMS norm → tied output projection (optional soft-capping).
+//! Follows llama.cpp's graphs (src/models/{gemma3,llama,qwen2,qwen3}.cpp):
+//! - input embedding, scaled by `sqrt(hidden)` for Gemma;
+//! - per layer: RMS norm → Q/K/V projections (+ bias when the file has one: Qwen 2) →
+//!   per-head RMS norm of Q and K (Gemma 3, Qwen 3) → RoPE (NeoX halves for Gemma and
+//!   Qwen, adjacent pairs for llama; Gemma's local layers use their own base) → queries
+//!   scaled by `attn_scale` → causal attention (sliding window on Gemma's local layers) →
+//!   output projection → post-attention RMS norm (Gemma) → residual; then RMS norm →
+//!   `act(gate) * up` (GELU-tanh for Gemma, SiLU otherwise) → down → post-FFN RMS norm
+//!   (Gemma) → residual;
+//! - final RMS norm → output projection (`output.weight`, else tied to the embedding;
+//!   optional soft-capping for Gemma).
+//!
+//! Gemma's `(1 + w)` norm offset needs no code: the GGUF converter stores `1 + w`.
 //!
 //! Unlike candle-transformers' `quantized_gemma3`, the KV cache lives outside the model
 //! in preallocated per-slot buffers written in place, any chunk can be run at any
@@ -15,7 +21,7 @@
 //! for the rows asked for, and the tied embedding stays quantized (rows are dequantized
 //! on lookup).
 
-use crate::config::Gemma3Config;
+use crate::config::{Activation, Config, RopeStyle};
 use crate::quant;
 use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
 use candle_core::{DType, Device, Module, Result, Tensor};
@@ -102,44 +108,81 @@ pub struct LoadOptions {
     pub layer_weights: WeightFormat,
 }
 
+/// One block's weights; the `Option`s are what some architectures lack.
 struct Layer {
     attn_norm: Tensor,
     wq: Proj,
     wk: Proj,
     wv: Proj,
     wo: Proj,
-    q_norm: Tensor,
-    k_norm: Tensor,
-    post_attn_norm: Tensor,
+    /// Q/K/V/output biases (Qwen 2; optional in llama files).
+    bq: Option<Tensor>,
+    bk: Option<Tensor>,
+    bv: Option<Tensor>,
+    bo: Option<Tensor>,
+    /// Per-head norms of Q and K (`Config::qk_norm`).
+    q_norm: Option<Tensor>,
+    k_norm: Option<Tensor>,
+    /// `Config::post_norms`.
+    post_attn_norm: Option<Tensor>,
     ffn_norm: Tensor,
     gate: Proj,
     up: Proj,
     down: Proj,
-    post_ffn_norm: Tensor,
+    /// FFN biases (optional in llama files, as llama.cpp loads them).
+    b_gate: Option<Tensor>,
+    b_up: Option<Tensor>,
+    b_down: Option<Tensor>,
+    post_ffn_norm: Option<Tensor>,
     local: bool,
 }
 
-/// cos/sin tables for positions `0..len`, shape (len, rotary_dim / 2).
+fn add_bias(x: Tensor, b: &Option<Tensor>) -> Result<Tensor> {
+    match b {
+        Some(b) => x.broadcast_add(b),
+        None => Ok(x),
+    }
+}
+
+fn opt_rms_norm(x: Tensor, w: &Option<Tensor>, eps: f32) -> Result<Tensor> {
+    match w {
+        Some(w) => candle_nn::ops::rms_norm(&x, w, eps),
+        None => Ok(x),
+    }
+}
+
+/// cos/sin tables for positions `0..len`, shape (len, rotary_dim / 2), and how they apply.
 #[derive(Clone)]
 pub struct RopeTable {
     cos: Tensor,
     sin: Tensor,
+    style: RopeStyle,
 }
 
 impl RopeTable {
-    /// NeoX-style RoPE: pair `i` rotates by `pos / scale * base^(-2i/d)`.
+    /// Pair `i` rotates by `pos / scale * base^(-2i/d) / factors[i]` (`factors`: llama 3's
+    /// `rope_freqs.weight`, as llama.cpp divides by them); which elements form pair `i`
+    /// is `style`'s business.
     pub fn new(
         base: f64,
         scale: f64,
         head_dim: usize,
         len: usize,
+        style: RopeStyle,
+        factors: Option<&[f32]>,
         device: &Device,
     ) -> Result<Self> {
         let half = head_dim / 2;
+        if factors.is_some_and(|f| f.len() != half) {
+            candle_core::bail!("RoPE frequency factors: expected {half} values");
+        }
         let mut cos = Vec::with_capacity(len * half);
         let mut sin = Vec::with_capacity(len * half);
         let inv: Vec<f64> = (0..half)
-            .map(|i| base.powf(-2.0 * i as f64 / head_dim as f64))
+            .map(|i| {
+                let f = base.powf(-2.0 * i as f64 / head_dim as f64);
+                f / factors.map_or(1.0, |v| v[i] as f64)
+            })
             .collect();
         for p in 0..len {
             let p = p as f64 / scale;
@@ -152,6 +195,7 @@ impl RopeTable {
         Ok(Self {
             cos: Tensor::from_vec(cos, (len, half), device)?,
             sin: Tensor::from_vec(sin, (len, half), device)?,
+            style,
         })
     }
 
@@ -159,7 +203,10 @@ impl RopeTable {
         let len = x.dim(2)?;
         let cos = self.cos.narrow(0, pos, len)?;
         let sin = self.sin.narrow(0, pos, len)?;
-        candle_nn::rotary_emb::rope(x, &cos, &sin)
+        match self.style {
+            RopeStyle::Neox => candle_nn::rotary_emb::rope(x, &cos, &sin),
+            RopeStyle::Interleaved => candle_nn::rotary_emb::rope_i(x, &cos, &sin),
+        }
     }
 }
 
@@ -173,7 +220,7 @@ pub struct KvCache {
 }
 
 impl KvCache {
-    pub fn new(cfg: &Gemma3Config, ctx: usize, device: &Device) -> Result<Self> {
+    pub fn new(cfg: &Config, ctx: usize, device: &Device) -> Result<Self> {
         let layers = (0..cfg.block_count)
             .map(|_| {
                 let k = Tensor::zeros(
@@ -221,14 +268,17 @@ pub enum Rows {
     All,
 }
 
-/// Gemma 3 weights; cheap to share (every slot uses the same copy).
-pub struct Gemma3 {
-    pub cfg: Gemma3Config,
+/// A model's weights; cheap to share (every slot uses the same copy).
+pub struct Model {
+    pub cfg: Config,
     embed: Arc<QTensor>,
     output: QMatMul,
+    /// `output.bias` (some Qwen 2 files).
+    output_bias: Option<Tensor>,
     output_norm: Tensor,
+    /// llama 3's RoPE frequency factors (`rope_freqs.weight`), applied to global layers.
+    rope_freqs: Option<Vec<f32>>,
     layers: Vec<Layer>,
-    embed_scale: f64,
     device: Device,
 }
 
@@ -297,10 +347,15 @@ fn load_tensor(
     QTensor::new(storage, shape).map_err(err)
 }
 
-impl Gemma3 {
-    /// Loads the weights; errors name the tensor at fault.
+/// Turns a candle error about tensor `name` into a load error naming it.
+fn tensor_err(name: &str) -> impl Fn(candle_core::Error) -> BackendError + Copy + '_ {
+    move |e| BackendError::Load(format!("tensor `{name}`: {e}"))
+}
+
+impl Model {
+    /// Loads the weights `cfg` calls for; errors name the tensor at fault.
     pub fn load(
-        cfg: Gemma3Config,
+        cfg: Config,
         g: &GgufFile,
         device: &Device,
         opts: LoadOptions,
@@ -314,8 +369,8 @@ impl Gemma3 {
             cfg.feed_forward_length,
         );
         let vocab = cfg.vocab_size;
-        // The embedding is only looked up row by row and used as the output projection:
-        // keep it as stored (never re-encoded, never expanded to f32).
+        // The embedding is only looked up row by row (and is the output projection when
+        // tied): keep it as stored (never re-encoded, never expanded to f32).
         let no_conv = LoadOptions {
             layer_weights: WeightFormat::Quantized,
         };
@@ -328,7 +383,7 @@ impl Gemma3 {
         )?);
         let qt = |name: &str, shape: &[usize]| load_tensor(g, name, shape, device, opts);
         let mm = |t: QTensor, name: &str| -> std::result::Result<Proj, BackendError> {
-            let err = |e: candle_core::Error| BackendError::Load(format!("tensor `{name}`: {e}"));
+            let err = tensor_err(name);
             let f16 = |t: &QTensor| {
                 t.dequantize_f16(device)
                     .map(QMatMul::TensorF16)
@@ -353,52 +408,86 @@ impl Gemma3 {
                 },
             })
         };
-        let vec = |t: QTensor, name: &str| -> std::result::Result<Tensor, BackendError> {
-            t.dequantize(device)
-                .map_err(|e| BackendError::Load(format!("tensor `{name}`: {e}")))
-        };
-        let output_norm = vec(qt("output_norm.weight", &[h])?, "output_norm.weight")?;
-        let output = if g.tensor("output.weight").is_some() {
-            let t = load_tensor(g, "output.weight", &[vocab, h], device, no_conv)?;
-            QMatMul::from_qtensor(t)
-                .map_err(|e| BackendError::Load(format!("tensor `output.weight`: {e}")))?
-        } else if opts.layer_weights == WeightFormat::F32 {
-            let w = embed
+        let vec = |name: &str, len: usize| -> std::result::Result<Tensor, BackendError> {
+            qt(name, &[len])?
                 .dequantize(device)
-                .map_err(|e| BackendError::Load(format!("tensor `token_embd.weight`: {e}")))?;
-            QMatMul::Tensor(w)
-        } else {
-            QMatMul::from_arc(embed.clone())
-                .map_err(|e| BackendError::Load(format!("tensor `token_embd.weight`: {e}")))?
+                .map_err(tensor_err(name))
         };
+        // Biases and other tensors some files of an architecture have and others lack.
+        let opt_vec =
+            |name: &str, len: usize| -> std::result::Result<Option<Tensor>, BackendError> {
+                match g.tensor(name) {
+                    Some(_) => vec(name, len).map(Some),
+                    None => Ok(None),
+                }
+            };
+        let output_norm = vec("output_norm.weight", h)?;
+        // The output projection: `output.weight` when the file has one, else the embedding
+        // (tied). The f32 reference expands either to f32, like every other weight.
+        let output = match g.tensor("output.weight") {
+            Some(_) => {
+                let t = load_tensor(g, "output.weight", &[vocab, h], device, no_conv)?;
+                if opts.layer_weights == WeightFormat::F32 {
+                    QMatMul::Tensor(t.dequantize(device).map_err(tensor_err("output.weight"))?)
+                } else {
+                    QMatMul::from_qtensor(t).map_err(tensor_err("output.weight"))?
+                }
+            }
+            None if opts.layer_weights == WeightFormat::F32 => QMatMul::Tensor(
+                embed
+                    .dequantize(device)
+                    .map_err(tensor_err("token_embd.weight"))?,
+            ),
+            None => QMatMul::from_arc(embed.clone()).map_err(tensor_err("token_embd.weight"))?,
+        };
+        let output_bias = opt_vec("output.bias", vocab)?;
+        let rope_freqs = opt_vec("rope_freqs.weight", dk / 2)?
+            .map(|t| t.to_vec1::<f32>().map_err(tensor_err("rope_freqs.weight")))
+            .transpose()?;
         let mut layers = Vec::with_capacity(cfg.block_count);
         for il in 0..cfg.block_count {
             let n = |s: &str| format!("blk.{il}.{s}.weight");
-            let w = |s: &str, shape: &[usize]| qt(&n(s), shape);
+            let b = |s: &str| format!("blk.{il}.{s}.bias");
+            let w = |s: &str, shape: &[usize]| mm(qt(&n(s), shape)?, &n(s));
+            let norm = |s: &str, len: usize, present: bool| {
+                if present {
+                    vec(&n(s), len).map(Some)
+                } else {
+                    Ok(None)
+                }
+            };
             let layer = Layer {
-                attn_norm: vec(w("attn_norm", &[h])?, &n("attn_norm"))?,
-                wq: mm(w("attn_q", &[nh * dk, h])?, &n("attn_q"))?,
-                wk: mm(w("attn_k", &[nkv * dk, h])?, &n("attn_k"))?,
-                wv: mm(w("attn_v", &[nkv * dv, h])?, &n("attn_v"))?,
-                wo: mm(w("attn_output", &[h, nh * dv])?, &n("attn_output"))?,
-                q_norm: vec(w("attn_q_norm", &[dk])?, &n("attn_q_norm"))?,
-                k_norm: vec(w("attn_k_norm", &[dk])?, &n("attn_k_norm"))?,
-                post_attn_norm: vec(w("post_attention_norm", &[h])?, &n("post_attention_norm"))?,
-                ffn_norm: vec(w("ffn_norm", &[h])?, &n("ffn_norm"))?,
-                gate: mm(w("ffn_gate", &[ff, h])?, &n("ffn_gate"))?,
-                up: mm(w("ffn_up", &[ff, h])?, &n("ffn_up"))?,
-                down: mm(w("ffn_down", &[h, ff])?, &n("ffn_down"))?,
-                post_ffn_norm: vec(w("post_ffw_norm", &[h])?, &n("post_ffw_norm"))?,
+                attn_norm: vec(&n("attn_norm"), h)?,
+                wq: w("attn_q", &[nh * dk, h])?,
+                wk: w("attn_k", &[nkv * dk, h])?,
+                wv: w("attn_v", &[nkv * dv, h])?,
+                wo: w("attn_output", &[h, nh * dv])?,
+                bq: opt_vec(&b("attn_q"), nh * dk)?,
+                bk: opt_vec(&b("attn_k"), nkv * dk)?,
+                bv: opt_vec(&b("attn_v"), nkv * dv)?,
+                bo: opt_vec(&b("attn_output"), h)?,
+                q_norm: norm("attn_q_norm", dk, cfg.qk_norm)?,
+                k_norm: norm("attn_k_norm", dk, cfg.qk_norm)?,
+                post_attn_norm: norm("post_attention_norm", h, cfg.post_norms)?,
+                ffn_norm: vec(&n("ffn_norm"), h)?,
+                gate: w("ffn_gate", &[ff, h])?,
+                up: w("ffn_up", &[ff, h])?,
+                down: w("ffn_down", &[h, ff])?,
+                b_gate: opt_vec(&b("ffn_gate"), ff)?,
+                b_up: opt_vec(&b("ffn_up"), ff)?,
+                b_down: opt_vec(&b("ffn_down"), h)?,
+                post_ffn_norm: norm("post_ffw_norm", h, cfg.post_norms)?,
                 local: cfg.is_local[il],
             };
             layers.push(layer);
         }
         Ok(Self {
-            embed_scale: (h as f32).sqrt() as f64,
             cfg,
             embed,
             output,
+            output_bias,
             output_norm,
+            rope_freqs,
             layers,
             device: device.clone(),
         })
@@ -408,15 +497,26 @@ impl Gemma3 {
         &self.device
     }
 
-    /// RoPE tables for local and global layers, `ctx` positions each.
+    /// RoPE tables for local and global layers, `ctx` positions each (the local one is
+    /// unused when the model has no local layers).
     pub fn rope_tables(&self, ctx: usize) -> Result<(RopeTable, RopeTable)> {
         let c = &self.cfg;
-        let local = RopeTable::new(c.rope_base_local, 1.0, c.key_length, ctx, &self.device)?;
+        let local = RopeTable::new(
+            c.rope_base_local,
+            1.0,
+            c.key_length,
+            if c.is_local.contains(&true) { ctx } else { 0 },
+            c.rope_style,
+            None,
+            &self.device,
+        )?;
         let global = RopeTable::new(
             c.rope_base_global,
             c.rope_scale_global,
             c.key_length,
             ctx,
+            c.rope_style,
+            self.rope_freqs.as_deref(),
             &self.device,
         )?;
         Ok((local, global))
@@ -441,7 +541,10 @@ impl Gemma3 {
         assert_eq!(caches.len(), b);
         let flat: Vec<u32> = tokens.iter().flat_map(|t| t.iter().copied()).collect();
         let ids = Tensor::from_vec(flat, (b, l), &self.device)?;
-        let mut x = (self.embed.embedding(&ids)? * self.embed_scale)?;
+        let mut x = self.embed.embedding(&ids)?;
+        if c.embed_scale != 1.0 {
+            x = (x * c.embed_scale)?;
+        }
         let (nh, nkv, dk, dv) = (c.head_count, c.head_count_kv, c.key_length, c.value_length);
         let eps = c.rms_eps as f32;
         let n_layers = self.layers.len();
@@ -456,14 +559,12 @@ impl Gemma3 {
             let h = candle_nn::ops::rms_norm(&x, &layer.attn_norm, eps)?;
             let rope = if layer.local { &ropes.0 } else { &ropes.1 };
 
-            let k = layer.wk.forward(&h)?.reshape((b, l, nkv, dk))?;
-            let k = candle_nn::ops::rms_norm(&k, &layer.k_norm, eps)?
+            let k = add_bias(layer.wk.forward(&h)?, &layer.bk)?.reshape((b, l, nkv, dk))?;
+            let k = opt_rms_norm(k, &layer.k_norm, eps)?
                 .transpose(1, 2)?
                 .contiguous()?;
             let k = rope.apply(&k, pos)?;
-            let v = layer
-                .wv
-                .forward(&h)?
+            let v = add_bias(layer.wv.forward(&h)?, &layer.bv)?
                 .reshape((b, l, nkv, dv))?
                 .transpose(1, 2)?
                 .contiguous()?;
@@ -488,8 +589,8 @@ impl Gemma3 {
                 (0, h, x)
             };
             let lq = l - q_first;
-            let q = layer.wq.forward(&h)?.reshape((b, lq, nh, dk))?;
-            let q = candle_nn::ops::rms_norm(&q, &layer.q_norm, eps)?
+            let q = add_bias(layer.wq.forward(&h)?, &layer.bq)?.reshape((b, lq, nh, dk))?;
+            let q = opt_rms_norm(q, &layer.q_norm, eps)?
                 .transpose(1, 2)?
                 .contiguous()?;
             let q = (rope.apply(&q, pos + q_first)? * c.attn_scale)?;
@@ -505,15 +606,20 @@ impl Gemma3 {
             } else {
                 Tensor::cat(&outs, 0)?
             };
-            let attn = layer.wo.forward(&attn)?;
-            let attn = candle_nn::ops::rms_norm(&attn, &layer.post_attn_norm, eps)?;
+            let attn = add_bias(layer.wo.forward(&attn)?, &layer.bo)?;
+            let attn = opt_rms_norm(attn, &layer.post_attn_norm, eps)?;
             let sa = (attn + x_res)?;
 
             let h = candle_nn::ops::rms_norm(&sa, &layer.ffn_norm, eps)?;
-            let g = layer.gate.forward(&h)?.gelu()?;
-            let u = layer.up.forward(&h)?;
-            let f = layer.down.forward(&(g * u)?)?;
-            let f = candle_nn::ops::rms_norm(&f, &layer.post_ffn_norm, eps)?;
+            let g = add_bias(layer.gate.forward(&h)?, &layer.b_gate)?;
+            let g = match c.activation {
+                // candle's `gelu` is the tanh approximation, as llama.cpp's.
+                Activation::GeluTanh => g.gelu()?,
+                Activation::Silu => g.silu()?,
+            };
+            let u = add_bias(layer.up.forward(&h)?, &layer.b_up)?;
+            let f = add_bias(layer.down.forward(&(g * u)?)?, &layer.b_down)?;
+            let f = opt_rms_norm(f, &layer.post_ffn_norm, eps)?;
             x = (f + sa)?;
         }
 
@@ -530,7 +636,7 @@ impl Gemma3 {
             } else {
                 x.narrow(1, r0, n)?.contiguous()?
             };
-            let mut logits = self.output.forward(&xt)?;
+            let mut logits = add_bias(self.output.forward(&xt)?, &self.output_bias)?;
             if let Some(cap) = c.final_logit_softcap {
                 logits = ((logits / cap)?.tanh()? * cap)?;
             }

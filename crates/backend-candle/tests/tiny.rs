@@ -5,9 +5,9 @@
 //! Q4_0, F16 and F32 projections), so the paths that matter run in milliseconds.
 
 mod common;
-use candle_core::quantized::{GgmlDType, QTensor};
-use candle_core::{Device, Tensor};
+use candle_core::quantized::GgmlDType;
 use common::chunk;
+use common::fixture::{add_tensor, values, Ty, T};
 use lx_backend_candle::{CandleBackend, DeviceChoice, Options, WeightFormat};
 use lx_engine::backend::{Backend, BackendError, Batch, Choice, LoadSpec, Outputs, TokenId};
 use lx_engine::gguf::GgufWriter;
@@ -20,36 +20,6 @@ const NH: usize = 2;
 const NKV: usize = 1;
 const DK: usize = 32;
 const WINDOW: u32 = 4;
-
-/// Deterministic pseudo-random values in [-scale, scale].
-fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
-    let mut s = seed
-        .wrapping_mul(6364136223846793005)
-        .wrapping_add(1442695040888963407);
-    (0..n)
-        .map(|_| {
-            s = s
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0) * scale
-        })
-        .collect()
-}
-
-#[derive(Clone, Copy)]
-enum Ty {
-    F32,
-    F16,
-    Q(GgmlDType),
-}
-
-struct T {
-    name: String,
-    /// candle order: (out, in) for projections.
-    shape: Vec<usize>,
-    ty: Ty,
-    data: Vec<f32>,
-}
 
 fn tensors() -> Vec<T> {
     let mut v = Vec::new();
@@ -117,25 +87,6 @@ fn writer(arch: &str) -> GgufWriter {
         .kv(format!("{arch}.attention.sliding_window"), WINDOW)
         .kv(format!("{arch}.attention.sliding_window_pattern"), 2u32)
         .kv(format!("{arch}.vocab_size"), VOCAB as u32)
-}
-
-fn add_tensor(w: GgufWriter, t: &T) -> GgufWriter {
-    let dims: Vec<u64> = t.shape.iter().rev().map(|&d| d as u64).collect();
-    match t.ty {
-        Ty::F32 => w.tensor_f32(&t.name, &dims, &t.data),
-        Ty::F16 => w.tensor_f16(&t.name, &dims, &t.data),
-        Ty::Q(q) => {
-            let x = Tensor::from_vec(t.data.clone(), t.shape.as_slice(), &Device::Cpu).unwrap();
-            let qt = QTensor::quantize(&x, q).unwrap();
-            let id = match q {
-                GgmlDType::Q4_0 => 2,
-                GgmlDType::Q5_0 => 6,
-                GgmlDType::Q8_0 => 8,
-                other => panic!("fixture type {other:?}"),
-            };
-            w.tensor_raw(&t.name, &dims, id, qt.data().unwrap().into_owned())
-        }
-    }
 }
 
 /// Writes a fixture; `edit` may drop or change tensors first.
@@ -441,10 +392,14 @@ fn load_err(path: &Path) -> BackendError {
 #[test]
 fn unsupported_architecture_is_named() {
     let dir = tempfile::tempdir().unwrap();
-    let p = fixture(dir.path(), "llama.gguf", "llama", |_| {});
+    let p = fixture(dir.path(), "mamba.gguf", "mamba", |_| {});
     match load_err(&p) {
         BackendError::Unsupported(m) => {
-            assert!(m.contains("`llama`") && m.contains("gemma3"), "{m}");
+            assert!(m.contains("`mamba`"), "{m}");
+            for arch in lx_backend_candle::SUPPORTED_ARCHITECTURES {
+                assert!(m.contains(arch), "{m}");
+            }
+            assert!(m.contains("gemma3, llama, qwen2, qwen3"), "{m}");
         }
         e => panic!("expected Unsupported, got {e:?}"),
     }

@@ -24,9 +24,10 @@ pub fn canonical(name: &str) -> anyhow::Result<&'static str> {
 /// Why a backend cannot run in this build, or `None` when it can.
 pub fn unavailable(name: &str) -> Option<String> {
     match name {
-        "llama" => None,
-        "candle" => Some("not yet part of this build (work in progress: see the README's platform table)".into()),
-        "mlx" => Some("not available: needs macOS on Apple Silicon".into()),
+        "llama" | "candle" => None,
+        // "not available: needs macOS on Apple Silicon" everywhere but a macOS aarch64
+        // build with the `mlx` feature.
+        "mlx" => lx_backend_mlx::unavailable(),
         _ => Some("unknown backend".into()),
     }
 }
@@ -37,6 +38,14 @@ pub fn loader(name: &str) -> Loader {
     Box::new(move |spec: &LoadSpec| -> Result<Box<dyn Backend>, BackendError> {
         match name.as_str() {
             "llama" => Ok(Box::new(lx_backend_llamacpp::LlamaCppBackend::load(spec)?)),
+            "candle" => {
+                // candle sizes its thread pools once, at first use: this load is that first
+                // use in a worker process, so the engine's thread setting lands here.
+                lx_backend_candle::set_thread_env(spec.threads);
+                Ok(Box::new(lx_backend_candle::CandleBackend::load(spec)?))
+            }
+            #[cfg(all(feature = "mlx", target_os = "macos", target_arch = "aarch64"))]
+            "mlx" => Ok(Box::new(lx_backend_mlx::MlxBackend::load(spec)?)),
             other => Err(BackendError::NotCompiled(other.to_string(), unavailable(other).unwrap_or_default())),
         }
     })
@@ -50,6 +59,9 @@ pub fn devices() -> Vec<(String, Vec<String>)> {
                 Some(why) => vec![why],
                 None => match b {
                     "llama" => lx_backend_llamacpp::devices(),
+                    "candle" => lx_backend_candle::devices(),
+                    #[cfg(all(feature = "mlx", target_os = "macos", target_arch = "aarch64"))]
+                    "mlx" => lx_backend_mlx::devices(),
                     _ => Vec::new(),
                 },
             };

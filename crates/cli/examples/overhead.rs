@@ -1,13 +1,19 @@
-//! Harness overhead: the llama.cpp backend measured through engine, worker process and
-//! scheduler, against a bare loop over llama-cpp-2 in this process doing the same work
-//! (same model, threads, prompt ids and greedy sampling), alternating in one run.
+//! Harness overhead: a backend measured through engine, worker process and scheduler,
+//! against a bare loop over the same library in this process doing the same work (same
+//! model, threads, prompt ids and greedy sampling), alternating in one run.
 //!
 //! ```text
-//! cargo build --release -p lx-cli && cargo run --release -p lx-cli --example overhead -- [--threads 2] [--rounds 5]
+//! cargo build --release -p lx-cli && cargo run --release -p lx-cli --example overhead -- \
+//!     [--backend llama|candle] [--threads 2] [--rounds 5] [--prompt N] [--gen N]
 //! ```
+//! The bare loops: llama-cpp-2 in a context shaped like the worker's; for candle, our model
+//! code driven directly (`lx_backend_candle::bare::BareLoop`). Defaults: llama.cpp prompt
+//! 512 and 128 output tokens, candle prompt 256 and 64.
+//!
 //! Prints medians and the ratios engine ÷ bare (target: ≥ 0.97 for prefill and decode
-//! tok/s; TTFT overhead under 2 ms at 64 prompt tokens). Run it on an idle machine: llama.cpp's
-//! threads spin-wait, and any other busy process moves these figures more than the harness does.
+//! tok/s; TTFT overhead under 2 ms at 64 prompt tokens). Run it on an idle machine: the
+//! backends' threads spin-wait, and any other busy process moves these figures more than
+//! the harness does.
 
 use std::num::NonZeroU32;
 use std::time::{Duration, Instant};
@@ -19,6 +25,7 @@ use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
+use lx_backend_candle::bare::BareLoop;
 use lx_engine::backend::{choose_greedy, LoadSpec, TokenId};
 use lx_engine::coordinator::Worker;
 use lx_engine::load::{run_closed_loop, PointSpec, Quiet, RunControl};
@@ -34,30 +41,56 @@ struct Sample {
     decode_tps: f64,
 }
 
-/// Prefill `prompt` in one batch, then decode `gen` tokens greedily, one per llama_decode,
-/// in a context made once and cleared between runs (as the worker does with its slot).
-fn bare(ctx: &mut LlamaContext, prompt: &[TokenId], gen: usize) -> Sample {
-    ctx.clear_kv_cache();
-    let mut batch = LlamaBatch::new(prompt.len().max(512), 1);
-    let t0 = Instant::now();
-    let last = prompt.len() - 1;
-    for (i, &t) in prompt.iter().enumerate() {
-        batch.add(LlamaToken(t as i32), i as i32, &[0], i == last).unwrap();
+/// Appends tokens at a position of the one sequence and returns the greedy next token.
+trait Bare {
+    fn reset(&mut self);
+    fn append(&mut self, tokens: &[TokenId], pos: usize) -> TokenId;
+}
+
+/// llama-cpp-2 with nothing of ours in between but the greedy choice.
+struct LlamaBare<'m> {
+    ctx: LlamaContext<'m>,
+    batch: LlamaBatch<'static>,
+}
+
+impl Bare for LlamaBare<'_> {
+    fn reset(&mut self) {
+        self.ctx.clear_kv_cache();
     }
-    ctx.decode(&mut batch).unwrap();
-    let prefill = t0.elapsed();
-    let mut token = choose_greedy(ctx.get_logits_ith(last as i32), 0).token;
+    fn append(&mut self, tokens: &[TokenId], pos: usize) -> TokenId {
+        self.batch.clear();
+        let last = tokens.len() - 1;
+        for (i, &t) in tokens.iter().enumerate() {
+            self.batch.add(LlamaToken(t as i32), (pos + i) as i32, &[0], i == last).unwrap();
+        }
+        self.ctx.decode(&mut self.batch).unwrap();
+        choose_greedy(self.ctx.get_logits_ith(last as i32), 0).token
+    }
+}
+
+impl Bare for BareLoop {
+    fn reset(&mut self) {
+        BareLoop::reset(self);
+    }
+    fn append(&mut self, tokens: &[TokenId], pos: usize) -> TokenId {
+        BareLoop::append(self, tokens, pos).unwrap()
+    }
+}
+
+/// Prefill `prompt` in one pass, then decode `gen` tokens greedily, one pass each, timed the
+/// way the engine defines its figures.
+fn bare(b: &mut dyn Bare, prompt: &[TokenId], gen: usize) -> Sample {
+    b.reset();
+    let t0 = Instant::now();
+    let mut token = b.append(prompt, 0);
     let first = t0.elapsed();
     for i in 0..gen - 1 {
-        batch.clear();
-        batch.add(LlamaToken(token as i32), (prompt.len() + i) as i32, &[0], true).unwrap();
-        ctx.decode(&mut batch).unwrap();
-        token = choose_greedy(ctx.get_logits_ith(0), 0).token;
+        token = b.append(&[token], prompt.len() + i);
     }
     let end = t0.elapsed();
     Sample {
         ttft_ms: first.as_secs_f64() * 1e3,
-        prefill_tps: prompt.len() as f64 / prefill.as_secs_f64(),
+        prefill_tps: prompt.len() as f64 / first.as_secs_f64(),
         decode_tps: (gen - 1) as f64 / (end - first).as_secs_f64(),
     }
 }
@@ -77,10 +110,17 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    let flag = |name: &str, default: usize| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).and_then(|v| v.parse().ok()).unwrap_or(default);
+    let value = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
+    let flag = |name: &str, default: usize| value(name).and_then(|v| v.parse().ok()).unwrap_or(default);
+    let backend = lx_backends::canonical(&value("--backend").unwrap_or_else(|| "llama".into()))?;
     let threads = flag("--threads", lx_engine::hardware::physical_cores());
     let rounds = flag("--rounds", 5);
-    let (long, gen, short) = (flag("--prompt", 512), flag("--gen", 128), 64usize);
+    let (long, gen) = match backend {
+        "llama" => (flag("--prompt", 512), flag("--gen", 128)),
+        "candle" => (flag("--prompt", 256), flag("--gen", 64)),
+        other => anyhow::bail!("no bare loop for {other} in this benchmark"),
+    };
+    let short = 64usize;
 
     let model_spec = lx_backends::model::OpenModel::open("default", &mut |_| {})?;
     let prompts = PromptBuilder::new(&model_spec.tokenizer);
@@ -90,28 +130,36 @@ fn main() -> anyhow::Result<()> {
     // The worker is our own `lx` binary, built next to this example.
     let exe = std::env::current_exe()?;
     let lx = exe.parent().and_then(|d| d.parent()).map(|d| d.join("lx")).filter(|p| p.is_file()).ok_or_else(|| anyhow::anyhow!("build lx first: cargo build --release -p lx-cli"))?;
-    let mut cmd = lx_backends::worker_command("llama");
+    let mut cmd = lx_backends::worker_command(backend);
     cmd.program = lx;
     let load = LoadSpec { model_path: model_spec.path.clone(), threads, slots: 1, ctx_per_slot: long + gen, max_batch_tokens: long.max(512), gpu_layers: None };
     let mut worker = Worker::spawn(&cmd, &load, &SchedulerConfig::new(Policy::Serial, 1, load.max_batch_tokens), Duration::from_secs(300))?;
 
-    let n_ctx = load.ctx_per_slot as u32;
-    let rt = LlamaBackend::init()?;
-    llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default().with_logs_enabled(false));
-    // The same context shape as the worker's: one sequence of the worker's context size.
-    let params = LlamaContextParams::default()
-        .with_n_ctx(NonZeroU32::new(n_ctx))
-        .with_n_batch(load.max_batch_tokens as u32)
-        .with_n_ubatch(512)
-        .with_n_seq_max(1)
-        .with_kv_unified(false)
-        .with_n_threads(threads as i32)
-        .with_n_threads_batch(threads as i32);
-    let model = LlamaModel::load_from_file(&rt, &model_spec.path, &LlamaModelParams::default())?;
-    let mut ctx = model.new_context(&rt, params)?;
+    // The bare loop, in this process, with the worker's context size and threads.
+    let rt;
+    let model;
+    let mut bare_loop: Box<dyn Bare> = if backend == "llama" {
+        rt = LlamaBackend::init()?;
+        llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default().with_logs_enabled(false));
+        model = LlamaModel::load_from_file(&rt, &model_spec.path, &LlamaModelParams::default())?;
+        let params = LlamaContextParams::default()
+            .with_n_ctx(NonZeroU32::new(load.ctx_per_slot as u32))
+            .with_n_batch(load.max_batch_tokens as u32)
+            .with_n_ubatch(512)
+            .with_n_seq_max(1)
+            .with_kv_unified(false)
+            .with_n_threads(threads as i32)
+            .with_n_threads_batch(threads as i32);
+        Box::new(LlamaBare { ctx: model.new_context(&rt, params)?, batch: LlamaBatch::new(load.max_batch_tokens, 1) })
+    } else {
+        lx_backend_candle::set_thread_env(threads);
+        // The worker's weight format on the CPU.
+        Box::new(BareLoop::load(&model_spec.path, load.ctx_per_slot, lx_backend_candle::WeightFormat::F16)?)
+    };
+    let worker_info = worker.info().clone();
 
     // Warm both paths once.
-    bare(&mut ctx, &short_prompt, 8);
+    bare(bare_loop.as_mut(), &short_prompt, 8);
     engine(&mut worker, &short_prompt, 8);
 
     let (mut b, mut e, mut b64, mut e64, mut ttft_diffs) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -119,18 +167,18 @@ fn main() -> anyhow::Result<()> {
         // Alternate which goes first, so drift on a shared machine hits both alike.
         let mut pair = |first_bare: bool, worker: &mut Worker, p: &[TokenId], g: usize| {
             if first_bare {
-                let x = bare(&mut ctx, p, g);
+                let x = bare(bare_loop.as_mut(), p, g);
                 (x, engine(worker, p, g as u32))
             } else {
                 let y = engine(worker, p, g as u32);
-                (bare(&mut ctx, p, g), y)
+                (bare(bare_loop.as_mut(), p, g), y)
             }
         };
         let (x, y) = pair(round % 2 == 0, &mut worker, &long_prompt, gen);
         b.push(x);
         e.push(y);
-        // A 2 ms difference hides in a 160 ms TTFT's noise: many short pairs, and the median
-        // of their paired differences.
+        // A 2 ms difference hides in a TTFT's noise: many short pairs, and the median of
+        // their paired differences.
         for k in 0..SHORT_PAIRS {
             let (x, y) = pair((round + k) % 2 == 1, &mut worker, &short_prompt, 2);
             ttft_diffs.push(y.ttft_ms - x.ttft_ms);
@@ -140,8 +188,8 @@ fn main() -> anyhow::Result<()> {
         eprintln!("round {}/{rounds} done", round + 1);
     }
     let m = |v: &[Sample], f: fn(&Sample) -> f64| median(v.iter().map(f).collect());
-    println!("threads {threads}, prompt {long}, output {gen}, concurrency 1, {rounds} rounds (medians)\n");
-    println!("| figure | bare llama-cpp-2 | engine + worker | ratio |");
+    println!("{} on {}: threads {threads}, prompt {long}, output {gen}, concurrency 1, {rounds} rounds (medians)\n", worker_info.version, worker_info.device);
+    println!("| figure | bare loop | engine + worker | engine ÷ bare |");
     println!("| --- | ---: | ---: | ---: |");
     let pf = (m(&b, |s| s.prefill_tps), m(&e, |s| s.prefill_tps));
     let dc = (m(&b, |s| s.decode_tps), m(&e, |s| s.decode_tps));

@@ -47,6 +47,41 @@ impl Batch {
     pub fn token_count(&self) -> usize {
         self.chunks.iter().map(|c| c.tokens.len()).sum()
     }
+
+    /// Checks this batch against a backend's limits and its slots' cached lengths
+    /// (`cached[slot]`), for backends that keep their own caches: the batch fits
+    /// `max_batch_tokens`, every chunk names a slot, has tokens, starts at or before the
+    /// cached end (a rewind is allowed), ends within `ctx_per_slot`, and carries only ids
+    /// below `vocab`. Returns every slot's cached length after the step.
+    pub fn check(&self, caps: &Capabilities, cached: &[usize], vocab: usize) -> Result<Vec<usize>, BackendError> {
+        let total = self.token_count();
+        if total > caps.max_batch_tokens {
+            return Err(BackendError::Step(format!("batch carries {total} tokens, more than max_batch_tokens {}", caps.max_batch_tokens)));
+        }
+        let mut lens = cached.to_vec();
+        for c in &self.chunks {
+            let s = c.slot as usize;
+            if s >= lens.len() {
+                return Err(BackendError::Step(format!("slot {} out of range (slots: {})", c.slot, lens.len())));
+            }
+            if c.tokens.is_empty() {
+                return Err(BackendError::Step(format!("empty chunk for slot {}", c.slot)));
+            }
+            let pos = c.pos as usize;
+            if pos > lens[s] {
+                return Err(BackendError::Step(format!("chunk for slot {} starts at position {pos} but only {} positions are cached", c.slot, lens[s])));
+            }
+            let end = pos + c.tokens.len();
+            if end > caps.ctx_per_slot {
+                return Err(BackendError::Step(format!("chunk for slot {} ends at position {end}, past ctx_per_slot {}", c.slot, caps.ctx_per_slot)));
+            }
+            if let Some(t) = c.tokens.iter().find(|&&t| t as usize >= vocab) {
+                return Err(BackendError::Step(format!("token id {t} out of range (vocabulary: {vocab})")));
+            }
+            lens[s] = end;
+        }
+        Ok(lens)
+    }
 }
 
 /// A token with its log-probability under the model.

@@ -1,6 +1,8 @@
 //! Helpers shared by this crate's integration tests.
 #![allow(dead_code)]
 
+pub mod fixture;
+
 use lx_backend_candle::CandleBackend;
 use lx_engine::backend::{Backend, Batch, Choice, Chunk, LoadSpec, Outputs, Slot, TokenId};
 use std::path::PathBuf;
