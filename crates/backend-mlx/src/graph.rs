@@ -1,0 +1,515 @@
+//! Gemma 3 over mlx-rs (macOS aarch64 with the `mlx` feature only).
+//!
+//! The same graph as the candle backend (crates/backend-candle/src/model.rs) and llama.cpp's
+//! `gemma3`: embedding scaled by `sqrt(hidden)`; per layer RMS norm → Q/K/V → per-head RMS
+//! norm of Q and K → NeoX RoPE (local base on sliding-window layers, global base and linear
+//! scale on the others) → attention with queries scaled by `attn_scale` → output projection →
+//! post-attention norm → residual; RMS norm → `gelu_tanh(gate) * up` → down → post-FFN norm →
+//! residual; final norm → tied output projection (optional soft-capping).
+//!
+//! One step is one lazy MLX graph: all chunks' rows go through the projections and the FFN
+//! together (see [`crate::plan`]); RoPE, the KV-cache write and attention run per chunk. The
+//! next tokens and every KV-cache array the step wrote are evaluated together, once, and only
+//! the argmax ids (plus full logits when top log-probabilities are asked for) come back to the
+//! host.
+//!
+//! UNVERIFIED at run time: type-checked against mlx-rs 0.33.0 on Linux (MLX's native build
+//! switched off), never run by us; the macOS CI job runs it.
+
+use std::borrow::Cow;
+
+use lx_backend_candle::Gemma3Config;
+use lx_engine::backend::{
+    choose_greedy, Backend, BackendError, BackendInfo, Batch, Capabilities, Choice, ChunkOutput, LoadSpec, Outputs,
+    Slot,
+};
+use lx_engine::gguf::{GgmlType, GgufFile};
+use mlx_rs::error::Exception;
+use mlx_rs::fast::{self, ScaledDotProductAttentionMask};
+use mlx_rs::ops::indexing::{TryIndexMutOp, TryIndexOp};
+use mlx_rs::{ops, transforms, Array, Device, Dtype};
+
+use crate::plan::{self, StepPlan};
+use crate::repack;
+use crate::{Options, WeightMode, MLX_RS_VERSION, MLX_VERSION};
+
+type MxResult<T> = Result<T, Exception>;
+
+/// Group size and bits of MLX's own 4-bit mode (its defaults).
+const MLX4_GROUP: i32 = 64;
+const MLX4_BITS: i32 = 4;
+
+fn load_err(e: impl std::fmt::Display) -> BackendError {
+    BackendError::Load(e.to_string())
+}
+
+fn step_err(e: impl std::fmt::Display) -> BackendError {
+    BackendError::Step(e.to_string())
+}
+
+/// The devices an MLX worker of this build could use (cheap: does not start MLX).
+pub fn devices() -> Vec<String> {
+    let chip = lx_engine::hardware::probe().cpu;
+    vec![format!("Metal: {chip} (MLX {MLX_VERSION} GPU)"), format!("CPU: {chip} (MLX {MLX_VERSION} CPU)")]
+}
+
+/// A projection matrix (rows = outputs, cols = inputs) as held on the device.
+enum Linear {
+    /// f16 (or f32) weights, multiplied by `matmul`.
+    Dense(Array),
+    /// MLX affine quantized weights.
+    Quant { w: Array, scales: Array, biases: Array, group: i32, bits: i32 },
+}
+
+impl Linear {
+    /// `x` (rows, cols) f32 → (rows, outputs) f32.
+    fn forward(&self, x: &Array) -> MxResult<Array> {
+        match self {
+            // The activations take the weights' type for the product (MLX has no mixed
+            // f16 × f32 matmul; casting the small activation is cheaper than the weight).
+            Linear::Dense(w) => ops::matmul(x.as_dtype(w.dtype())?, ops::transpose(w)?)?.as_dtype(Dtype::Float32),
+            Linear::Quant { w, scales, biases, group, bits } => {
+                ops::quantized_matmul(x, w, scales, biases, true, *group, *bits)
+            }
+        }
+    }
+
+    /// Rows `ids` of the matrix as f32 (the embedding lookup).
+    fn rows(&self, ids: &Array) -> MxResult<Array> {
+        match self {
+            Linear::Dense(w) => w.take_axis(ids, 0)?.as_dtype(Dtype::Float32),
+            Linear::Quant { w, scales, biases, group, bits } => {
+                let b = biases.take_axis(ids, 0)?;
+                ops::dequantize(w.take_axis(ids, 0)?, scales.take_axis(ids, 0)?, &b, *group, *bits)
+            }
+        }
+    }
+
+    fn arrays(&self) -> Vec<&Array> {
+        match self {
+            Linear::Dense(w) => vec![w],
+            Linear::Quant { w, scales, biases, .. } => vec![w, scales, biases],
+        }
+    }
+}
+
+struct Layer {
+    attn_norm: Array,
+    wq: Linear,
+    wk: Linear,
+    wv: Linear,
+    wo: Linear,
+    q_norm: Array,
+    k_norm: Array,
+    post_attn_norm: Array,
+    ffn_norm: Array,
+    gate: Linear,
+    up: Linear,
+    down: Linear,
+    post_ffn_norm: Array,
+    local: bool,
+}
+
+/// Per slot, per layer: K (1, kv heads, ctx, key length) and V (1, kv heads, ctx, value
+/// length), allocated once. Each write replaces the handle with the updated array, so the
+/// old buffer has no other owner and MLX can update it in place.
+struct SlotCache {
+    k: Vec<Array>,
+    v: Vec<Array>,
+}
+
+/// How many matrices ended up in which form (reported in `BackendInfo::version`).
+#[derive(Default)]
+struct Counts {
+    affine_g32: usize,
+    mlx4: usize,
+    f16: usize,
+}
+
+struct Model {
+    cfg: Gemma3Config,
+    embed: Linear,
+    /// `output.weight` when the file has one; else the tied embedding.
+    output: Option<Linear>,
+    output_norm: Array,
+    layers: Vec<Layer>,
+    embed_scale: f32,
+    /// MLX multiplies positions by this (candle divides by `rope_scale_global`).
+    rope_scale_global: f32,
+}
+
+/// Reads one GGUF tensor to host f32 (through candle's dequantization for quantized types).
+fn host_f32(g: &GgufFile, name: &str, t: GgmlType, rows: usize, cols: usize) -> Result<Vec<f32>, BackendError> {
+    let bytes = g.read_tensor_bytes(name).map_err(load_err)?;
+    let dtype = lx_backend_candle::model::candle_dtype(t).ok_or_else(|| {
+        BackendError::Unsupported(format!("tensor `{name}` is {}, a type this backend cannot read", t.name()))
+    })?;
+    let err = |e: candle_core::Error| BackendError::Load(format!("tensor `{name}`: {e}"));
+    let cpu = candle_core::Device::Cpu;
+    let storage = candle_core::quantized::QStorage::from_data(Cow::Owned(bytes), &cpu, dtype).map_err(err)?;
+    let q = candle_core::quantized::QTensor::new(storage, (rows, cols)).map_err(err)?;
+    q.dequantize(&cpu).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<f32>()).map_err(err)
+}
+
+/// Checks that tensor `name` is `rows` × `cols` (outermost first) and returns its type.
+fn check_shape(g: &GgufFile, name: &str, rows: usize, cols: usize) -> Result<GgmlType, BackendError> {
+    let t = g.tensor(name).ok_or_else(|| BackendError::Load(format!("tensor `{name}` is missing from the GGUF file")))?;
+    let want: &[u64] = if rows == 1 { &[cols as u64] } else { &[cols as u64, rows as u64] };
+    if t.dims != want {
+        return Err(BackendError::Load(format!(
+            "tensor `{name}` has ggml dims {:?}, expected {want:?} (from the model's metadata)",
+            t.dims
+        )));
+    }
+    Ok(t.ggml_type)
+}
+
+fn vector(g: &GgufFile, name: &str, len: usize) -> Result<Array, BackendError> {
+    let t = check_shape(g, name, 1, len)?;
+    let v = Array::from_slice(&host_f32(g, name, t, 1, len)?, &[len as i32]);
+    v.eval().map_err(load_err)?;
+    Ok(v)
+}
+
+fn matrix(g: &GgufFile, name: &str, rows: usize, cols: usize, mode: WeightMode, counts: &mut Counts) -> Result<Linear, BackendError> {
+    let t = check_shape(g, name, rows, cols)?;
+    let (r, c) = (rows as i32, cols as i32);
+    let lin = if mode == WeightMode::AsLoaded && repack::repackable(t) {
+        let bytes = g.read_tensor_bytes(name).map_err(load_err)?;
+        let a = repack::to_affine(t, &bytes, rows, cols)
+            .ok_or_else(|| BackendError::Load(format!("tensor `{name}`: cannot repack {} as MLX affine", t.name())))?;
+        let words = c * a.bits as i32 / 32;
+        let groups = c / a.group as i32;
+        counts.affine_g32 += 1;
+        Linear::Quant {
+            w: Array::from_slice(&a.packed, &[r, words]),
+            scales: Array::from_slice(&a.scales, &[r, groups]),
+            biases: Array::from_slice(&a.biases, &[r, groups]),
+            group: a.group as i32,
+            bits: a.bits as i32,
+        }
+    } else {
+        let w = Array::from_slice(&host_f32(g, name, t, rows, cols)?, &[r, c]);
+        if mode == WeightMode::Mlx4 && cols.is_multiple_of(MLX4_GROUP as usize) {
+            let (w, scales, biases) = ops::quantize(&w, MLX4_GROUP, MLX4_BITS).map_err(load_err)?;
+            counts.mlx4 += 1;
+            Linear::Quant { w, scales, biases, group: MLX4_GROUP, bits: MLX4_BITS }
+        } else {
+            counts.f16 += 1;
+            Linear::Dense(w.as_dtype(Dtype::Float16).map_err(load_err)?)
+        }
+    };
+    // Materialise now, one tensor at a time, so the host copy and any f32 intermediate are
+    // freed before the next tensor is read.
+    transforms::eval(lin.arrays()).map_err(load_err)?;
+    Ok(lin)
+}
+
+impl Model {
+    fn load(g: &GgufFile, mode: WeightMode, counts: &mut Counts) -> Result<Self, BackendError> {
+        let cfg = Gemma3Config::from_gguf(g)?;
+        // The shared config parser also reads the llama family, which this graph does not
+        // implement yet: say so instead of failing on a missing Gemma tensor.
+        if cfg.arch != lx_backend_candle::config::Arch::Gemma3 {
+            return Err(BackendError::Unsupported(format!(
+                "the MLX backend implements gemma3 only, not {}",
+                cfg.architecture
+            )));
+        }
+        let h = cfg.embedding_length;
+        let (nh, nkv, dk, dv, ff, vocab) =
+            (cfg.head_count, cfg.head_count_kv, cfg.key_length, cfg.value_length, cfg.feed_forward_length, cfg.vocab_size);
+        let embed = matrix(g, "token_embd.weight", vocab, h, mode, counts)?;
+        let output = match g.tensor("output.weight") {
+            Some(_) => Some(matrix(g, "output.weight", vocab, h, mode, counts)?),
+            None => None,
+        };
+        let output_norm = vector(g, "output_norm.weight", h)?;
+        let mut layers = Vec::with_capacity(cfg.block_count);
+        for il in 0..cfg.block_count {
+            let n = |s: &str| format!("blk.{il}.{s}.weight");
+            let mut m = |s: &str, rows: usize, cols: usize| matrix(g, &n(s), rows, cols, mode, counts);
+            layers.push(Layer {
+                wq: m("attn_q", nh * dk, h)?,
+                wk: m("attn_k", nkv * dk, h)?,
+                wv: m("attn_v", nkv * dv, h)?,
+                wo: m("attn_output", h, nh * dv)?,
+                gate: m("ffn_gate", ff, h)?,
+                up: m("ffn_up", ff, h)?,
+                down: m("ffn_down", h, ff)?,
+                attn_norm: vector(g, &n("attn_norm"), h)?,
+                q_norm: vector(g, &n("attn_q_norm"), dk)?,
+                k_norm: vector(g, &n("attn_k_norm"), dk)?,
+                post_attn_norm: vector(g, &n("post_attention_norm"), h)?,
+                ffn_norm: vector(g, &n("ffn_norm"), h)?,
+                post_ffn_norm: vector(g, &n("post_ffw_norm"), h)?,
+                local: cfg.is_local[il],
+            });
+        }
+        Ok(Self {
+            embed_scale: (h as f32).sqrt(),
+            rope_scale_global: (1.0 / cfg.rope_scale_global) as f32,
+            cfg,
+            embed,
+            output,
+            output_norm,
+            layers,
+        })
+    }
+
+    /// Builds the step's graph; writes K/V into `caches` and returns the logits of the rows
+    /// in `p.out_rows` (None when no chunk asks for outputs). Nothing is evaluated here.
+    fn forward(&self, caches: &mut [SlotCache], p: &StepPlan) -> MxResult<Option<Array>> {
+        let c = &self.cfg;
+        let (nh, nkv, dk, dv) = (c.head_count as i32, c.head_count_kv as i32, c.key_length as i32, c.value_length as i32);
+        let eps = c.rms_eps as f32;
+        let ids = Array::from_slice(&p.tokens, &[p.tokens.len() as i32]);
+        let mut x = ops::multiply(self.embed.rows(&ids)?, Array::from_f32(self.embed_scale))?;
+        for (il, layer) in self.layers.iter().enumerate() {
+            let h = fast::rms_norm(&x, Some(&layer.attn_norm), eps)?;
+            let q = layer.wq.forward(&h)?;
+            let k = layer.wk.forward(&h)?;
+            let v = layer.wv.forward(&h)?;
+            let (base, scale, window) = if layer.local {
+                (c.rope_base_local as f32, 1.0, c.sliding_window)
+            } else {
+                (c.rope_base_global as f32, self.rope_scale_global, None)
+            };
+            let mut outs = Vec::with_capacity(p.chunks.len());
+            for ch in &p.chunks {
+                let (r, n, pos) = (ch.row as i32, ch.len as i32, ch.pos as i32);
+                // (rows, heads * d) → (1, heads, n, d), normalised per head when `norm` is given.
+                let heads = |a: &Array, heads: i32, d: i32, norm: Option<&Array>| -> MxResult<Array> {
+                    let mut t = ops::reshape(a.try_index((r..r + n, ..))?, &[1, n, heads, d])?;
+                    if let Some(w) = norm {
+                        t = fast::rms_norm(&t, Some(w), eps)?;
+                    }
+                    ops::transpose_axes(&t, &[0, 2, 1, 3])
+                };
+                let qc = fast::rope(heads(&q, nh, dk, Some(&layer.q_norm))?, dk, false, base, scale, pos, None::<&Array>)?;
+                let kc = fast::rope(heads(&k, nkv, dk, Some(&layer.k_norm))?, dk, false, base, scale, pos, None::<&Array>)?;
+                let vc = heads(&v, nkv, dv, None)?;
+                let cache = &mut caches[ch.slot];
+                cache.k[il].try_index_mut((.., .., pos..pos + n, ..), &kc)?;
+                cache.v[il].try_index_mut((.., .., pos..pos + n, ..), &vc)?;
+                let (ks, ke) = plan::key_span(ch.pos, ch.len, window);
+                let (ks, ke) = (ks as i32, ke as i32);
+                let keys = cache.k[il].try_index((.., .., ks..ke, ..))?;
+                let values = cache.v[il].try_index((.., .., ks..ke, ..))?;
+                let mask = plan::mask(ch.pos, ch.len, window).map(|m| Array::from_slice(&m, &[n, ke - ks]));
+                let o = fast::scaled_dot_product_attention(
+                    &qc,
+                    &keys,
+                    &values,
+                    c.attn_scale as f32,
+                    mask.as_ref().map(ScaledDotProductAttentionMask::Array),
+                    None::<&Array>,
+                )?;
+                outs.push(ops::reshape(ops::transpose_axes(&o, &[0, 2, 1, 3])?, &[n, nh * dv])?);
+            }
+            let attn = if outs.len() == 1 { outs.pop().expect("one chunk") } else { ops::concatenate(&outs, 0)? };
+            let attn = fast::rms_norm(layer.wo.forward(&attn)?, Some(&layer.post_attn_norm), eps)?;
+            let sa = ops::add(&x, &attn)?;
+            let h = fast::rms_norm(&sa, Some(&layer.ffn_norm), eps)?;
+            let gated = ops::multiply(mlx_rs::nn::gelu_approximate(layer.gate.forward(&h)?)?, layer.up.forward(&h)?)?;
+            let f = fast::rms_norm(layer.down.forward(&gated)?, Some(&layer.post_ffn_norm), eps)?;
+            x = ops::add(&sa, &f)?;
+        }
+        if p.out_rows.is_empty() {
+            return Ok(None);
+        }
+        let x = if p.out_rows.len() == p.tokens.len() {
+            x
+        } else {
+            x.take_axis(Array::from_slice(&p.out_rows, &[p.out_rows.len() as i32]), 0)?
+        };
+        let x = fast::rms_norm(&x, Some(&self.output_norm), eps)?;
+        let mut logits = self.output.as_ref().unwrap_or(&self.embed).forward(&x)?;
+        if let Some(cap) = c.final_logit_softcap {
+            let cap = Array::from_f32(cap as f32);
+            logits = ops::multiply(ops::tanh(ops::divide(&logits, &cap)?)?, &cap)?;
+        }
+        Ok(Some(logits))
+    }
+}
+
+/// The MLX backend: one copy of the weights on the device and a preallocated KV cache per slot.
+pub struct MlxBackend {
+    model: Model,
+    caches: Vec<SlotCache>,
+    lens: Vec<usize>,
+    info: BackendInfo,
+}
+
+impl std::fmt::Debug for MlxBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MlxBackend").field("info", &self.info).field("config", &self.model.cfg).finish()
+    }
+}
+
+impl MlxBackend {
+    /// Loads with [`Options::from_env`].
+    pub fn load(spec: &LoadSpec) -> Result<Self, BackendError> {
+        Self::load_with(spec, &Options::from_env().map_err(BackendError::Load)?)
+    }
+
+    pub fn load_with(spec: &LoadSpec, opts: &Options) -> Result<Self, BackendError> {
+        if spec.slots == 0 || spec.ctx_per_slot == 0 {
+            return Err(BackendError::Load(format!(
+                "need at least one slot and a context (got slots={}, ctx_per_slot={})",
+                spec.slots, spec.ctx_per_slot
+            )));
+        }
+        if !spec.model_path.is_file() {
+            return Err(BackendError::Load(format!("model file {} does not exist", spec.model_path.display())));
+        }
+        let cpu = opts.cpu || spec.gpu_layers == Some(0);
+        // Every array this process creates from here on lives on this device.
+        Device::set_default(&if cpu { Device::cpu() } else { Device::gpu() });
+        let g = GgufFile::open(&spec.model_path).map_err(|e| match e {
+            lx_engine::gguf::GgufError::UnknownTensorType { .. } => BackendError::Unsupported(e.to_string()),
+            e => load_err(e),
+        })?;
+        let mut counts = Counts::default();
+        let model = Model::load(&g, opts.weights, &mut counts).map_err(|e| match e {
+            BackendError::Load(m) => BackendError::Load(format!("{}: {m}", spec.model_path.display())),
+            BackendError::Unsupported(m) => BackendError::Unsupported(format!("{}: {m}", spec.model_path.display())),
+            other => other,
+        })?;
+        let cfg = &model.cfg;
+        let ctx = spec.ctx_per_slot as i32;
+        let mut caches = Vec::with_capacity(spec.slots);
+        for _ in 0..spec.slots {
+            let zeros = |d: usize| ops::zeros::<f32>(&[1, cfg.head_count_kv as i32, ctx, d as i32]);
+            let k = (0..cfg.block_count).map(|_| zeros(cfg.key_length)).collect::<MxResult<Vec<_>>>();
+            let v = (0..cfg.block_count).map(|_| zeros(cfg.value_length)).collect::<MxResult<Vec<_>>>();
+            let cache = SlotCache {
+                k: k.map_err(|e| BackendError::Load(format!("cannot allocate the KV cache: {e}")))?,
+                v: v.map_err(|e| BackendError::Load(format!("cannot allocate the KV cache: {e}")))?,
+            };
+            transforms::eval(cache.k.iter().chain(cache.v.iter()))
+                .map_err(|e| BackendError::Load(format!("cannot allocate the KV cache: {e}")))?;
+            caches.push(cache);
+        }
+        let chip = lx_engine::hardware::probe().cpu;
+        let mut weights = format!("weights {}", opts.weights.describe());
+        weights.push_str(&format!(
+            ": {} matrices MLX affine g32 (from GGUF), {} MLX 4-bit g64, {} f16",
+            counts.affine_g32, counts.mlx4, counts.f16
+        ));
+        let info = BackendInfo {
+            name: "mlx".into(),
+            version: format!("MLX {MLX_VERSION} (mlx-rs {MLX_RS_VERSION}, lx-backend-mlx {}); {weights}", env!("CARGO_PKG_VERSION")),
+            device: if cpu { format!("CPU: {chip} (MLX)") } else { format!("Metal: {chip} (MLX)") },
+            threads: spec.threads,
+            capabilities: Capabilities {
+                // Projections and the FFN run once over every chunk's rows; attention per chunk.
+                mixed_position_batches: true,
+                max_batch_tokens: spec.max_batch_tokens.max(1),
+                slots: spec.slots,
+                ctx_per_slot: spec.ctx_per_slot,
+                prefix_copy: true,
+            },
+        };
+        Ok(Self { model, caches, lens: vec![0; spec.slots], info })
+    }
+}
+
+impl Backend for MlxBackend {
+    fn info(&self) -> &BackendInfo {
+        &self.info
+    }
+
+    fn step(&mut self, batch: &Batch) -> Result<Vec<ChunkOutput>, BackendError> {
+        let vocab = self.model.cfg.vocab_size;
+        let p = plan::plan(batch, &self.lens, &self.info.capabilities, vocab)?;
+        let top = batch.top_logprobs;
+        let result = (|| -> MxResult<(Option<Array>, Option<Array>)> {
+            let logits = self.model.forward(&mut self.caches, &p)?;
+            let best = logits.as_ref().map(|l| ops::indexing::argmax_axis(l, -1, false)).transpose()?;
+            // The one evaluation of the step: next tokens, logits when asked for, and every
+            // cache array written (so the next step's graph starts from materialised caches).
+            let mut targets: Vec<&Array> = best.iter().collect();
+            if top > 0 {
+                targets.extend(logits.iter());
+            }
+            let mut touched: Vec<usize> = p.chunks.iter().map(|c| c.slot).collect();
+            touched.sort_unstable();
+            touched.dedup();
+            for &s in &touched {
+                targets.extend(self.caches[s].k.iter().chain(self.caches[s].v.iter()));
+            }
+            transforms::eval(targets)?;
+            Ok((logits, best))
+        })();
+        let (logits, best) = match result {
+            Ok(r) => r,
+            Err(e) => {
+                // What this step wrote is unusable: keep only positions before each chunk.
+                for c in &p.chunks {
+                    self.lens[c.slot] = self.lens[c.slot].min(c.pos);
+                }
+                return Err(step_err(e));
+            }
+        };
+        self.lens = p.lens_after.clone();
+        let (Some(logits), Some(best)) = (logits, best) else { return Ok(Vec::new()) };
+        let ids = best.try_as_slice::<u32>().map_err(step_err)?;
+        let rows = if top > 0 { Some(logits.try_as_slice::<f32>().map_err(step_err)?) } else { None };
+        let choice = |r: usize| -> Choice {
+            match rows {
+                Some(all) => choose_greedy(&all[r * vocab..(r + 1) * vocab], top),
+                None => Choice { token: ids[r], top: Vec::new() },
+            }
+        };
+        let mut out = Vec::new();
+        let mut r = 0;
+        for c in &p.chunks {
+            let n = match c.outputs {
+                Outputs::None => continue,
+                Outputs::Last => 1,
+                Outputs::All => c.len,
+            };
+            out.push(ChunkOutput { slot: c.slot as Slot, choices: (r..r + n).map(choice).collect() });
+            r += n;
+        }
+        Ok(out)
+    }
+
+    fn clear(&mut self, slot: Slot) {
+        if let Some(l) = self.lens.get_mut(slot as usize) {
+            *l = 0;
+        }
+    }
+
+    fn copy_prefix(&mut self, from: Slot, to: Slot, len: u32) -> Result<(), BackendError> {
+        let (f, t, n) = (from as usize, to as usize, len as usize);
+        if f >= self.caches.len() || t >= self.caches.len() {
+            return Err(BackendError::Step(format!(
+                "copy_prefix: slot out of range ({from} -> {to}, slots: {})",
+                self.caches.len()
+            )));
+        }
+        if n > self.lens[f] {
+            return Err(BackendError::Step(format!("copy_prefix: slot {from} holds {} positions, {len} requested", self.lens[f])));
+        }
+        if f != t && n > 0 {
+            let end = n as i32;
+            let copy = |caches: &mut [SlotCache]| -> MxResult<()> {
+                for il in 0..caches[f].k.len() {
+                    let k = caches[f].k[il].try_index((.., .., 0..end, ..))?;
+                    let v = caches[f].v[il].try_index((.., .., 0..end, ..))?;
+                    caches[t].k[il].try_index_mut((.., .., 0..end, ..), &k)?;
+                    caches[t].v[il].try_index_mut((.., .., 0..end, ..), &v)?;
+                }
+                transforms::eval(caches[t].k.iter().chain(caches[t].v.iter()))
+            };
+            if let Err(e) = copy(&mut self.caches) {
+                self.lens[t] = 0;
+                return Err(step_err(e));
+            }
+        }
+        self.lens[t] = n;
+        Ok(())
+    }
+}

@@ -1,0 +1,135 @@
+//! MLX backend for Latency Explorer: our own Gemma 3 graph over mlx-rs, behind the engine's
+//! step interface ([`lx_engine::backend::Backend`]).
+//!
+//! MLX runs only on Apple Silicon, so the MLX part ([`MlxBackend`]) is compiled only on macOS
+//! aarch64 with the `mlx` feature. Everywhere else this crate is a stub whose [`unavailable`]
+//! says why, so `lx hw`, `lx sweep --backend mlx` and the app can show the reason without
+//! special cases.
+//!
+//! Everything that does not call MLX is compiled and unit-tested on every platform: batch
+//! validation and layout ([`plan`]), attention windows and masks, and the lossless repacking
+//! of GGUF Q4_0 / Q4_1 / Q8_0 blocks into MLX's affine quantized layout ([`repack`]). The part
+//! that only builds on a Mac is the graph itself (`src/graph.rs`).
+//!
+//! # Weights
+//! MLX's own GGUF loader keeps Q4_0, Q4_1 and Q8_0 tensors quantized and dequantizes every
+//! other type to f16, but it cannot read Q5_0 at all (its GGUF library has no Q5_0 decoder),
+//! and the default model (Gemma 3 270M Q4_K_M) stores most projections as Q5_0. So this crate
+//! reads the file with the engine's GGUF reader and applies the same policy itself
+//! ([`WeightMode::AsLoaded`]), or quantizes every matrix with MLX's own 4-bit affine
+//! quantization, group size 64 ([`WeightMode::Mlx4`]), for a like-for-like 4-bit comparison.
+//! Which one ran is part of `BackendInfo::version`.
+//!
+//! Status: the MLX graph and its parity test have been type-checked (and are clippy-clean)
+//! against mlx-rs 0.33.0 on Linux, with MLX's native build switched off; they have never
+//! been built for or run on a Mac by us. The macOS CI job is the first place they run.
+
+pub mod plan;
+pub mod repack;
+
+#[cfg(all(feature = "mlx", target_os = "macos", target_arch = "aarch64"))]
+mod graph;
+#[cfg(all(feature = "mlx", target_os = "macos", target_arch = "aarch64"))]
+pub use graph::{devices, MlxBackend};
+
+/// The mlx-rs release this crate is written against (it builds MLX 0.32.2 through mlx-sys 0.7).
+pub const MLX_RS_VERSION: &str = "0.33.0";
+/// The MLX release mlx-rs `MLX_RS_VERSION` compiles.
+pub const MLX_VERSION: &str = "0.32.2";
+
+/// True when this build contains the MLX backend.
+pub const fn available() -> bool {
+    cfg!(all(feature = "mlx", target_os = "macos", target_arch = "aarch64"))
+}
+
+/// Why MLX cannot run in this build, or `None` when it can.
+pub fn unavailable() -> Option<String> {
+    if available() {
+        None
+    } else if cfg!(all(target_os = "macos", target_arch = "aarch64")) {
+        Some("not compiled into this build: rebuild with `--features mlx` (needs Xcode and cmake)".into())
+    } else {
+        Some("not available: needs macOS on Apple Silicon".into())
+    }
+}
+
+/// How the weights are held on the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WeightMode {
+    /// As MLX's own GGUF loader would hold them: Q4_0, Q4_1 and Q8_0 stay quantized (MLX
+    /// affine, group size 32, repacked losslessly), every other type becomes f16.
+    #[default]
+    AsLoaded,
+    /// Every matrix (projections and the tied embedding) quantized by MLX to 4 bits, group
+    /// size 64 (`mlx.core.quantize` defaults); norms stay f32.
+    Mlx4,
+}
+
+impl WeightMode {
+    /// The words results use for this mode.
+    pub fn describe(self) -> &'static str {
+        match self {
+            WeightMode::AsLoaded => "as loaded (Q4_0/Q4_1/Q8_0 kept as MLX affine g32, other types f16)",
+            WeightMode::Mlx4 => "MLX 4-bit affine, group 64",
+        }
+    }
+}
+
+impl std::str::FromStr for WeightMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "" | "as-loaded" | "as_loaded" | "asloaded" => Ok(Self::AsLoaded),
+            "q4" | "mlx-q4" | "mlx4" | "4bit" | "4-bit" => Ok(Self::Mlx4),
+            other => Err(format!("unknown MLX weight mode `{other}` (as-loaded, q4)")),
+        }
+    }
+}
+
+/// Backend options beyond the engine's `LoadSpec`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Options {
+    pub weights: WeightMode,
+    /// Run on MLX's CPU device instead of the GPU (also chosen by `LoadSpec::gpu_layers == Some(0)`).
+    pub cpu: bool,
+}
+
+impl Options {
+    /// Options from the environment: `LX_MLX_WEIGHTS` (as-loaded, q4) and `LX_MLX_DEVICE`
+    /// (gpu, cpu).
+    pub fn from_env() -> Result<Self, String> {
+        let weights = match std::env::var("LX_MLX_WEIGHTS") {
+            Ok(s) => s.parse()?,
+            Err(_) => WeightMode::AsLoaded,
+        };
+        let cpu = match std::env::var("LX_MLX_DEVICE").map(|s| s.to_ascii_lowercase()) {
+            Ok(s) if s == "cpu" => true,
+            Ok(s) if s.is_empty() || s == "gpu" || s == "metal" => false,
+            Ok(other) => return Err(format!("unknown MLX device `{other}` (gpu, cpu)")),
+            Err(_) => false,
+        };
+        Ok(Self { weights, cpu })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn availability_matches_the_platform() {
+        let mac_arm = cfg!(all(target_os = "macos", target_arch = "aarch64"));
+        if !mac_arm {
+            assert!(!available());
+            assert_eq!(unavailable().as_deref(), Some("not available: needs macOS on Apple Silicon"));
+        }
+        assert_eq!(available(), unavailable().is_none());
+    }
+
+    #[test]
+    fn weight_modes_parse() {
+        assert_eq!("as-loaded".parse::<WeightMode>(), Ok(WeightMode::AsLoaded));
+        assert_eq!("Q4".parse::<WeightMode>(), Ok(WeightMode::Mlx4));
+        assert!("q8".parse::<WeightMode>().is_err());
+    }
+}
