@@ -15,5 +15,16 @@ fn main() {
              (or <code>npm ci &amp;&amp; npm run build</code> in <code>ui/</code>), then rebuild.</p></body></html>",
         );
     }
+    // Which CPU the binary was compiled for (`-C target-cpu`): `latency-explorer --version`
+    // says it, so a bundle states whether it runs on any x86-64-v3 machine or only on ones
+    // like the build machine (.cargo/config.toml's `native`).
+    let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
+    let cpu = flags
+        .split('\x1f')
+        .filter_map(|f| f.strip_prefix("-C").unwrap_or(f).strip_prefix("target-cpu="))
+        .next_back()
+        .unwrap_or("default");
+    println!("cargo:rustc-env=LX_TARGET_CPU={cpu}");
+    println!("cargo:rerun-if-env-changed=CARGO_ENCODED_RUSTFLAGS");
     tauri_build::build();
 }

@@ -29,7 +29,7 @@ pub fn main() {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
         Some("--version" | "-V") => {
-            println!("latency-explorer {}", env!("CARGO_PKG_VERSION"));
+            println!("latency-explorer {} (built for target-cpu={})", env!("CARGO_PKG_VERSION"), env!("LX_TARGET_CPU"));
             return;
         }
         Some("--help" | "-h") => {

@@ -9,7 +9,7 @@
 import { connect } from "node:net";
 import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync } from "node:fs";
-import { homedir, tmpdir } from "node:os";
+import { homedir, loadavg, tmpdir } from "node:os";
 import path from "node:path";
 import { remote } from "webdriverio";
 
@@ -116,5 +116,15 @@ console.log("| --- | ---: | ---: | ---: | ---: | ---: |");
 const unit = { ttft: "TTFT p50 (ms)", decode: "decode p50 (tok/s)", throughput: "throughput (tok/s)" };
 for (const r of rows) console.log(`| ${unit[r.figure]} | ${fmt(r.before)} | ${fmt(r.app)} | ${fmt(r.after)} | ${(r.deviation * 100).toFixed(1)}% | ${(r.noise * 100).toFixed(1)}% |`);
 const worst = Math.max(...rows.map((r) => Math.abs(r.deviation)));
-console.log(`\nworst deviation ${(worst * 100).toFixed(1)}% (tolerance ${(TOL * 100).toFixed(0)}%)`);
-process.exit(worst <= TOL ? 0 : 1);
+const noise = Math.max(...rows.map((r) => r.noise));
+console.log(`\nworst deviation ${(worst * 100).toFixed(1)}% (tolerance ${(TOL * 100).toFixed(0)}%); headless noise ${(noise * 100).toFixed(1)}%; load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
+if (worst <= TOL) process.exit(0);
+// When the two headless runs disagree by more than the tolerance, the machine itself moved
+// (other processes: llama.cpp's threads spin-wait, so any neighbour shows), and the app's
+// deviation says nothing about the app. Say so, with its own exit status, instead of
+// blaming the app.
+if (noise > TOL) {
+  console.log("inconclusive: the machine's own noise exceeds the tolerance; rerun it on an idle machine");
+  process.exit(3);
+}
+process.exit(1);

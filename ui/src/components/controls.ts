@@ -28,7 +28,9 @@ export const DEFAULT_SETTINGS: LiveSettings = {
   threads: 0,
   gpuLayers: null,
   rotateAfterS: 8,
-  batchMs: 100,
+  // Event batches 4 times a second: as often as the preview draws, and each batch wakes the
+  // app and the web view, which take their time from the model being measured.
+  batchMs: 250,
   hangTimeoutS: 300,
 };
 
