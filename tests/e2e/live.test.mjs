@@ -13,7 +13,7 @@
 // tests/e2e/artifacts), TAURI_DRIVER (default: tauri-driver on PATH or in ~/.cargo/bin).
 
 import { connect } from "node:net";
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import path from "node:path";
@@ -163,9 +163,15 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     try {
       await browser?.execute(() => document.querySelector('[data-testid="go-live"][data-state="live"]')?.click());
       await sleep(1500);
-      await browser?.deleteSession();
+      // WebKitWebDriver does not always close the app: bounded, then made sure below.
+      await Promise.race([browser?.deleteSession(), sleep(20_000)]);
+    } catch (e) {
+      console.error(`closing the WebDriver session: ${e}`);
     } finally {
       driver?.kill();
+      // An app left running (its workers are the same binary) keeps the test runner
+      // waiting for ever: end every process of this binary.
+      spawnSync("pkill", ["-f", APP]);
     }
   });
 
