@@ -3,7 +3,6 @@
 //! runs, how it is judged) live in the engine, so the app shows the same ones.
 
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use clap::Args;
@@ -51,15 +50,8 @@ pub fn run(args: DemoArgs) -> anyhow::Result<i32> {
     let prompts = PromptBuilder::new(&model.tokenizer);
     let prompt = |n: u32, i: usize| prompts.prompt(n as usize, i as u64);
     let control = RunControl::default();
-    let stop = control.stop.clone();
-    let _ = ctrlc::set_handler(move || {
-        if stop.swap(true, Ordering::SeqCst) {
-            std::process::exit(130);
-        }
-        eprintln!("\nstopping: finishing in-flight bookkeeping (Ctrl-C again to quit at once)");
-    });
-    let mut hardware = lx_engine::hardware::probe();
-    hardware.backend_devices = lx_backends::devices();
+    crate::commands::stop_on_ctrl_c(&control);
+    let hardware = crate::commands::machine();
     let settings = serde_json::json!({ "demo": demo.name, "backend": backend, "threads": args.threads });
     let mut run = RunFile::new(std::env::args().collect(), hardware, model.record(), settings);
     let ctx = SweepContext {

@@ -16,3 +16,22 @@ where
         .map(|p| p.parse::<T>().map_err(|e| format!("'{p}': {e}")))
         .collect()
 }
+
+/// First Ctrl-C: ask `control`'s run to stop after its bookkeeping, so what was measured is
+/// written. Second: leave at once (exit 130).
+pub fn stop_on_ctrl_c(control: &lx_engine::load::RunControl) {
+    let stop = control.stop.clone();
+    let _ = ctrlc::set_handler(move || {
+        if stop.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        eprintln!("\nstopping: finishing in-flight bookkeeping (Ctrl-C again to quit at once)");
+    });
+}
+
+/// This machine, with the devices each backend of this build sees, for run files.
+pub fn machine() -> lx_engine::hardware::HardwareReport {
+    let mut hardware = lx_engine::hardware::probe();
+    hardware.backend_devices = lx_backends::devices();
+    hardware
+}

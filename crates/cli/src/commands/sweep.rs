@@ -1,7 +1,6 @@
 //! `lx sweep`: measure a grid, print rows as they finish, keep a run file.
 
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use clap::Args;
@@ -170,17 +169,8 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     let prompts = PromptBuilder::new(&model.tokenizer);
     let prompt = |n: u32, i: usize| prompts.prompt(n as usize, i as u64);
     let control = RunControl { hang_timeout: Duration::from_secs(args.hang_timeout), ..Default::default() };
-    let stop = control.stop.clone();
-    // First Ctrl-C: stop after bookkeeping and write what was measured. Second: leave now.
-    let _ = ctrlc::set_handler(move || {
-        if stop.swap(true, Ordering::SeqCst) {
-            std::process::exit(130);
-        }
-        eprintln!("\nstopping: finishing in-flight bookkeeping (Ctrl-C again to quit at once)");
-    });
-
-    let mut hardware = lx_engine::hardware::probe();
-    hardware.backend_devices = lx_backends::devices();
+    crate::commands::stop_on_ctrl_c(&control);
+    let hardware = crate::commands::machine();
     let mut settings = serde_json::to_value(&spec)?;
     settings["serving"] = serde_json::to_value(&extras)?;
     let mut run = RunFile::new(std::env::args().collect(), hardware, model.record(), settings);
