@@ -1,17 +1,22 @@
 //! Hugging Face Hub files (`hf:OWNER/REPO/FILE.gguf[@REVISION]`) through the hf-hub crate.
 //!
 //! Files go into hf-hub's cache layout under `<model dir>/hf` (`models--OWNER--REPO/blobs`,
-//! `snapshots/<commit>/FILE` symlinks, `refs/<revision>`). hf-hub 1.0 downloads a blob to
-//! `<blob>.incomplete` and renames it when complete; it does not resume an interrupted download
-//! (the next attempt starts over). For LFS files (every GGUF on the Hub) the ETag is the file's
-//! sha256: we check it after the download, remembered in a `.verified` sidecar like catalog models.
+//! `snapshots/<commit>/FILE` symlinks, `refs/<revision>`). hf-hub 1.0 restarts an interrupted
+//! download from byte 0, which for a multi-gigabyte GGUF on a flaky link may never finish. So we
+//! fetch the blob's bytes ourselves, through hf-hub's ranged requests, into hf-hub's own
+//! `<blob>.incomplete`, appending chunk by chunk: the next attempt continues where the last one
+//! stopped. Once the blob is whole, hf-hub's ordinary download finds it and only links it into the
+//! snapshot. For LFS files (every GGUF on the Hub) the ETag is the file's sha256: we check it
+//! after the download, remembered in a `.verified` sidecar like catalog models.
 
+use std::fs::OpenOptions;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use hf_hub::progress::{DownloadEvent, FileStatus, ProgressEvent, ProgressHandler};
-use hf_hub::{HFClient, HFClientSync, HFError};
+use hf_hub::{HFClient, HFClientSync, HFError, HFRepositorySync, RepoTypeModel};
 
 use crate::catalog::is_sha256_hex;
 use crate::{
@@ -73,11 +78,26 @@ pub(crate) fn resolve(
         }
     }
 
-    let (result, transferred) = with_progress(spec, progress, |handler| {
+    let hub_cache = opts.model_dir().join(HF_CACHE_SUBDIR);
+    let (result, transferred) = with_progress(spec, progress, |tx| {
+        let meta = repo
+            .get_file_metadata()
+            .filepath(spec.file.clone())
+            .maybe_revision(spec.revision.as_deref())
+            .send()?;
+        let blob = hub_cache
+            .join(format!("models--{}--{}", spec.owner, spec.repo))
+            .join("blobs")
+            .join(&meta.etag);
+        if !blob.exists() {
+            let partial = PathBuf::from(format!("{}.incomplete", blob.display()));
+            download_ranges(&repo, spec, meta.file_size, &partial, &tx)?;
+            std::fs::rename(&partial, &blob)?;
+        }
+        // The blob is whole: hf-hub links it into the snapshot without downloading it again.
         repo.download_file()
             .filename(spec.file.clone())
             .maybe_revision(spec.revision.clone())
-            .progress(handler)
             .send()
     });
     let path = result.map_err(|e| hub_error(spec, &endpoint, e))?;
@@ -95,15 +115,65 @@ pub(crate) fn download_to_dir(
     let endpoint = endpoint(opts);
     let client = client(spec, opts, &endpoint)?;
     let repo = client.model(spec.owner.clone(), spec.repo.clone());
-    let (result, _) = with_progress(spec, progress, |handler| {
-        repo.download_file()
+    let file_name = Path::new(&spec.file).file_name().unwrap_or_default().to_string_lossy();
+    let partial = dest_dir.join(format!("{}{file_name}.partial", crate::cache::TMP_PREFIX));
+    let (result, _) = with_progress(spec, progress, |tx| {
+        let meta = repo
+            .get_file_metadata()
+            .filepath(spec.file.clone())
+            .maybe_revision(spec.revision.as_deref())
+            .send()?;
+        download_ranges(&repo, spec, meta.file_size, &partial, &tx)
+    });
+    result.map_err(|e| hub_error(spec, &endpoint, e))?;
+    Ok(partial)
+}
+
+/// Bytes asked for per ranged request. An interrupted download keeps every whole chunk it
+/// received; progress is still reported within a chunk.
+const CHUNK_BYTES: u64 = 16 << 20;
+
+/// Bring `partial` up to the file's `size` bytes, continuing from what it already holds.
+fn download_ranges(
+    repo: &HFRepositorySync<RepoTypeModel>,
+    spec: &HfSpec,
+    size: u64,
+    partial: &Path,
+    tx: &mpsc::Sender<Progress>,
+) -> Result<(), HFError> {
+    if let Some(parent) = partial.parent() {
+        std::fs::create_dir_all(parent)?;
+    }
+    let mut file = OpenOptions::new().create(true).append(true).open(partial)?;
+    let mut done = file.metadata()?.len();
+    if done > size {
+        // Left by a different version of the file: start again.
+        file.set_len(0)?;
+        done = 0;
+    }
+    let total = (size > 0).then_some(size);
+    let _ = tx.send(Progress::Transferring { bytes_done: done, bytes_total: total });
+    while done < size {
+        let end = (done + CHUNK_BYTES).min(size);
+        let bytes = repo
+            .download_file_to_bytes()
             .filename(spec.file.clone())
             .maybe_revision(spec.revision.clone())
-            .local_dir(dest_dir.to_path_buf())
-            .progress(handler)
-            .send()
-    });
-    result.map_err(|e| hub_error(spec, &endpoint, e))
+            .range(done..end)
+            .progress(Forward { tx: tx.clone(), offset: done, total })
+            .send()?;
+        if bytes.len() as u64 != end - done {
+            return Err(HFError::Io(std::io::Error::other(format!(
+                "the server sent {} bytes for bytes {done}..{end} of {} (it must honour HTTP ranges)",
+                bytes.len(),
+                spec.file
+            ))));
+        }
+        file.write_all(&bytes)?;
+        done = end;
+    }
+    file.sync_all()?;
+    Ok(())
 }
 
 /// Verify (when the Hub gave a sha256 ETag) and describe a downloaded file.
@@ -157,31 +227,30 @@ fn finish(
     })
 }
 
-/// Forwards hf-hub's events (on its runtime thread) to our channel.
-struct Forward(mpsc::Sender<Progress>);
+/// Forwards hf-hub's events for one ranged request (on its runtime thread) to our channel, as
+/// bytes of the whole file: `offset` bytes were there before this request.
+struct Forward {
+    tx: mpsc::Sender<Progress>,
+    offset: u64,
+    total: Option<u64>,
+}
 
 impl ProgressHandler for Forward {
     fn on_progress(&self, event: &ProgressEvent) {
-        let p = match event {
+        let received = match event {
             ProgressEvent::Download(DownloadEvent::Progress { files }) => match files.last() {
-                // Only bytes actually received: a cache hit reports `Complete` alone.
-                Some(f) if f.status == FileStatus::InProgress => Progress::Transferring {
-                    bytes_done: f.bytes_completed,
-                    bytes_total: (f.total_bytes > 0).then_some(f.total_bytes),
-                },
+                Some(f) if f.status == FileStatus::InProgress => f.bytes_completed,
                 _ => return,
             },
-            ProgressEvent::Download(DownloadEvent::AggregateProgress {
-                bytes_completed,
-                total_bytes,
-                ..
-            }) => Progress::Transferring {
-                bytes_done: *bytes_completed,
-                bytes_total: (*total_bytes > 0).then_some(*total_bytes),
-            },
+            ProgressEvent::Download(DownloadEvent::AggregateProgress { bytes_completed, .. }) => {
+                *bytes_completed
+            }
             _ => return,
         };
-        let _ = self.0.send(p);
+        let _ = self.tx.send(Progress::Transferring {
+            bytes_done: self.offset + received,
+            bytes_total: self.total,
+        });
     }
 }
 
@@ -191,7 +260,7 @@ impl ProgressHandler for Forward {
 fn with_progress<T: Send>(
     spec: &HfSpec,
     progress: &mut dyn FnMut(Progress),
-    call: impl FnOnce(Forward) -> Result<T, HFError> + Send,
+    call: impl FnOnce(mpsc::Sender<Progress>) -> Result<T, HFError> + Send,
 ) -> (Result<T, HFError>, bool) {
     let (tx, rx) = mpsc::channel::<Progress>();
     let mut transferred = false;
@@ -215,7 +284,7 @@ fn with_progress<T: Send>(
         }
     };
     let result = std::thread::scope(|s| {
-        let handle = s.spawn(move || call(Forward(tx)));
+        let handle = s.spawn(move || call(tx));
         loop {
             match rx.recv_timeout(Duration::from_millis(100)) {
                 Ok(first) => {

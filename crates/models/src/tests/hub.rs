@@ -21,6 +21,8 @@ const LIFETIME: Duration = Duration::from_secs(120);
 struct Counts {
     head: AtomicUsize,
     get: AtomicUsize,
+    /// The GET (counted from 1) whose body the server cuts off halfway, as a dropped link would.
+    cut_get: AtomicUsize,
 }
 
 struct HubServer {
@@ -75,6 +77,13 @@ impl HubServer {
     fn heads(&self) -> usize {
         self.counts.head.load(Ordering::SeqCst)
     }
+    fn cut_get(&self, n: usize) {
+        self.counts.cut_get.store(n, Ordering::SeqCst)
+    }
+    fn ranges(&self) -> Vec<String> {
+        let log = self.log.lock().unwrap();
+        log.iter().filter_map(|l| l.split_once(" range=").map(|(_, r)| r.to_string())).collect()
+    }
 }
 
 impl Drop for HubServer {
@@ -118,14 +127,16 @@ fn serve(
         .next()
         .unwrap_or("")
         .to_string();
-    log.lock().unwrap().push(format!("{method} {path}"));
+    let range = headers.get("range").map(|r| format!(" range={r}")).unwrap_or_default();
+    log.lock().unwrap().push(format!("{method} {path}{range}"));
     let mut out = stream;
     let is_head = method == "HEAD";
-    match method.as_str() {
-        "HEAD" => counts.head.fetch_add(1, Ordering::SeqCst),
-        "GET" => counts.get.fetch_add(1, Ordering::SeqCst),
+    let nth = match method.as_str() {
+        "HEAD" => counts.head.fetch_add(1, Ordering::SeqCst) + 1,
+        "GET" => counts.get.fetch_add(1, Ordering::SeqCst) + 1,
         _ => 0,
     };
+    let cut = !is_head && nth == counts.cut_get.load(Ordering::SeqCst);
     let Some((body, etag)) = files.get(&path) else {
         let msg = "Entry not found";
         write!(
@@ -160,6 +171,12 @@ fn serve(
         "HTTP/1.1 {status}\r\n{common}{range_header}content-type: application/octet-stream\r\ncontent-length: {}\r\n\r\n",
         slice.len()
     )?;
+    if cut {
+        // Promise the whole slice, send half, hang up.
+        out.write_all(&slice[..slice.len() / 2])?;
+        out.flush()?;
+        return out.shutdown(std::net::Shutdown::Both);
+    }
     if !is_head {
         out.write_all(slice)?;
     }
@@ -407,4 +424,46 @@ fn catalog_entry_fetched_from_the_hub() {
         .filter(|e| e.file_name().to_string_lossy().starts_with(TMP_PREFIX))
         .collect();
     assert!(leftovers.is_empty());
+}
+
+#[test]
+fn hub_download_resumes_after_a_dropped_connection() {
+    // Three ranged requests' worth; the second is cut off halfway.
+    let content = bytes(2 * (16 << 20) + 12_345, 7);
+    let sha = sha_hex(&content);
+    let server = HubServer::start(HashMap::from([(
+        "/test-org/tiny-GGUF/resolve/main/big.gguf".to_string(),
+        (content.clone(), sha.clone()),
+    )]));
+    server.cut_get(2);
+    let dir = tempfile::tempdir().unwrap();
+    let opts = hub_opts(&server, dir.path());
+    let spec = ModelSpec::Hf(spec("big.gguf"));
+
+    let err = resolve(&spec, &opts, &mut |_| {}).unwrap_err();
+    assert!(matches!(err, Error::Hub { .. }), "{err}");
+    let partial = dir
+        .path()
+        .join(HF_CACHE_SUBDIR)
+        .join("models--test-org--tiny-GGUF/blobs")
+        .join(format!("{sha}.incomplete"));
+    assert_eq!(fs::metadata(&partial).unwrap().len(), 16 << 20, "the first whole chunk is kept");
+
+    let mut events = Vec::new();
+    let r = resolve(&spec, &opts, &mut |p| events.push(p)).expect("resumed download");
+    assert!(fs::read(&r.path).unwrap() == content, "resumed file differs");
+    assert_eq!(r.sha256.as_deref(), Some(sha.as_str()));
+    assert!(!partial.exists());
+    let ranges = server.ranges();
+    assert_eq!(ranges.first().map(String::as_str), Some("bytes=0-16777215"), "{ranges:?}");
+    // The retry starts at the first byte it lacks, never at 0 again.
+    let after_cut = &ranges[2..];
+    assert!(after_cut.first().is_some_and(|r| r == "bytes=16777216-33554431"), "{ranges:?}");
+    assert!(after_cut.iter().all(|r| !r.starts_with("bytes=0-")), "{ranges:?}");
+    // Progress continues from the bytes already there.
+    let first = events.iter().find_map(|e| match e {
+        Progress::Transferring { bytes_done, .. } => Some(*bytes_done),
+        _ => None,
+    });
+    assert_eq!(first, Some(16 << 20), "{events:?}");
 }
