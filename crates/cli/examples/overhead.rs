@@ -4,18 +4,27 @@
 //!
 //! ```text
 //! cargo build --release -p lx-cli && cargo run --release -p lx-cli --example overhead -- \
-//!     [--backend llama|candle] [--threads 2] [--rounds 5] [--prompt N] [--gen N]
+//!     [--backend llama|candle] [--threads 2] [--rounds 5] [--prompt N] [--gen N] \
+//!     [--reference bare|llama-cpp-python] [--python PATH]
 //! ```
 //! The bare loops: llama-cpp-2 in a context shaped like the worker's; for candle, our model
 //! code driven directly (`lx_backend_candle::bare::BareLoop`). Defaults: llama.cpp prompt
 //! 512 and 128 output tokens, candle prompt 256 and 64.
+//!
+//! `--reference llama-cpp-python` compares our llama.cpp backend with an independent native
+//! build of llama.cpp instead: llama-cpp-python compiled from source (scripts/llama-cpp-python
+//! builds it; `--python` defaults to its interpreter), driven by the same bare greedy loop in
+//! `llama_cpp_python_loop.py`, in its own process so both sides load their own llama.cpp.
 //!
 //! Prints medians and the ratios engine ÷ bare (target: ≥ 0.97 for prefill and decode
 //! tok/s; TTFT overhead under 2 ms at 64 prompt tokens). Run it on an idle machine: the
 //! backends' threads spin-wait, and any other busy process moves these figures more than
 //! the harness does.
 
+use std::io::{BufRead, BufReader, Write};
 use std::num::NonZeroU32;
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use llama_cpp_2::context::params::LlamaContextParams;
@@ -95,6 +104,68 @@ fn bare(b: &mut dyn Bare, prompt: &[TokenId], gen: usize) -> Sample {
     }
 }
 
+/// The llama-cpp-python loop in a child process: one JSON line per request each way.
+struct PythonLoop {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: BufReader<ChildStdout>,
+    /// Its llama-cpp-python version and llama.cpp's CPU feature line, for the report.
+    about: String,
+}
+
+impl PythonLoop {
+    fn start(python: &str, model: &std::path::Path, threads: usize, load: &LoadSpec) -> anyhow::Result<PythonLoop> {
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/llama_cpp_python_loop.py");
+        let mut child = Command::new(python)
+            .arg(&script)
+            .arg(model)
+            .args(["--threads", &threads.to_string(), "--ctx", &load.ctx_per_slot.to_string(), "--batch", &load.max_batch_tokens.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn()
+            .map_err(|e| anyhow::anyhow!("cannot start {python} (build it with scripts/llama-cpp-python, or pass --python): {e}"))?;
+        let stdin = child.stdin.take().expect("piped");
+        let mut stdout = BufReader::new(child.stdout.take().expect("piped"));
+        let mut line = String::new();
+        stdout.read_line(&mut line)?;
+        let ready: serde_json::Value = serde_json::from_str(&line).map_err(|_| anyhow::anyhow!("llama-cpp-python loop did not start (see its stderr above)"))?;
+        let about = format!("llama-cpp-python {} ({})", ready["version"].as_str().unwrap_or("?"), ready["system"].as_str().unwrap_or("?"));
+        Ok(PythonLoop { child, stdin, stdout, about })
+    }
+
+    fn run(&mut self, prompt: &[TokenId], gen: usize) -> Sample {
+        let request = serde_json::json!({ "prompt": prompt, "gen": gen });
+        writeln!(self.stdin, "{request}").and_then(|_| self.stdin.flush()).expect("llama-cpp-python loop exited");
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).expect("llama-cpp-python loop exited");
+        let v: serde_json::Value = serde_json::from_str(&line).expect("llama-cpp-python loop answered garbage");
+        let f = |k: &str| v[k].as_f64().expect("figure");
+        Sample { ttft_ms: f("ttft_ms"), prefill_tps: f("prefill_tps"), decode_tps: f("decode_tps") }
+    }
+}
+
+impl Drop for PythonLoop {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// What the engine is measured against.
+enum Reference<'m> {
+    Bare(Box<dyn Bare + 'm>),
+    Python(PythonLoop),
+}
+
+impl Reference<'_> {
+    fn run(&mut self, prompt: &[TokenId], gen: usize) -> Sample {
+        match self {
+            Reference::Bare(b) => bare(b.as_mut(), prompt, gen),
+            Reference::Python(p) => p.run(prompt, gen),
+        }
+    }
+}
+
 fn engine(worker: &mut Worker, prompt: &[TokenId], gen: u32) -> Sample {
     let spec = PointSpec { prompt_tokens: prompt.len() as u32, max_tokens: gen, concurrency: 1, requests: 1, warmup: 0, stop_at_eos: false, top_logprobs: 0 };
     let run = run_closed_loop(worker, &spec, &|_| prompt.to_vec(), &[], &RunControl::default(), &mut Quiet);
@@ -115,6 +186,11 @@ fn main() -> anyhow::Result<()> {
     let backend = lx_backends::canonical(&value("--backend").unwrap_or_else(|| "llama".into()))?;
     let threads = flag("--threads", lx_engine::hardware::physical_cores());
     let rounds = flag("--rounds", 5);
+    let python_reference = match value("--reference").as_deref() {
+        None | Some("bare") => false,
+        Some("llama-cpp-python") if backend == "llama" => true,
+        Some(other) => anyhow::bail!("--reference {other}: use bare, or llama-cpp-python with --backend llama"),
+    };
     let (long, gen) = match backend {
         "llama" => (flag("--prompt", 512), flag("--gen", 128)),
         "candle" => (flag("--prompt", 256), flag("--gen", 64)),
@@ -138,7 +214,10 @@ fn main() -> anyhow::Result<()> {
     // The bare loop, in this process, with the worker's context size and threads.
     let rt;
     let model;
-    let mut bare_loop: Box<dyn Bare> = if backend == "llama" {
+    let mut reference = if python_reference {
+        let default = std::env::var("HOME").map(|h| format!("{h}/.cache/latency-explorer/tools/llama-cpp-python/bin/python")).unwrap_or_default();
+        Reference::Python(PythonLoop::start(&value("--python").unwrap_or(default), &model_spec.path, threads, &load)?)
+    } else if backend == "llama" {
         rt = LlamaBackend::init()?;
         llama_cpp_2::send_logs_to_tracing(llama_cpp_2::LogOptions::default().with_logs_enabled(false));
         model = LlamaModel::load_from_file(&rt, &model_spec.path, &LlamaModelParams::default())?;
@@ -150,16 +229,23 @@ fn main() -> anyhow::Result<()> {
             .with_kv_unified(false)
             .with_n_threads(threads as i32)
             .with_n_threads_batch(threads as i32);
-        Box::new(LlamaBare { ctx: model.new_context(&rt, params)?, batch: LlamaBatch::new(load.max_batch_tokens, 1) })
+        Reference::Bare(Box::new(LlamaBare { ctx: model.new_context(&rt, params)?, batch: LlamaBatch::new(load.max_batch_tokens, 1) }))
     } else {
         lx_backend_candle::set_thread_env(threads);
         // The worker's weight format on the CPU.
-        Box::new(BareLoop::load(&model_spec.path, load.ctx_per_slot, lx_backend_candle::WeightFormat::F16)?)
+        Reference::Bare(Box::new(BareLoop::load(&model_spec.path, load.ctx_per_slot, lx_backend_candle::WeightFormat::F16)?))
+    };
+    let reference_name = match &reference {
+        Reference::Bare(_) => "bare loop".to_string(),
+        Reference::Python(p) => {
+            println!("reference: {}", p.about);
+            "llama-cpp-python".to_string()
+        }
     };
     let worker_info = worker.info().clone();
 
     // Warm both paths once.
-    bare(bare_loop.as_mut(), &short_prompt, 8);
+    reference.run(&short_prompt, 8);
     engine(&mut worker, &short_prompt, 8);
 
     let (mut b, mut e, mut b64, mut e64, mut ttft_diffs) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -167,11 +253,11 @@ fn main() -> anyhow::Result<()> {
         // Alternate which goes first, so drift on a shared machine hits both alike.
         let mut pair = |first_bare: bool, worker: &mut Worker, p: &[TokenId], g: usize| {
             if first_bare {
-                let x = bare(bare_loop.as_mut(), p, g);
+                let x = reference.run(p, g);
                 (x, engine(worker, p, g as u32))
             } else {
                 let y = engine(worker, p, g as u32);
-                (bare(bare_loop.as_mut(), p, g), y)
+                (reference.run(p, g), y)
             }
         };
         let (x, y) = pair(round % 2 == 0, &mut worker, &long_prompt, gen);
@@ -189,7 +275,7 @@ fn main() -> anyhow::Result<()> {
     }
     let m = |v: &[Sample], f: fn(&Sample) -> f64| median(v.iter().map(f).collect());
     println!("{} on {}: threads {threads}, prompt {long}, output {gen}, concurrency 1, {rounds} rounds (medians)\n", worker_info.version, worker_info.device);
-    println!("| figure | bare loop | engine + worker | engine ÷ bare |");
+    println!("| figure | {reference_name} | engine + worker | engine ÷ reference |");
     println!("| --- | ---: | ---: | ---: |");
     let pf = (m(&b, |s| s.prefill_tps), m(&e, |s| s.prefill_tps));
     let dc = (m(&b, |s| s.decode_tps), m(&e, |s| s.decode_tps));
