@@ -4,7 +4,8 @@
 // mean of the two headless runs. Run by scripts/app-bench under Xvfb.
 //
 // Environment: LX_APP and LX_CLI (binaries, required); BENCH_PROMPT (256), BENCH_CONC (1),
-// BENCH_MAX (64), BENCH_REQUESTS (24), BENCH_TOLERANCE (0.05), TAURI_DRIVER.
+// BENCH_MAX (64), BENCH_REQUESTS (24), BENCH_THREADS (0: all physical cores),
+// BENCH_TOLERANCE (0.05), TAURI_DRIVER.
 
 import { connect } from "node:net";
 import { spawn, spawnSync } from "node:child_process";
@@ -19,6 +20,7 @@ const P = Number(process.env.BENCH_PROMPT ?? 256);
 const C = Number(process.env.BENCH_CONC ?? 1);
 const M = Number(process.env.BENCH_MAX ?? 64);
 const R = Number(process.env.BENCH_REQUESTS ?? 24);
+const T = Number(process.env.BENCH_THREADS ?? 0);
 const TOL = Number(process.env.BENCH_TOLERANCE ?? 0.05);
 const DRIVER = process.env.TAURI_DRIVER ?? path.join(homedir(), ".cargo/bin/tauri-driver");
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -49,7 +51,7 @@ for (const [name, file] of [["LX_APP", APP], ["LX_CLI", CLI]]) {
 
 function headless(label) {
   const out = path.join(mkdtempSync(path.join(tmpdir(), "lx-bench-")), "run.json");
-  const args = ["sweep", "--backend", "llama", "--policy", "continuous", "--prompt-tokens", P, "--concurrency", C, "--max-tokens", M, "--requests", R, "--warmup", Math.max(C, 2), "--format", "csv", "--out", out].map(String);
+  const args = ["sweep", "--backend", "llama", "--policy", "continuous", "--prompt-tokens", P, "--concurrency", C, "--max-tokens", M, "--requests", R, "--warmup", Math.max(C, 2), ...(T > 0 ? ["--threads", T] : []), "--format", "csv", "--out", out].map(String);
   console.error(`${label}: ${CLI} ${args.join(" ")}`);
   const r = spawnSync(CLI, args, { stdio: ["ignore", "ignore", "inherit"] });
   if (r.status !== 0) throw new Error(`lx sweep failed with status ${r.status}`);
@@ -67,7 +69,7 @@ async function live() {
         if (i > 600) throw new Error("the model did not open");
         await sleep(500);
       }
-      await b.execute((p, c, m) => {
+      await b.execute((p, c, m, t) => {
         const set = (sel, v, ev) => {
           const el = document.querySelector(sel);
           el.value = String(v);
@@ -78,7 +80,8 @@ async function live() {
         set('[data-testid="prompt-tokens"]', p, "change");
         set('[data-testid="concurrency-slider"]', c, "input");
         set('[data-testid="policy"]', "continuous", "change");
-      }, P, C, M);
+        set('[data-testid="threads"]', t, "change");
+      }, P, C, M, T);
       await sleep(500);
       await b.execute(() => document.querySelector('[data-testid="go-live"]').click());
       const start = Date.now();
@@ -110,7 +113,7 @@ const rows = ["ttft", "decode", "throughput"].map((k) => {
   return { figure: k, before: a[k], app: app[k], after: z[k], deviation: (app[k] - base) / base, noise: Math.abs(a[k] - z[k]) / base };
 });
 const fmt = (v) => (Math.abs(v) >= 100 ? v.toFixed(0) : v.toFixed(2));
-console.log(`\nsetting: llama.cpp, continuous, ${P}-token prompts, ${C} client(s), ${M} output tokens, ${R} requests per measurement`);
+console.log(`\nsetting: llama.cpp, continuous, ${P}-token prompts, ${C} client(s), ${M} output tokens, ${T > 0 ? T : "all physical cores'"} threads, ${R} requests per measurement`);
 console.log("| figure | lx sweep before | app, drawing live | lx sweep after | app vs headless mean | headless before vs after |");
 console.log("| --- | ---: | ---: | ---: | ---: | ---: |");
 const unit = { ttft: "TTFT p50 (ms)", decode: "decode p50 (tok/s)", throughput: "throughput (tok/s)" };

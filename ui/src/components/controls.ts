@@ -48,7 +48,7 @@ export class Controls {
   private policySelect = h("select", { "aria-label": "scheduling policy", "data-testid": "policy" }, ...POLICIES.map((p) => h("option", { value: p }, p))) as HTMLSelectElement;
   private policyHelp = h("span", { class: "muted small" });
   private chunkInput = h("input", { type: "number", min: 16, max: 8192, step: 16, class: "exact", "aria-label": "chunk tokens (chunked policy)" }) as HTMLInputElement;
-  private threadsInput = h("input", { type: "number", min: 0, max: 512, step: 1, class: "exact", "aria-label": "compute threads, 0 for all physical cores" }) as HTMLInputElement;
+  private threadsInput = h("input", { type: "number", min: 0, max: 512, step: 1, class: "exact", "data-testid": "threads", "aria-label": "compute threads, 0 for all physical cores" }) as HTMLInputElement;
   private timer: number | null = null;
   private lastSent = 0;
 
