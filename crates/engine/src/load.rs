@@ -381,10 +381,46 @@ impl Default for RunControl {
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
+/// What serves a point's requests. Today a worker process running our scheduler; a remote
+/// server that takes whole requests and schedules them itself can be another, because the
+/// driver below only submits, cancels and listens, and takes every stamp that matters (submit,
+/// each token's receipt) on this side. Phase stamps a target reports (admit, prefill, passes)
+/// are on its own clock, which `to_local` maps onto ours.
+pub trait Target {
+    fn submit(&mut self, request: WorkRequest) -> Result<(), WorkerError>;
+    /// Ask for a request to end early; it still ends with a `Finished` or `Failed` event.
+    fn cancel(&mut self, id: u64);
+    /// The next reply within `timeout`, with the instant it was received.
+    fn recv(&mut self, timeout: Duration) -> Result<Option<(Instant, Reply)>, WorkerError>;
+    /// Give up on a target that stopped answering.
+    fn kill(&mut self);
+    /// A stamp on the target's clock (nanoseconds), as an instant on ours.
+    fn to_local(&self, target_ns: u64) -> Instant;
+}
+
+impl Target for Worker {
+    fn submit(&mut self, request: WorkRequest) -> Result<(), WorkerError> {
+        Worker::submit(self, request)
+    }
+    fn cancel(&mut self, id: u64) {
+        // A worker that is gone cannot cancel; its exit ends the request anyway.
+        let _ = self.send(&Command::Cancel { id });
+    }
+    fn recv(&mut self, timeout: Duration) -> Result<Option<(Instant, Reply)>, WorkerError> {
+        Worker::recv(self, timeout)
+    }
+    fn kill(&mut self) {
+        Worker::kill(self)
+    }
+    fn to_local(&self, target_ns: u64) -> Instant {
+        Worker::to_local(self, target_ns)
+    }
+}
+
 /// Run one closed-loop point: warm-up first, then the measured requests. `prompt(i)`
 /// gives the ids of the i-th request's prompt.
 pub fn run_closed_loop(
-    worker: &mut Worker,
+    worker: &mut dyn Target,
     spec: &PointSpec,
     prompt: &dyn Fn(usize) -> Vec<TokenId>,
     stop_tokens: &[TokenId],
@@ -398,7 +434,7 @@ pub fn run_closed_loop(
 /// at most `concurrency` at a time), then the measured requests. `prompt(draw, i)` gives the
 /// ids of the i-th request's prompt, with the lengths drawn for it.
 pub fn run_point(
-    worker: &mut Worker,
+    worker: &mut dyn Target,
     spec: &PointSpec,
     load: &PointLoad,
     prompt: &dyn Fn(&Draw, usize) -> Vec<TokenId>,
@@ -420,7 +456,7 @@ pub fn run_point(
 type InFlight = HashMap<u64, (Instant, RequestRecord)>;
 
 fn run_phase(
-    worker: &mut Worker,
+    worker: &mut dyn Target,
     spec: &PointSpec,
     load: &PointLoad,
     prompt: &dyn Fn(&Draw, usize) -> Vec<TokenId>,
@@ -443,7 +479,7 @@ fn run_phase(
     let mut cancelling = false;
     let stop_list: Vec<TokenId> = if spec.stop_at_eos { stop_tokens.to_vec() } else { Vec::new() };
 
-    let submit = |worker: &mut Worker, i: usize, submitted: Instant, in_flight: &mut InFlight| -> Result<(), WorkerError> {
+    let submit = |worker: &mut dyn Target, i: usize, submitted: Instant, in_flight: &mut InFlight| -> Result<(), WorkerError> {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let draw = load.draw(spec, i);
         let prompt_ids = prompt(&draw, i);
@@ -471,7 +507,7 @@ fn run_phase(
             cancelling = true;
             run.stopped = true;
             for id in in_flight.keys().copied().collect::<Vec<_>>() {
-                let _ = worker.send(&Command::Cancel { id });
+                worker.cancel(id);
             }
         }
         let sending = |sent: usize| !cancelling && sent < total && deadline.is_none_or(|d| Instant::now() < d);
@@ -613,5 +649,80 @@ mod tests {
         let r = record(&[25.0]);
         assert_eq!(r.decode_tps(), None);
         assert_eq!(r.itl_ms().count(), 0);
+    }
+
+    /// A remote-style target: it schedules each request itself (no passes, no admit stamps)
+    /// and streams tokens at fixed times after submission, as a server would.
+    struct ScriptedServer {
+        first_ms: u64,
+        gap_ms: u64,
+        epoch: Instant,
+        due: Vec<(Instant, Reply)>,
+        submitted: Vec<Instant>,
+    }
+
+    impl ScriptedServer {
+        fn new(first_ms: u64, gap_ms: u64) -> Self {
+            Self { first_ms, gap_ms, epoch: Instant::now(), due: Vec::new(), submitted: Vec::new() }
+        }
+    }
+
+    impl Target for ScriptedServer {
+        fn submit(&mut self, r: WorkRequest) -> Result<(), WorkerError> {
+            let now = Instant::now();
+            self.submitted.push(now);
+            for i in 0..r.max_tokens {
+                let at = now + Duration::from_millis(self.first_ms + self.gap_ms * i as u64);
+                let t = (at - self.epoch).as_nanos() as u64;
+                self.due.push((at, Reply::Event(SchedEvent::Token { id: r.id, step: 0, index: i, token: 7, t, top: Vec::new() })));
+            }
+            let at = self.due.last().expect("max_tokens > 0").0;
+            self.due.push((at, Reply::Event(SchedEvent::Finished { id: r.id, reason: FinishReason::Length, t: 0 })));
+            Ok(())
+        }
+        fn cancel(&mut self, _id: u64) {}
+        fn recv(&mut self, timeout: Duration) -> Result<Option<(Instant, Reply)>, WorkerError> {
+            let Some(i) = (0..self.due.len()).min_by_key(|&i| self.due[i].0) else {
+                std::thread::sleep(timeout);
+                return Ok(None);
+            };
+            let wait = self.due[i].0.saturating_duration_since(Instant::now());
+            if wait > timeout {
+                std::thread::sleep(timeout);
+                return Ok(None);
+            }
+            std::thread::sleep(wait);
+            // Received when it was due: the figures below are then exact.
+            Ok(Some(self.due.remove(i)))
+        }
+        fn kill(&mut self) {}
+        fn to_local(&self, target_ns: u64) -> Instant {
+            self.epoch + Duration::from_nanos(target_ns)
+        }
+    }
+
+    #[test]
+    fn a_target_that_schedules_itself_is_measured_on_the_client_side() {
+        let mut server = ScriptedServer::new(30, 10);
+        let spec = PointSpec { prompt_tokens: 4, max_tokens: 5, concurrency: 2, requests: 4, warmup: 0, stop_at_eos: false, top_logprobs: 0 };
+        let run = run_closed_loop(&mut server, &spec, &|_| vec![1, 2, 3, 4], &[], &RunControl::default(), &mut Quiet);
+        assert_eq!(run.records.len(), 4);
+        assert!(run.worker_error.is_none());
+        for r in &run.records {
+            assert!(r.ok(), "{r:?}");
+            assert_eq!(r.tokens, vec![7; 5]);
+            // Submission is stamped a few microseconds before the server sees it.
+            let ttft = r.ttft_ms().unwrap();
+            assert!((30.0..31.0).contains(&ttft), "TTFT {ttft}");
+            assert!(r.itl_ms().all(|g| (g - 10.0).abs() < 1e-6), "{:?}", r.token_ms);
+            assert!((r.decode_tps().unwrap() - 100.0).abs() < 1e-6);
+            // No passes or phase stamps from such a target: those figures are absent, not zero.
+            assert_eq!((r.queue_ms(), r.prefill_tps()), (None, None));
+        }
+        assert!(run.steps.is_empty());
+        // Closed loop with two clients: the third and fourth requests go out only when the
+        // first two have finished (70 ms after they were sent).
+        let s = &server.submitted;
+        assert!(s[2] >= s[0] + Duration::from_millis(70) && s[3] >= s[1] + Duration::from_millis(70), "{s:?}");
     }
 }
