@@ -7,12 +7,11 @@
 // BENCH_MAX (64), BENCH_REQUESTS (24), BENCH_THREADS (0: all physical cores),
 // BENCH_TOLERANCE (0.05), TAURI_DRIVER.
 
-import { connect } from "node:net";
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync } from "node:fs";
-import { homedir, loadavg, tmpdir } from "node:os";
+import { loadavg, tmpdir } from "node:os";
 import path from "node:path";
-import { remote } from "webdriverio";
+import { openApp, sleep } from "./driver.mjs";
 
 const APP = process.env.LX_APP;
 const CLI = process.env.LX_CLI;
@@ -22,25 +21,6 @@ const M = Number(process.env.BENCH_MAX ?? 64);
 const R = Number(process.env.BENCH_REQUESTS ?? 24);
 const T = Number(process.env.BENCH_THREADS ?? 0);
 const TOL = Number(process.env.BENCH_TOLERANCE ?? 0.05);
-const DRIVER = process.env.TAURI_DRIVER ?? path.join(homedir(), ".cargo/bin/tauri-driver");
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-/** Wait until something listens on `port` (tauri-driver), without asking it anything yet. */
-async function waitForPort(port, timeoutMs) {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const up = await new Promise((res) => {
-      const s = connect(port, "127.0.0.1", () => {
-        s.end();
-        res(true);
-      });
-      s.on("error", () => res(false));
-    });
-    if (up) return;
-    if (Date.now() > end) throw new Error(`nothing listens on port ${port}`);
-    await sleep(200);
-  }
-}
 
 for (const [name, file] of [["LX_APP", APP], ["LX_CLI", CLI]]) {
   if (!file || !existsSync(file)) {
@@ -60,48 +40,45 @@ function headless(label) {
 }
 
 async function live() {
-  const driver = spawn(DRIVER, ["--port", "4444", "--native-driver", "/usr/bin/WebKitWebDriver"], { stdio: "inherit" });
+  const { driver, browser: b } = await openApp(APP, 4444);
   try {
-    await waitForPort(4444, 20_000);
-    const b = await remote({ hostname: "127.0.0.1", port: 4444, logLevel: "warn", capabilities: { "tauri:options": { application: APP } } });
-    try {
-      for (let i = 0; !(await b.execute(() => window.__lx?.model() != null)); i++) {
-        if (i > 600) throw new Error("the model did not open");
-        await sleep(500);
-      }
-      await b.execute((p, c, m, t) => {
-        const set = (sel, v, ev) => {
-          const el = document.querySelector(sel);
-          el.value = String(v);
-          el.dispatchEvent(new Event(ev, { bubbles: true }));
-        };
-        for (const box of document.querySelectorAll('.backend-list input[type="checkbox"]')) if (box.checked !== (box.value === "llama")) box.click();
-        set('[data-testid="max-tokens"]', m, "change");
-        set('[data-testid="prompt-tokens"]', p, "change");
-        set('[data-testid="concurrency-slider"]', c, "input");
-        set('[data-testid="policy"]', "continuous", "change");
-        set('[data-testid="threads"]', t, "change");
-      }, P, C, M, T);
+    for (let i = 0; !(await b.execute(() => window.__lx?.model() != null)); i++) {
+      if (i > 600) throw new Error("the model did not open");
       await sleep(500);
-      await b.execute(() => document.querySelector('[data-testid="go-live"]').click());
-      const start = Date.now();
-      let s = null;
-      while (!s || s.requests < R) {
-        if (Date.now() - start > 30 * 60_000) throw new Error("live mode did not settle enough requests in 30 minutes");
-        await sleep(1000);
-        s = await b.execute((p, c, m) => {
-          const v = [...window.__lx.store.summaries.values()].find((x) => x.key.backend === "llama" && x.key.promptTokens === p && x.key.concurrency === c && x.key.maxTokens === m && x.key.policy === "continuous");
-          return v ? { ttft: v.ttftMs.p50, decode: v.decodeTps.p50, throughput: v.throughputTps, requests: v.requests } : null;
-        }, P, C, M);
-      }
-      await b.execute(() => document.querySelector('[data-testid="go-live"]').click());
-      await sleep(2000);
-      return s;
-    } finally {
-      await b.deleteSession().catch(() => undefined);
     }
+    await b.execute((p, c, m, t) => {
+      const set = (sel, v, ev) => {
+        const el = document.querySelector(sel);
+        el.value = String(v);
+        el.dispatchEvent(new Event(ev, { bubbles: true }));
+      };
+      for (const box of document.querySelectorAll('.backend-list input[type="checkbox"]')) if (box.checked !== (box.value === "llama")) box.click();
+      set('[data-testid="max-tokens"]', m, "change");
+      set('[data-testid="prompt-tokens"]', p, "change");
+      set('[data-testid="concurrency-slider"]', c, "input");
+      set('[data-testid="policy"]', "continuous", "change");
+      set('[data-testid="threads"]', t, "change");
+    }, P, C, M, T);
+    await sleep(500);
+    await b.execute(() => document.querySelector('[data-testid="go-live"]').click());
+    const start = Date.now();
+    let s = null;
+    while (!s || s.requests < R) {
+      if (Date.now() - start > 30 * 60_000) throw new Error("live mode did not settle enough requests in 30 minutes");
+      await sleep(1000);
+      s = await b.execute((p, c, m) => {
+        const v = [...window.__lx.store.summaries.values()].find((x) => x.key.backend === "llama" && x.key.promptTokens === p && x.key.concurrency === c && x.key.maxTokens === m && x.key.policy === "continuous");
+        return v ? { ttft: v.ttftMs.p50, decode: v.decodeTps.p50, throughput: v.throughputTps, requests: v.requests } : null;
+      }, P, C, M);
+    }
+    await b.execute(() => document.querySelector('[data-testid="go-live"]').click());
+    await sleep(2000);
+    return s;
   } finally {
+    await b.deleteSession().catch(() => undefined);
     driver.kill();
+    // WebKitWebDriver does not always close the app (nor its worker, the same binary).
+    spawnSync("pkill", ["-f", APP]);
   }
 }
 

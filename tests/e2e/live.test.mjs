@@ -12,41 +12,20 @@
 // Environment: LX_APP (the app binary, required), LX_E2E_ARTIFACTS (screenshots; default
 // tests/e2e/artifacts), TAURI_DRIVER (default: tauri-driver on PATH or in ~/.cargo/bin).
 
-import { connect } from "node:net";
-import { spawn, spawnSync } from "node:child_process";
+import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
-import { homedir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { remote } from "webdriverio";
+import { openApp, sleep } from "./driver.mjs";
 
 const APP = process.env.LX_APP;
 const ARTIFACTS = process.env.LX_E2E_ARTIFACTS ?? path.join(import.meta.dirname, "artifacts");
-const DRIVER = process.env.TAURI_DRIVER ?? (existsSync(path.join(homedir(), ".cargo/bin/tauri-driver")) ? path.join(homedir(), ".cargo/bin/tauri-driver") : "tauri-driver");
 const PORT = Number(process.env.LX_E2E_PORT ?? 4444);
 
 let driver;
 let browser;
 
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-
-/** Wait until something listens on `port` (tauri-driver), without asking it anything yet. */
-async function waitForPort(port, timeoutMs) {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const up = await new Promise((res) => {
-      const s = connect(port, "127.0.0.1", () => {
-        s.end();
-        res(true);
-      });
-      s.on("error", () => res(false));
-    });
-    if (up) return;
-    if (Date.now() > end) throw new Error(`nothing listens on port ${port}`);
-    await sleep(200);
-  }
-}
 
 /** Poll `f` (run in the page) until `ok(value)`; fail with `what` and the last value. */
 async function until(what, f, ok, timeoutMs = 60_000, args = []) {
@@ -139,17 +118,8 @@ const median = (xs) => {
 describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
   before(async () => {
     assert.ok(APP && existsSync(APP), `LX_APP must name the built app binary (got ${APP})`);
-    driver = spawn(DRIVER, ["--port", String(PORT), "--native-driver", "/usr/bin/WebKitWebDriver"], { stdio: ["ignore", "inherit", "inherit"] });
-    driver.on("error", (e) => console.error(`tauri-driver: ${e}`));
-    await waitForPort(PORT, 20_000);
     const t0 = Date.now();
-    browser = await remote({
-      hostname: "127.0.0.1",
-      port: PORT,
-      logLevel: "warn",
-      connectionRetryTimeout: 120_000,
-      capabilities: { "tauri:options": { application: APP } },
-    });
+    ({ driver, browser } = await openApp(APP, PORT));
     // The window shows at once (the session opens when the page has loaded)...
     const ui = await until("the interface", () => document.querySelector('[data-testid="go-live"]') !== null, (v) => v === true, 30_000);
     assert.ok(ui);

@@ -187,19 +187,18 @@ impl Worker {
     }
 
     fn expect_reply(&mut self, deadline: Instant) -> Result<Reply, WorkerError> {
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            match self.replies.recv_timeout(left) {
-                Ok(Received::Reply(_, Reply::Error { error })) => return Err(WorkerError::Unexpected(error)),
-                Ok(Received::Reply(_, reply)) => return Ok(reply),
-                Ok(Received::Gone(_)) | Err(RecvTimeoutError::Disconnected) => {
-                    self.gone = true;
-                    return Err(WorkerError::Died(self.exit_reason()));
-                }
-                Err(RecvTimeoutError::Timeout) => {
-                    self.kill();
-                    return Err(WorkerError::Hung(deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1))));
-                }
+        let left = deadline.saturating_duration_since(Instant::now());
+        match self.replies.recv_timeout(left) {
+            Ok(Received::Reply(_, Reply::Error { error })) => Err(WorkerError::Unexpected(error)),
+            Ok(Received::Reply(_, reply)) => Ok(reply),
+            Ok(Received::Gone(_)) | Err(RecvTimeoutError::Disconnected) => {
+                self.gone = true;
+                Err(WorkerError::Died(self.exit_reason()))
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                self.kill();
+                // How long this wait lasted (not what is left of the deadline: nothing).
+                Err(WorkerError::Hung(left.max(Duration::from_millis(1))))
             }
         }
     }

@@ -1,0 +1,52 @@
+// What the e2e test and the perturbation benchmark share: starting tauri-driver (which starts
+// WebKitWebDriver, which starts the app) and opening a WebDriver session on the app.
+
+import { connect } from "node:net";
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { homedir } from "node:os";
+import path from "node:path";
+import { remote } from "webdriverio";
+
+const cargoDriver = path.join(homedir(), ".cargo/bin/tauri-driver");
+/** tauri-driver: $TAURI_DRIVER, else the one `cargo install` put in ~/.cargo/bin, else PATH. */
+export const DRIVER = process.env.TAURI_DRIVER ?? (existsSync(cargoDriver) ? cargoDriver : "tauri-driver");
+
+export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** Wait until something listens on `port` (tauri-driver), without asking it anything yet. */
+export async function waitForPort(port, timeoutMs) {
+  const end = Date.now() + timeoutMs;
+  for (;;) {
+    const up = await new Promise((res) => {
+      const s = connect(port, "127.0.0.1", () => {
+        s.end();
+        res(true);
+      });
+      s.on("error", () => res(false));
+    });
+    if (up) return;
+    if (Date.now() > end) throw new Error(`nothing listens on port ${port}`);
+    await sleep(200);
+  }
+}
+
+/** Start tauri-driver on `port` and open a session on the app binary `app`. */
+export async function openApp(app, port) {
+  const driver = spawn(DRIVER, ["--port", String(port), "--native-driver", "/usr/bin/WebKitWebDriver"], { stdio: ["ignore", "inherit", "inherit"] });
+  driver.on("error", (e) => console.error(`tauri-driver: ${e}`));
+  try {
+    await waitForPort(port, 20_000);
+    const browser = await remote({
+      hostname: "127.0.0.1",
+      port,
+      logLevel: "warn",
+      connectionRetryTimeout: 120_000,
+      capabilities: { "tauri:options": { application: app } },
+    });
+    return { driver, browser };
+  } catch (e) {
+    driver.kill();
+    throw e;
+  }
+}
