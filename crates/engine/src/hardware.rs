@@ -13,6 +13,10 @@ pub struct HardwareReport {
     pub arch: String,
     /// CPU features the measured builds may use (x86: avx2, avx512f, fma...; Arm: neon...).
     pub cpu_features: Vec<String>,
+    /// GPUs the operating system shows, whatever the backends make of them (so a GPU that a
+    /// CPU-only build ignores is still visible). Empty when none was found.
+    #[serde(default)]
+    pub gpus: Vec<String>,
     /// Devices each backend can see, e.g. ("llama", ["CPU: AMD EPYC ..."]). Filled by the binary,
     /// which knows the backends.
     pub backend_devices: Vec<(String, Vec<String>)>,
@@ -27,6 +31,7 @@ pub fn probe() -> HardwareReport {
             .with_memory(MemoryRefreshKind::nothing().with_ram()),
     );
     let cpu = sys.cpus().first().map(|c| c.brand().trim().to_string()).unwrap_or_default();
+    let gpus = gpus(&cpu);
     HardwareReport {
         cpu: if cpu.is_empty() { "unknown CPU".into() } else { cpu },
         physical_cores: physical_cores(),
@@ -41,8 +46,91 @@ pub fn probe() -> HardwareReport {
         .to_string(),
         arch: std::env::consts::ARCH.into(),
         cpu_features: cpu_features(),
+        gpus,
         backend_devices: Vec::new(),
     }
+}
+
+/// GPUs, found without any GPU library: NVIDIA's driver files or `nvidia-smi`, the Linux DRM
+/// devices of other vendors (PCI ids only), and Apple Silicon's integrated GPU.
+fn gpus(cpu_brand: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    if cfg!(all(target_os = "macos", target_arch = "aarch64")) {
+        found.push(format!("{} integrated GPU (unified memory)", cpu_brand.trim()));
+    }
+    #[cfg(target_os = "linux")]
+    {
+        let mut nvidia = read_glob("/proc/driver/nvidia/gpus", "information").iter().filter_map(|info| nvidia_model(info)).collect::<Vec<_>>();
+        found.append(&mut nvidia);
+        for (vendor, device) in drm_pci_ids() {
+            // NVIDIA cards are named above from the driver's own files.
+            if vendor != 0x10de {
+                found.push(format!("{} GPU (PCI {vendor:04x}:{device:04x})", pci_vendor(vendor)));
+            }
+        }
+    }
+    if !found.iter().any(|g| g.contains("NVIDIA")) {
+        found.extend(nvidia_smi());
+    }
+    found
+}
+
+/// The "Model:" line of `/proc/driver/nvidia/gpus/*/information`.
+fn nvidia_model(information: &str) -> Option<String> {
+    let model = information.lines().find_map(|l| l.strip_prefix("Model:"))?.trim();
+    (!model.is_empty()).then(|| if model.contains("NVIDIA") { model.to_string() } else { format!("NVIDIA {model}") })
+}
+
+/// GPUs as `nvidia-smi` lists them (Windows, or Linux without the proc files), when it is installed.
+fn nvidia_smi() -> Vec<String> {
+    let out = std::process::Command::new("nvidia-smi").args(["--query-gpu=name,memory.total", "--format=csv,noheader"]).output();
+    match out {
+        Ok(o) if o.status.success() => parse_nvidia_smi(&String::from_utf8_lossy(&o.stdout)),
+        _ => Vec::new(),
+    }
+}
+
+fn parse_nvidia_smi(csv: &str) -> Vec<String> {
+    csv.lines()
+        .filter_map(|l| {
+            let (name, memory) = l.split_once(',').map_or((l, ""), |(n, m)| (n, m));
+            let name = name.trim();
+            (!name.is_empty()).then(|| if memory.trim().is_empty() { name.to_string() } else { format!("{name} ({})", memory.trim()) })
+        })
+        .collect()
+}
+
+fn pci_vendor(id: u32) -> &'static str {
+    match id {
+        0x1002 => "AMD",
+        0x8086 => "Intel",
+        0x10de => "NVIDIA",
+        0x13b5 => "Arm",
+        0x5143 => "Qualcomm",
+        _ => "other",
+    }
+}
+
+/// `file` in every sub-directory of `dir`, read as text.
+#[cfg(target_os = "linux")]
+fn read_glob(dir: &str, file: &str) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    entries.flatten().filter_map(|e| std::fs::read_to_string(e.path().join(file)).ok()).collect()
+}
+
+/// (vendor, device) PCI ids of the display devices under /sys/class/drm (cards, not connectors).
+#[cfg(target_os = "linux")]
+fn drm_pci_ids() -> Vec<(u32, u32)> {
+    let Ok(entries) = std::fs::read_dir("/sys/class/drm") else { return Vec::new() };
+    let hex = |p: std::path::PathBuf| std::fs::read_to_string(p).ok().and_then(|s| u32::from_str_radix(s.trim().trim_start_matches("0x"), 16).ok());
+    let mut ids: Vec<(u32, u32)> = entries
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().strip_prefix("card").is_some_and(|n| n.chars().all(|c| c.is_ascii_digit())))
+        .filter_map(|e| Some((hex(e.path().join("device/vendor"))?, hex(e.path().join("device/device"))?)))
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
 }
 
 /// Physical cores: the default thread count for every backend (hyper-threads share
@@ -82,5 +170,23 @@ mod tests {
         assert!(hw.physical_cores >= 1 && hw.logical_cores >= hw.physical_cores.min(hw.logical_cores));
         assert!(hw.memory_bytes > 0);
         assert_eq!(hw.arch, std::env::consts::ARCH);
+    }
+
+    #[test]
+    fn gpu_names_from_nvidia_files_and_tools() {
+        let info = "Model: \t\t NVIDIA GeForce RTX 4090\nIRQ:   \t 139\nGPU UUID: \t GPU-1234\n";
+        assert_eq!(super::nvidia_model(info).as_deref(), Some("NVIDIA GeForce RTX 4090"));
+        assert_eq!(super::nvidia_model("Model: \t Tesla T4\n").as_deref(), Some("NVIDIA Tesla T4"));
+        assert_eq!(super::nvidia_model("IRQ: 5\n"), None);
+        let smi = "NVIDIA H200, 143771 MiB\nNVIDIA GeForce RTX 3060, 12288 MiB\n\n";
+        assert_eq!(super::parse_nvidia_smi(smi), vec!["NVIDIA H200 (143771 MiB)", "NVIDIA GeForce RTX 3060 (12288 MiB)"]);
+        assert_eq!(super::pci_vendor(0x1002), "AMD");
+    }
+
+    #[test]
+    fn old_reports_without_gpus_still_read() {
+        let old = r#"{"cpu":"x","physical_cores":2,"logical_cores":2,"memory_bytes":1,"os":"Linux","arch":"x86_64","cpu_features":[],"backend_devices":[]}"#;
+        let hw: super::HardwareReport = serde_json::from_str(old).unwrap();
+        assert!(hw.gpus.is_empty());
     }
 }

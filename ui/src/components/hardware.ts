@@ -33,6 +33,7 @@ export class HardwarePanel {
         ["Memory", bytes(hw.memory_bytes, true)],
         ["OS", `${hw.os} (${hw.arch})`],
         ["Features", hw.cpu_features.join(" ") || "—"],
+        ["GPUs", hw.gpus?.length ? hw.gpus.join("; ") : "none found"],
       ]),
     );
   }

@@ -180,6 +180,8 @@ export interface HardwareReport {
   os: string;
   arch: string;
   cpu_features: string[];
+  /** GPUs the OS shows (absent in results written before it was added). */
+  gpus?: string[];
   backend_devices: [string, string[]][];
 }
 

@@ -21,6 +21,12 @@ pub fn run(args: HwArgs) -> anyhow::Result<i32> {
     println!("memory    {:.1} GiB", hw.memory_bytes as f64 / (1u64 << 30) as f64);
     println!("OS        {} ({})", hw.os, hw.arch);
     println!("features  {}", hw.cpu_features.join(" "));
+    if hw.gpus.is_empty() {
+        println!("GPUs      none found");
+    }
+    for gpu in &hw.gpus {
+        println!("GPU       {gpu}");
+    }
     println!("backends");
     for (name, devices) in &hw.backend_devices {
         println!("  {name:<8}{}", devices.join("; "));
