@@ -10,3 +10,4 @@ mod policy_parity;
 mod serving;
 mod serving_input;
 mod tokenizer;
+mod tokenizer_bpe;

@@ -10,6 +10,8 @@
 //! instance for the life of the process, so the llama.cpp side runs in a child process: this
 //! same test binary, running only the ignored test `tokenizer::llama_cpp_child`, which reads the
 //! cases from a JSON file and writes llama.cpp's answers to another.
+//!
+//! The text, the edge cases and the llama.cpp child are shared with `tokenizer_bpe.rs`.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -22,13 +24,13 @@ const CHILD_IN: &str = "LX_TOKENIZER_CHILD_IN";
 const CHILD_OUT: &str = "LX_TOKENIZER_CHILD_OUT";
 
 /// One text to tokenize, and how.
-struct Case {
-    name: String,
-    text: String,
-    parse_special: bool,
+pub(crate) struct Case {
+    pub(crate) name: String,
+    pub(crate) text: String,
+    pub(crate) parse_special: bool,
 }
 
-fn case(name: impl Into<String>, text: impl Into<String>) -> Case {
+pub(crate) fn case(name: impl Into<String>, text: impl Into<String>) -> Case {
     Case { name: name.into(), text: text.into(), parse_special: false }
 }
 
@@ -245,7 +247,7 @@ impl Rng {
 }
 
 /// The sections of the big text, in order.
-fn sections() -> Vec<(&'static str, String)> {
+pub(crate) fn sections() -> Vec<(&'static str, String)> {
     let mut rng = Rng(20240315);
     vec![
         ("prose", lx_engine::workload::CORPUS.to_string()),
@@ -261,7 +263,7 @@ fn sections() -> Vec<(&'static str, String)> {
     ]
 }
 
-fn edge_cases() -> Vec<Case> {
+pub(crate) fn edge_cases() -> Vec<Case> {
     let mut v: Vec<Case> = [
         "", " ", "  ", "   ", "\n", "\n\n", "\t", "\r\n", "a", " a", "a ", "  a", "hello world", "Hello, World!",
         "Once upon a time, in a small village,", "<bos>", "<bos>hi", "<eos>", "</s>", "<s>", "<end_of_turn>",
@@ -302,7 +304,7 @@ fn pieces(t: &Tokenizer, ids: &[TokenId], around: usize, from: usize) -> String 
 }
 
 /// Panics with the first difference and the pieces around it.
-fn assert_same_ids(t: &Tokenizer, name: &str, text: &str, ours: &[TokenId], llama: &[TokenId]) {
+pub(crate) fn assert_same_ids(t: &Tokenizer, name: &str, text: &str, ours: &[TokenId], llama: &[TokenId]) {
     if ours == llama {
         return;
     }
@@ -321,7 +323,7 @@ fn assert_same_ids(t: &Tokenizer, name: &str, text: &str, ours: &[TokenId], llam
 }
 
 /// Panics with the first differing character and its surroundings.
-fn assert_same_text(what: &str, a: &str, b: &str) {
+pub(crate) fn assert_same_text(what: &str, a: &str, b: &str) {
     if a == b {
         return;
     }
@@ -419,15 +421,15 @@ fn matches_llama_cpp() {
     );
 }
 
-fn to_hex(b: &[u8]) -> String {
+pub(crate) fn to_hex(b: &[u8]) -> String {
     b.iter().map(|x| format!("{x:02x}")).collect()
 }
 
-fn hex_to_bytes(s: &str) -> Vec<u8> {
+pub(crate) fn hex_to_bytes(s: &str) -> Vec<u8> {
     (0..s.len()).step_by(2).map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap()).collect()
 }
 
-fn run_child(input: &Path, output: &Path) -> Value {
+pub(crate) fn run_child(input: &Path, output: &Path) -> Value {
     let exe = std::env::current_exe().unwrap();
     let out = Command::new(&exe)
         .args(["tokenizer::llama_cpp_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
