@@ -3,6 +3,7 @@
 //! `worker --backend NAME` (see [`worker_command`]).
 
 pub mod model;
+pub mod platforms;
 
 use lx_engine::backend::{Backend, BackendError, LoadSpec};
 use lx_engine::coordinator::WorkerCommand;

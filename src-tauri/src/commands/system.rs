@@ -20,6 +20,8 @@ pub struct BackendAvailability {
     pub reason: Option<String>,
     /// Devices it would use, e.g. `CPU (AVX2, 2 threads)` or `Metal: Apple M3`.
     pub devices: Vec<String>,
+    /// What proves it on this platform, one line per device (docs/PLATFORMS.md's status table).
+    pub proven: Vec<String>,
 }
 
 /// Display name of a backend.
@@ -48,6 +50,7 @@ pub async fn hardware() -> CmdResult<HardwareReport> {
 pub async fn backends() -> CmdResult<Vec<BackendAvailability>> {
     blocking(|| {
         let devices = lx_backends::devices();
+        let status = lx_backends::platforms::here();
         lx_backends::ALL
             .iter()
             .map(|&name| {
@@ -62,6 +65,11 @@ pub async fn backends() -> CmdResult<Vec<BackendAvailability>> {
                         Vec::new()
                     },
                     reason,
+                    proven: status
+                        .iter()
+                        .filter(|r| r.backend == label(name))
+                        .map(|r| format!("{}: built in CI: {}; tested in CI: {}; measured: {}", r.device, r.built_in_ci, r.tested_in_ci, r.measured))
+                        .collect(),
                 }
             })
             .collect()

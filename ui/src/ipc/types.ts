@@ -170,6 +170,8 @@ export interface BackendAvailability {
   available: boolean;
   reason: string | null;
   devices: string[];
+  /** What proves it on this platform (docs/PLATFORMS.md), one line per device. */
+  proven: string[];
 }
 
 export interface HardwareReport {

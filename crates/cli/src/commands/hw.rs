@@ -31,5 +31,9 @@ pub fn run(args: HwArgs) -> anyhow::Result<i32> {
     for (name, devices) in &hw.backend_devices {
         println!("  {name:<8}{}", devices.join("; "));
     }
+    println!("what proves each backend here (docs/PLATFORMS.md)");
+    for r in lx_backends::platforms::here() {
+        println!("  {} · {} · {}: built in CI: {}; tested in CI: {}; measured: {}", r.backend, r.platform, r.device, r.built_in_ci, r.tested_in_ci, r.measured);
+    }
     Ok(0)
 }
