@@ -80,11 +80,7 @@ pub(crate) fn resolve(
 
     let hub_cache = opts.model_dir().join(HF_CACHE_SUBDIR);
     let (result, transferred) = with_progress(spec, progress, |tx| {
-        let meta = repo
-            .get_file_metadata()
-            .filepath(spec.file.clone())
-            .maybe_revision(spec.revision.as_deref())
-            .send()?;
+        let meta = file_metadata(&repo, spec)?;
         let blob = hub_cache
             .join(format!("models--{}--{}", spec.owner, spec.repo))
             .join("blobs")
@@ -118,15 +114,16 @@ pub(crate) fn download_to_dir(
     let file_name = Path::new(&spec.file).file_name().unwrap_or_default().to_string_lossy();
     let partial = dest_dir.join(format!("{}{file_name}.partial", crate::cache::TMP_PREFIX));
     let (result, _) = with_progress(spec, progress, |tx| {
-        let meta = repo
-            .get_file_metadata()
-            .filepath(spec.file.clone())
-            .maybe_revision(spec.revision.as_deref())
-            .send()?;
+        let meta = file_metadata(&repo, spec)?;
         download_ranges(&repo, spec, meta.file_size, &partial, &tx)
     });
     result.map_err(|e| hub_error(spec, &endpoint, e))?;
     Ok(partial)
+}
+
+/// The Hub's answer to a HEAD of the file: ETag, commit, size.
+fn file_metadata(repo: &HFRepositorySync<RepoTypeModel>, spec: &HfSpec) -> Result<hf_hub::repository::FileMetadataInfo, HFError> {
+    repo.get_file_metadata().filepath(spec.file.clone()).maybe_revision(spec.revision.as_deref()).send()
 }
 
 /// Bytes asked for per ranged request. An interrupted download keeps every whole chunk it
