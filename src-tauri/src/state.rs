@@ -39,12 +39,16 @@ pub struct Sweep {
     pub thread: JoinHandle<()>,
 }
 
+/// What a live session measured, kept after it stops: per-setting results, the model, the
+/// settings last in force, and the backends that ran.
+pub type LiveResults = (Vec<PointResult>, Arc<Model>, LiveSettings, Vec<BackendInfo>);
+
 /// Managed state (one per app).
 pub struct AppState {
     pub model: Mutex<Option<Arc<Model>>>,
     pub live: Mutex<Option<Live>>,
     /// Results of the last live session, kept after it stops (for export and saving).
-    pub last_live: Mutex<Option<(Vec<PointResult>, Arc<Model>, LiveSettings, Vec<BackendInfo>)>>,
+    pub last_live: Mutex<Option<LiveResults>>,
     pub sweep: Mutex<Option<Sweep>>,
     /// Run file of the last sweep.
     pub last_run: Mutex<Option<PathBuf>>,

@@ -27,7 +27,8 @@ enum Cmd {
     /// Generate from one prompt, streamed to the terminal, with its timing.
     Generate(commands::generate::GenerateArgs),
     /// Measure a grid of prompt lengths × concurrencies × policies × backends.
-    Sweep(commands::sweep::SweepArgs),
+    // Boxed: clap's argument structs are big, and this one is much the biggest.
+    Sweep(Box<commands::sweep::SweepArgs>),
     /// Show one serving trade-off live: prompt-length, batching, static-vs-continuous,
     /// chunked-prefill, prefix-cache (--list). Exits 1 when the point did not hold.
     Demo(commands::demo::DemoArgs),
@@ -42,7 +43,7 @@ fn main() {
         Cmd::Models(cmd) => commands::models::run(cmd),
         Cmd::Hw(args) => commands::hw::run(args),
         Cmd::Generate(args) => commands::generate::run(args),
-        Cmd::Sweep(args) => commands::sweep::run(args),
+        Cmd::Sweep(args) => commands::sweep::run(*args),
         Cmd::Demo(args) => commands::demo::run(args),
         Cmd::Worker(args) => commands::worker::run(args),
     };

@@ -81,8 +81,12 @@ fn request(id: u64, prompt_len: usize, max_tokens: u32) -> WorkRequest {
     WorkRequest { id, prompt, max_tokens, stop_tokens: Vec::new(), top_logprobs: 0, prefix_tokens: 0 }
 }
 
-/// Run requests to completion; returns each request's tokens and the events.
-fn run(policy: Policy, slots: usize, reqs: Vec<WorkRequest>) -> (std::collections::BTreeMap<u64, Vec<TokenId>>, Vec<SchedEvent>, Vec<Vec<(Slot, u32, usize)>>) {
+/// What a scheduler run gives back: each request's tokens, the events, and per pass the
+/// (slot, position, tokens) of each chunk the backend saw.
+type Outcome = (std::collections::BTreeMap<u64, Vec<TokenId>>, Vec<SchedEvent>, Vec<Vec<(Slot, u32, usize)>>);
+
+/// Run requests to completion.
+fn run(policy: Policy, slots: usize, reqs: Vec<WorkRequest>) -> Outcome {
     let mut config = SchedulerConfig::new(policy, slots, 4096);
     config.chunk_tokens = 8;
     config.static_form_up_ms = 0;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use lx_engine::backend::BackendInfo;
 use lx_engine::live::{process_spawner, LiveEvent, LiveModel, LiveSession, LiveSettings};
-use lx_engine::results::{PointResult, RunFile};
+use lx_engine::results::RunFile;
 use tauri::ipc::Channel;
 use tauri::State;
 
@@ -110,7 +110,7 @@ async fn stop_session(state: &State<'_, AppState>) -> CmdResult<()> {
 }
 
 /// Live results so far (running session first, else the last one), with what produced them.
-pub(crate) fn live_results(state: &AppState) -> CmdResult<(Vec<PointResult>, Arc<Model>, LiveSettings, Vec<BackendInfo>)> {
+pub(crate) fn live_results(state: &AppState) -> CmdResult<crate::state::LiveResults> {
     if let Some(l) = state.live.lock().expect("poisoned").as_ref() {
         let results = l.session.results().map_err(CmdError::Live)?;
         let backends = l.backends.lock().expect("poisoned").clone();

@@ -49,7 +49,7 @@ impl Observer for Stream<'_> {
             return;
         }
         let mut out = std::io::stdout().lock();
-        let _ = out.write_all(text[self.printed..].as_bytes());
+        let _ = out.write_all(&text.as_bytes()[self.printed..]);
         let _ = out.flush();
         self.printed = text.len();
     }
