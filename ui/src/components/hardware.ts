@@ -80,7 +80,7 @@ export class HardwarePanel {
       if (info) lines.push(["Running on", `${info.device} · ${info.version}`]);
       if (st?.capacity) lines.push(["Loaded for", `${st.capacity.slots} sequences × ${num(st.capacity.ctxPerSlot)} tokens`]);
       if (st?.state === "error" && st.message) lines.push(["Error", st.message]);
-      for (const p of b.proven ?? []) lines.push(["Proven here", p]);
+      for (const p of b.proven ?? []) lines.push(["Platform status", p]);
       const head = h("h4", {}, backendLabel(b.name));
       const el = h("div", { class: "backend-facts", "data-backend": b.name, "data-state": st?.state ?? "none", "data-pid": st?.pid ?? "" }, head, rows(lines));
       return el;
