@@ -16,7 +16,7 @@
 //! builds it; `--python` defaults to its interpreter), driven by the same bare greedy loop in
 //! `llama_cpp_python_loop.py`, in its own process so both sides load their own llama.cpp.
 //!
-//! Prints medians and the ratios engine ÷ bare (target: ≥ 0.97 for prefill and decode
+//! Prints medians and the ratios engine ÷ reference (target: ≥ 0.97 for prefill and decode
 //! tok/s; TTFT overhead under 2 ms at 64 prompt tokens). Run it on an idle machine: the
 //! backends' threads spin-wait, and any other busy process moves these figures more than
 //! the harness does.
