@@ -1,11 +1,13 @@
-// Does drawing live perturb the measurement? Measures one setting three times on the default
-// model with llama.cpp: headless with `lx sweep`, live in the app (drawing charts, the
-// preview and the timeline), and headless again; then compares the app's figures with the
-// mean of the two headless runs. Run by scripts/app-bench under Xvfb.
+// Does drawing live perturb the measurement? Measures one setting on the default model with
+// llama.cpp, alternating headless runs (`lx sweep`) with live runs in the app (drawing charts,
+// the preview and the timeline): H A H A H ... H. Each app run is compared with the mean of
+// the two headless runs around it, so slow drifts of a shared machine cancel; the verdict is
+// the median of those per-round deviations, so one disturbed round cannot decide it.
+// Run by scripts/app-bench under Xvfb.
 //
 // Environment: LX_APP and LX_CLI (binaries, required); BENCH_PROMPT (256), BENCH_CONC (1),
 // BENCH_MAX (64), BENCH_REQUESTS (24), BENCH_THREADS (0: all physical cores),
-// BENCH_TOLERANCE (0.05), TAURI_DRIVER.
+// BENCH_ROUNDS (3), BENCH_TOLERANCE (0.05), TAURI_DRIVER.
 
 import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync } from "node:fs";
@@ -20,6 +22,7 @@ const C = Number(process.env.BENCH_CONC ?? 1);
 const M = Number(process.env.BENCH_MAX ?? 64);
 const R = Number(process.env.BENCH_REQUESTS ?? 24);
 const T = Number(process.env.BENCH_THREADS ?? 0);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const TOL = Number(process.env.BENCH_TOLERANCE ?? 0.05);
 
 for (const [name, file] of [["LX_APP", APP], ["LX_CLI", CLI]]) {
@@ -82,29 +85,63 @@ async function live() {
   }
 }
 
-const a = headless("headless (before)");
-const app = await live();
-const z = headless("headless (after)");
-const rows = ["ttft", "decode", "throughput"].map((k) => {
-  const base = (a[k] + z[k]) / 2;
-  return { figure: k, before: a[k], app: app[k], after: z[k], deviation: (app[k] - base) / base, noise: Math.abs(a[k] - z[k]) / base };
-});
+const FIGURES = ["ttft", "decode", "throughput"];
+const UNIT = { ttft: "TTFT p50 (ms)", decode: "decode p50 (tok/s)", throughput: "throughput (tok/s)" };
 const fmt = (v) => (Math.abs(v) >= 100 ? v.toFixed(0) : v.toFixed(2));
-console.log(`\nsetting: llama.cpp, continuous, ${P}-token prompts, ${C} client(s), ${M} output tokens, ${T > 0 ? T : "all physical cores'"} threads, ${R} requests per measurement`);
-console.log("| figure | lx sweep before | app, drawing live | lx sweep after | app vs headless mean | headless before vs after |");
-console.log("| --- | ---: | ---: | ---: | ---: | ---: |");
-const unit = { ttft: "TTFT p50 (ms)", decode: "decode p50 (tok/s)", throughput: "throughput (tok/s)" };
-for (const r of rows) console.log(`| ${unit[r.figure]} | ${fmt(r.before)} | ${fmt(r.app)} | ${fmt(r.after)} | ${(r.deviation * 100).toFixed(1)}% | ${(r.noise * 100).toFixed(1)}% |`);
-const worst = Math.max(...rows.map((r) => Math.abs(r.deviation)));
-const noise = Math.max(...rows.map((r) => r.noise));
-console.log(`\nworst deviation ${(worst * 100).toFixed(1)}% (tolerance ${(TOL * 100).toFixed(0)}%); headless noise ${(noise * 100).toFixed(1)}%; load average ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
+const pct = (v) => `${v >= 0 ? "+" : ""}${(v * 100).toFixed(1)}%`;
+const median = (xs) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
+};
+
+const heads = [headless(`headless 1 of ${ROUNDS + 1}`)];
+const apps = [];
+const loads = [];
+for (let i = 0; i < ROUNDS; i++) {
+  console.error(`app, drawing live: round ${i + 1} of ${ROUNDS}`);
+  apps.push(await live());
+  heads.push(headless(`headless ${i + 2} of ${ROUNDS + 1}`));
+  loads.push(loadavg()[0]);
+}
+
+// Per round: the app against the mean of the headless runs before and after it, and how far
+// those two headless runs were apart (the machine's own noise over the same stretch).
+const rounds = apps.map((app, i) =>
+  Object.fromEntries(
+    FIGURES.map((k) => {
+      const before = heads[i][k];
+      const after = heads[i + 1][k];
+      const base = (before + after) / 2;
+      return [k, { before, app: app[k], after, deviation: (app[k] - base) / base, noise: Math.abs(before - after) / base }];
+    }),
+  ),
+);
+
+console.log(`\nsetting: llama.cpp, continuous, ${P}-token prompts, ${C} client(s), ${M} output tokens, ${T > 0 ? T : "all physical cores'"} thread(s), ${R} requests per run, ${ROUNDS} rounds`);
+console.log("\n| round | figure | lx sweep before | app, drawing live | lx sweep after | app vs headless mean | headless before vs after |");
+console.log("| ---: | --- | ---: | ---: | ---: | ---: | ---: |");
+rounds.forEach((r, i) => {
+  for (const k of FIGURES) console.log(`| ${i + 1} | ${UNIT[k]} | ${fmt(r[k].before)} | ${fmt(r[k].app)} | ${fmt(r[k].after)} | ${pct(r[k].deviation)} | ${(r[k].noise * 100).toFixed(1)}% |`);
+});
+console.log("\n| figure | median app vs headless | per round | median headless noise |");
+console.log("| --- | ---: | --- | ---: |");
+const verdict = FIGURES.map((k) => {
+  const devs = rounds.map((r) => r[k].deviation);
+  const noise = median(rounds.map((r) => r[k].noise));
+  const dev = median(devs);
+  console.log(`| ${UNIT[k]} | ${pct(dev)} | ${devs.map(pct).join(", ")} | ${(noise * 100).toFixed(1)}% |`);
+  return { dev, noise };
+});
+const worst = Math.max(...verdict.map((v) => Math.abs(v.dev)));
+const noise = Math.max(...verdict.map((v) => v.noise));
+console.log(`\nworst median deviation ${pct(worst)} (tolerance ${(TOL * 100).toFixed(0)}%); median headless noise up to ${(noise * 100).toFixed(1)}%; 1-minute load average after each round ${loads.map((l) => l.toFixed(2)).join(", ")}`);
 if (worst <= TOL) process.exit(0);
-// When the two headless runs disagree by more than the tolerance, the machine itself moved
-// (other processes: llama.cpp's threads spin-wait, so any neighbour shows), and the app's
-// deviation says nothing about the app. Say so, with its own exit status, instead of
-// blaming the app.
+// When the headless runs around the app's typically disagree by more than the tolerance, the
+// machine itself moved (other processes: llama.cpp's threads spin-wait, so any neighbour
+// shows), and the app's deviation says nothing about the app. Say so, with its own exit
+// status, instead of blaming the app.
 if (noise > TOL) {
-  console.log("inconclusive: the machine's own noise exceeds the tolerance; rerun it on an idle machine");
+  console.log("inconclusive: the machine's own noise exceeds the tolerance; rerun it on an idle machine or with more rounds (BENCH_ROUNDS)");
   process.exit(3);
 }
 process.exit(1);
