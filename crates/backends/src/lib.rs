@@ -52,6 +52,14 @@ pub fn loader(name: &str) -> Loader {
     })
 }
 
+/// This machine (sysinfo's probe) with the devices each backend of this build sees: what
+/// `lx hw`, the app's hardware panel and every run file report.
+pub fn hardware_report() -> lx_engine::hardware::HardwareReport {
+    let mut hardware = lx_engine::hardware::probe();
+    hardware.backend_devices = devices();
+    hardware
+}
+
 /// Devices each backend sees, for `lx hw` and result files.
 pub fn devices() -> Vec<(String, Vec<String>)> {
     ALL.iter()

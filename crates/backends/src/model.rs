@@ -1,10 +1,14 @@
 //! Open a model as the coordinator needs it: a local file, its facts and its tokenizer.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::Context;
+use lx_engine::backend::TokenId;
 use lx_engine::gguf::{GgufFile, ModelFacts};
+use lx_engine::load::RunControl;
 use lx_engine::results::ModelRecord;
+use lx_engine::sweep::SweepContext;
 use lx_engine::tokenizer::Tokenizer;
 
 /// A model ready to measure.
@@ -32,5 +36,20 @@ impl OpenModel {
 
     pub fn record(&self) -> ModelRecord {
         ModelRecord { facts: self.facts.clone(), sha256: self.sha256.clone() }
+    }
+
+    /// What a sweep of this model needs, with this build's workers: `lx sweep`, `lx demo` and
+    /// the app's sweeps differ only in their prompts, where the run file goes and how they stop.
+    pub fn sweep_context<'a>(&self, prompt: &'a dyn Fn(u32, usize) -> Vec<TokenId>, out: Option<PathBuf>, control: RunControl) -> SweepContext<'a> {
+        SweepContext {
+            model_path: self.path.clone(),
+            prompt,
+            stop_tokens: self.tokenizer.eos_tokens().to_vec(),
+            worker_command: &crate::worker_command,
+            out,
+            control,
+            // A first load may compile GPU kernels or page a large file in from a slow disk.
+            load_timeout: Duration::from_secs(300),
+        }
     }
 }

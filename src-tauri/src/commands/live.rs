@@ -134,8 +134,7 @@ pub async fn live_save(state: State<'_, AppState>) -> CmdResult<String> {
     }
     let dir = state.runs_dir.clone();
     blocking(move || -> CmdResult<String> {
-        let mut hardware = lx_engine::hardware::probe();
-        hardware.backend_devices = lx_backends::devices();
+        let hardware = lx_backends::hardware_report();
         let settings = serde_json::json!({ "mode": "live", "live": settings });
         let mut run = RunFile::new(vec!["latency-explorer".into(), "live".into()], hardware, model.open.record(), settings);
         run.backends = backends;

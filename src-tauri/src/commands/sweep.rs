@@ -11,7 +11,7 @@ use lx_engine::load::{Observer, PointSpec, RequestRecord, RunControl};
 use lx_engine::printers::Printer;
 use lx_engine::results::{PointResult, RunFile};
 use lx_engine::scheduler::Policy;
-use lx_engine::sweep::{run_sweep, SweepContext, SweepObserver, SweepSpec};
+use lx_engine::sweep::{run_sweep, SweepObserver, SweepSpec};
 use serde::Deserialize;
 use tauri::ipc::Channel;
 use tauri::State;
@@ -148,8 +148,7 @@ pub async fn sweep_start(state: State<'_, AppState>, request: SweepRequest, on_e
 
     let control = RunControl::default();
     let stop = Arc::clone(&control.stop);
-    let mut hardware = lx_engine::hardware::probe();
-    hardware.backend_devices = lx_backends::devices();
+    let hardware = lx_backends::hardware_report();
     let settings = serde_json::to_value(&spec).map_err(|e| CmdError::Sweep(e.to_string()))?;
     let run = RunFile::new(vec!["latency-explorer".into(), "sweep".into()], hardware, model.open.record(), settings);
     let path: PathBuf = state.runs_dir.join(run_file_name("run", run.started_unix_ms / 1000));
@@ -163,15 +162,7 @@ pub async fn sweep_start(state: State<'_, AppState>, request: SweepRequest, on_e
         .spawn(move || {
             let mut run = run;
             let prompt = |n: u32, i: usize| model.prompts.prompt(n as usize, i as u64);
-            let ctx = SweepContext {
-                model_path: model.open.path.clone(),
-                prompt: &prompt,
-                stop_tokens: model.open.tokenizer.eos_tokens().to_vec(),
-                worker_command: &lx_backends::worker_command,
-                out: Some(out.clone()),
-                control,
-                load_timeout: Duration::from_secs(300),
-            };
+            let ctx = model.open.sweep_context(&prompt, Some(out.clone()), control);
             let mut progress = Progress {
                 channel: on_event.clone(),
                 done: 0,

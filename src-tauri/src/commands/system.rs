@@ -37,12 +37,7 @@ pub fn label(name: &str) -> String {
 /// This machine: CPU, cores, memory, OS, and each backend's devices.
 #[tauri::command]
 pub async fn hardware() -> CmdResult<HardwareReport> {
-    blocking(|| {
-        let mut hw = lx_engine::hardware::probe();
-        hw.backend_devices = lx_backends::devices();
-        hw
-    })
-    .await
+    blocking(lx_backends::hardware_report).await
 }
 
 /// Every backend, whether it can run here, and on what.

@@ -3,13 +3,11 @@
 //! runs, how it is judged) live in the engine, so the app shows the same ones.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use clap::Args;
 use lx_engine::demo::{find, run_demo, Report, DEMOS};
 use lx_engine::load::RunControl;
 use lx_engine::results::RunFile;
-use lx_engine::sweep::SweepContext;
 use lx_engine::workload::PromptBuilder;
 
 #[derive(Args)]
@@ -51,18 +49,10 @@ pub fn run(args: DemoArgs) -> anyhow::Result<i32> {
     let prompt = |n: u32, i: usize| prompts.prompt(n as usize, i as u64);
     let control = RunControl::default();
     crate::commands::stop_on_ctrl_c(&control);
-    let hardware = crate::commands::machine();
+    let hardware = lx_backends::hardware_report();
     let settings = serde_json::json!({ "demo": demo.name, "backend": backend, "threads": args.threads });
     let mut run = RunFile::new(std::env::args().collect(), hardware, model.record(), settings);
-    let ctx = SweepContext {
-        model_path: model.path.clone(),
-        prompt: &prompt,
-        stop_tokens: model.tokenizer.eos_tokens().to_vec(),
-        worker_command: &lx_backends::worker_command,
-        out: args.out.clone(),
-        control,
-        load_timeout: Duration::from_secs(300),
-    };
+    let ctx = model.sweep_context(&prompt, args.out.clone(), control);
     eprintln!("demo {}: {} ({backend}, measured live)", demo.name, demo.shows);
     let mut progress = crate::progress::SweepProgress::new(0);
     let report = run_demo(demo, &backend, args.threads, &ctx, &mut run, &mut progress);

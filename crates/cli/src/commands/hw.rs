@@ -10,8 +10,7 @@ pub struct HwArgs {
 }
 
 pub fn run(args: HwArgs) -> anyhow::Result<i32> {
-    let mut hw = lx_engine::hardware::probe();
-    hw.backend_devices = lx_backends::devices();
+    let hw = lx_backends::hardware_report();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&hw)?);
         return Ok(0);

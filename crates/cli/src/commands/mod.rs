@@ -28,10 +28,3 @@ pub fn stop_on_ctrl_c(control: &lx_engine::load::RunControl) {
         eprintln!("\nstopping: finishing in-flight bookkeeping (Ctrl-C again to quit at once)");
     });
 }
-
-/// This machine, with the devices each backend of this build sees, for run files.
-pub fn machine() -> lx_engine::hardware::HardwareReport {
-    let mut hardware = lx_engine::hardware::probe();
-    hardware.backend_devices = lx_backends::devices();
-    hardware
-}

@@ -8,7 +8,7 @@ use lx_engine::load::RunControl;
 use lx_engine::printers::{printer, Format};
 use lx_engine::results::{RunFile, Slo, READING_PACE_TPS};
 use lx_engine::scheduler::Policy;
-use lx_engine::sweep::{run_sweep_with, SweepContext, SweepExtras, SweepSpec};
+use lx_engine::sweep::{run_sweep_with, SweepExtras, SweepSpec};
 use lx_engine::workload::PromptBuilder;
 
 use crate::commands::list;
@@ -170,19 +170,11 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     let prompt = |n: u32, i: usize| prompts.prompt(n as usize, i as u64);
     let control = RunControl { hang_timeout: Duration::from_secs(args.hang_timeout), ..Default::default() };
     crate::commands::stop_on_ctrl_c(&control);
-    let hardware = crate::commands::machine();
+    let hardware = lx_backends::hardware_report();
     let mut settings = serde_json::to_value(&spec)?;
     settings["serving"] = serde_json::to_value(&extras)?;
     let mut run = RunFile::new(std::env::args().collect(), hardware, model.record(), settings);
-    let ctx = SweepContext {
-        model_path: model.path.clone(),
-        prompt: &prompt,
-        stop_tokens: model.tokenizer.eos_tokens().to_vec(),
-        worker_command: &lx_backends::worker_command,
-        out: args.out.clone(),
-        control,
-        load_timeout: Duration::from_secs(300),
-    };
+    let ctx = model.sweep_context(&prompt, args.out.clone(), control);
     let points = spec.points_with(&extras).len();
     let total = if args.duration.is_some() && args.requests.is_none() { 0 } else { (points * spec.requests) as u64 };
     let mut progress = crate::progress::SweepProgress::new(total);
