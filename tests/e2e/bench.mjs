@@ -6,7 +6,7 @@
 // Run by scripts/app-bench under Xvfb.
 //
 // Environment: LX_APP and LX_CLI (binaries, required); BENCH_PROMPT (256), BENCH_CONC (1),
-// BENCH_MAX (64), BENCH_REQUESTS (24), BENCH_THREADS (0: all physical cores),
+// BENCH_MAX (64), BENCH_REQUESTS (24), BENCH_THREADS (default: what the app's "auto" takes),
 // BENCH_ROUNDS (3), BENCH_TOLERANCE (0.05), TAURI_DRIVER.
 
 import { spawnSync } from "node:child_process";
@@ -21,7 +21,6 @@ const P = Number(process.env.BENCH_PROMPT ?? 256);
 const C = Number(process.env.BENCH_CONC ?? 1);
 const M = Number(process.env.BENCH_MAX ?? 64);
 const R = Number(process.env.BENCH_REQUESTS ?? 24);
-const T = Number(process.env.BENCH_THREADS ?? 0);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const TOL = Number(process.env.BENCH_TOLERANCE ?? 0.05);
 
@@ -32,9 +31,20 @@ for (const [name, file] of [["LX_APP", APP], ["LX_CLI", CLI]]) {
   }
 }
 
+// Both sides get the thread count explicitly, so they measure the same setting. Default: the
+// app's "auto" (lx_engine::hardware::threads_leaving_a_core: the physical cores, less one for
+// the window when there are no spare hyper-threads), from this machine's `lx hw` report.
+function autoThreads() {
+  const r = spawnSync(CLI, ["hw", "--json"], { encoding: "utf8" });
+  if (r.status !== 0) throw new Error(`lx hw failed with status ${r.status}`);
+  const { physical_cores: physical, logical_cores: logical } = JSON.parse(r.stdout);
+  return logical > physical ? physical : Math.max(1, logical - 1);
+}
+const T = process.env.BENCH_THREADS ? Number(process.env.BENCH_THREADS) : autoThreads();
+
 function headless(label) {
   const out = path.join(mkdtempSync(path.join(tmpdir(), "lx-bench-")), "run.json");
-  const args = ["sweep", "--backend", "llama", "--policy", "continuous", "--prompt-tokens", P, "--concurrency", C, "--max-tokens", M, "--requests", R, "--warmup", Math.max(C, 2), ...(T > 0 ? ["--threads", T] : []), "--format", "csv", "--out", out].map(String);
+  const args = ["sweep", "--backend", "llama", "--policy", "continuous", "--prompt-tokens", P, "--concurrency", C, "--max-tokens", M, "--requests", R, "--warmup", Math.max(C, 2), "--threads", T, "--format", "csv", "--out", out].map(String);
   console.error(`${label}: ${CLI} ${args.join(" ")}`);
   const r = spawnSync(CLI, args, { stdio: ["ignore", "ignore", "inherit"] });
   if (r.status !== 0) throw new Error(`lx sweep failed with status ${r.status}`);
@@ -117,7 +127,7 @@ const rounds = apps.map((app, i) =>
   ),
 );
 
-console.log(`\nsetting: llama.cpp, continuous, ${P}-token prompts, ${C} client(s), ${M} output tokens, ${T > 0 ? T : "all physical cores'"} thread(s), ${R} requests per run, ${ROUNDS} rounds`);
+console.log(`\nsetting: llama.cpp, continuous, ${P}-token prompts, ${C} client(s), ${M} output tokens, ${T} thread(s), ${R} requests per run, ${ROUNDS} rounds`);
 console.log("\n| round | figure | lx sweep before | app, drawing live | lx sweep after | app vs headless mean | headless before vs after |");
 console.log("| ---: | --- | ---: | ---: | ---: | ---: | ---: |");
 rounds.forEach((r, i) => {

@@ -288,7 +288,9 @@ app.removeAttribute("aria-busy");
 // drawn, whatever part was hidden; it is the number of repaints that costs, not their
 // size. So it redraws rarely: the preview 4 times a second (the reader marker moves about a
 // token per frame at 4.5 tok/s), the time charts, readout and timeline once a second and
-// only when something changed, the curves only when a summary changed.
+// only when something changed, the curves only when a summary changed. Even that cost 8% of
+// llama.cpp's decode with its threads on every core, so "auto" threads leave the window a
+// core where there are no spare hyper-threads (src-tauri's app_threads; docs/APP.md).
 const TICK_MS = 250;
 const CHARTS_MS = 1000;
 let drawnVersion = -1;

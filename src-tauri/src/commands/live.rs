@@ -10,7 +10,7 @@ use lx_engine::results::RunFile;
 use tauri::ipc::Channel;
 use tauri::State;
 
-use super::blocking;
+use super::{app_threads, blocking};
 use crate::error::{CmdError, CmdResult};
 use crate::state::{run_file_name, AppState, Live, Model};
 
@@ -36,7 +36,8 @@ fn live_model(model: &Arc<Model>) -> LiveModel {
 /// `summary`, `tick`, `workerCrashed`, `paused`, `rejected`, `stopped`. See
 /// `lx_engine::live::LiveEvent` for every field.
 #[tauri::command]
-pub async fn live_start(state: State<'_, AppState>, settings: LiveSettings, on_event: Channel<Vec<LiveEvent>>) -> CmdResult<()> {
+pub async fn live_start(state: State<'_, AppState>, mut settings: LiveSettings, on_event: Channel<Vec<LiveEvent>>) -> CmdResult<()> {
+    settings.threads = app_threads(settings.threads);
     if state.sweep_running() {
         return Err(CmdError::Busy("a sweep is running: cancel it or wait for it to finish first".into()));
     }
@@ -66,7 +67,8 @@ pub async fn live_start(state: State<'_, AppState>, settings: LiveSettings, on_e
 
 /// Apply new settings to the next requests (within a few ms; see `lx_engine::live`).
 #[tauri::command]
-pub async fn live_update(state: State<'_, AppState>, settings: LiveSettings) -> CmdResult<()> {
+pub async fn live_update(state: State<'_, AppState>, mut settings: LiveSettings) -> CmdResult<()> {
+    settings.threads = app_threads(settings.threads);
     let mut live = state.live.lock().expect("poisoned");
     let live = live.as_mut().ok_or_else(|| CmdError::Live("live mode is not running".into()))?;
     live.session.update(settings.clone()).map_err(CmdError::Live)?;

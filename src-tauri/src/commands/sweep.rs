@@ -39,7 +39,7 @@ pub struct SweepRequest {
     /// Warm-up requests per point; default: the largest concurrency (as `lx sweep`).
     #[serde(default)]
     pub warmup: Option<usize>,
-    /// Compute threads (0: physical cores).
+    /// Compute threads (0: auto, one core left for the window where that is needed).
     #[serde(default)]
     pub threads: usize,
     /// `chunked`: prompt tokens per pass.
@@ -68,7 +68,7 @@ impl SweepRequest {
             concurrency: self.concurrency.clone(),
             max_tokens: self.max_tokens.clone(),
             requests: self.requests,
-            threads: self.threads,
+            threads: super::app_threads(self.threads),
             stop_at_eos: false,
             chunk_tokens: self.chunk_tokens,
             gpu_layers: None,
@@ -223,6 +223,8 @@ mod tests {
         assert_eq!(spec.backends, vec!["llama"]);
         assert_eq!(spec.warmup, 4);
         assert_eq!(spec.chunk_tokens, 256);
+        assert_eq!(spec.threads, lx_engine::hardware::threads_beside_a_window(), "auto leaves the window a core where needed");
+        assert_eq!(SweepRequest { threads: 3, ..r.clone() }.spec().unwrap().threads, 3);
         assert_eq!(spec.points().len(), 2 * 2 * 2);
         let bad = SweepRequest { backends: vec!["nope".into()], ..r };
         assert!(matches!(bad.spec(), Err(CmdError::Sweep(m)) if m.contains("unknown backend")));

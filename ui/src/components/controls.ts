@@ -48,7 +48,10 @@ export class Controls {
   private policySelect = h("select", { "aria-label": "scheduling policy", "data-testid": "policy" }, ...POLICIES.map((p) => h("option", { value: p }, p))) as HTMLSelectElement;
   private policyHelp = h("span", { class: "muted small" });
   private chunkInput = h("input", { type: "number", min: 16, max: 8192, step: 16, class: "exact", "aria-label": "chunk tokens (chunked policy)" }) as HTMLInputElement;
-  private threadsInput = h("input", { type: "number", min: 0, max: 512, step: 1, class: "exact", "data-testid": "threads", "aria-label": "compute threads, 0 for all physical cores" }) as HTMLInputElement;
+  private threadsInput = h("input", { type: "number", min: 0, max: 512, step: 1, class: "exact", "data-testid": "threads", "aria-label": "compute threads, 0 for auto", "aria-describedby": "threads-help" }) as HTMLInputElement;
+  // Why auto is not simply every core: the window's repaints would stall the backend's
+  // threads, which wait for each other (see lx_engine::hardware::threads_beside_a_window).
+  private threadsHelp = h("span", { class: "muted small", id: "threads-help" }, "auto: the physical cores, less one for this window when the machine has no spare hyper-threads");
   private timer: number | null = null;
   private lastSent = 0;
 
@@ -92,7 +95,7 @@ export class Controls {
       field("Output tokens per request", this.maxInput),
       field("Scheduling policy", this.policySelect, this.policyHelp),
       field("Prefill chunk (chunked)", this.chunkInput),
-      field("Threads (0 = all physical cores)", this.threadsInput),
+      field("Threads (0 = auto)", this.threadsInput, this.threadsHelp),
     );
     this.sync();
   }
