@@ -153,7 +153,9 @@ pub fn devices() -> Vec<String> {
             Err(e) => format!("Metal compiled in, but device 0 does not open: {e}"),
         });
     }
-    found.push(format!("CPU ({}, {} threads by default)", cpu_features(), lx_engine::hardware::physical_cores()));
+    // The cores, not a thread count: `lx` uses them all by default, the app one less where
+    // its window needs a core (lx_engine::hardware::threads_beside_a_window).
+    found.push(format!("CPU ({}, {} physical cores)", cpu_features(), lx_engine::hardware::physical_cores()));
     found
 }
 
