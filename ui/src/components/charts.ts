@@ -58,6 +58,31 @@ function byBackend(points: DonePoint[], y: (p: DonePoint) => number | null, x: (
 
 const sigOf = (names: string[]) => names.join(",");
 
+/** A time chart's request dots: each backend's series, reduced to about one bucket per 2 px
+ * of the chart's width, and what was drawn (for end-to-end tests). */
+function requestDots(chart: Chart, points: DonePoint[], y: (p: DonePoint) => number | null, x: (p: DonePoint) => number | null) {
+  const groups = byBackend(points, y, x);
+  const names = [...groups.keys()].sort();
+  const buckets = Math.max(100, Math.floor(chart.host.clientWidth / 2));
+  const series = names.map((n) => reduceMinMax(groups.get(n)!.x, groups.get(n)!.y, buckets));
+  return { names, buckets, series, drawn: names.flatMap((n) => groups.get(n)!.pts) };
+}
+
+/** What every chart here shares: a log scale up (latencies and rates span decades) and
+ * across either seconds since Go live (zoom by drag) or a setting on a log-2 scale (prompt
+ * tokens, clients: they grow in doublings). */
+function frame(width: number, height: number, across: "time" | "log2", xLabel: string, yLabel: string, yValue?: (v: number) => string): Pick<uPlot.Options, "width" | "height" | "scales" | "axes" | "legend" | "cursor"> {
+  const time = across === "time";
+  return {
+    width,
+    height,
+    scales: { x: time ? { time: false } : { time: false, distr: 3, log: 2 }, y: { distr: 3, log: 10 } },
+    axes: axes(xLabel, yLabel, time ? clock : undefined, yValue),
+    legend: { live: false },
+    ...(time ? { cursor: { drag: { x: true, y: false } } } : {}),
+  };
+}
+
 /** Shade the horizontal band lo..hi (y units) across the plot. */
 function shadeBand(u: uPlot, lo: number, hi: number, fill: string) {
   const top = u.valToPos(hi, "y", true);
@@ -84,10 +109,7 @@ export class TtftChart {
   }
 
   update(): number {
-    const groups = byBackend(this.store.done.toArray(), (p) => p.ttftMs, (p) => p.firstAt);
-    const names = [...groups.keys()].sort();
-    const buckets = Math.max(100, Math.floor(this.chart.host.clientWidth / 2));
-    const series = names.map((n) => reduceMinMax(groups.get(n)!.x, groups.get(n)!.y, buckets));
+    const { names, series, drawn } = requestDots(this.chart, this.store.done.toArray(), (p) => p.ttftMs, (p) => p.firstAt);
     // Ticks without a p50 (a new setting with nothing settled yet) break the line: the
     // previous setting's percentiles must not be drawn as if they were this one's.
     const ticks = this.store.ticks.toArray();
@@ -97,18 +119,13 @@ export class TtftChart {
     const p95 = carryForward(x, ticks.map((t) => ({ t: t.atMs / 1000, v: t.ttftP95Ms })));
     const instant = x.map(() => 1000);
     const data = [x, ...cols.slice(0, names.length), p50, p95, instant] as uPlot.AlignedData;
-    this.drawn = names.flatMap((n) => groups.get(n)!.pts);
+    this.drawn = drawn;
     const k = names.length;
     this.chart.render({
       sig: sigOf(names),
       data,
       options: (width, height) => ({
-        width,
-        height,
-        scales: { x: { time: false }, y: { distr: 3, log: 10 } },
-        axes: axes("time since Go live", "TTFT", clock, (v) => fmtMs(v)),
-        legend: { live: false },
-        cursor: { drag: { x: true, y: false } },
+        ...frame(width, height, "time", "time since Go live", "TTFT", (v) => fmtMs(v)),
         series: [
           {},
           ...names.map((n) => dots(backendLabel(n), backendColor(n), 5)),
@@ -134,26 +151,18 @@ export class TpsChart {
   }
 
   update(): number {
-    const groups = byBackend(this.store.done.toArray(), (p) => p.decodeTps, (p) => p.doneAt);
-    const names = [...groups.keys()].sort();
-    const buckets = Math.max(100, Math.floor(this.chart.host.clientWidth / 2));
-    const series = names.map((n) => reduceMinMax(groups.get(n)!.x, groups.get(n)!.y, buckets));
+    const { names, buckets, series, drawn } = requestDots(this.chart, this.store.done.toArray(), (p) => p.decodeTps, (p) => p.doneAt);
     const ticks = this.store.ticks.toArray().filter((t) => t.throughputTps !== null && t.throughputTps > 0);
     const thr = reduceMinMax(ticks.map((t) => t.atMs / 1000), ticks.map((t) => t.throughputTps), buckets);
     const [x, ...cols] = align([...series, thr]);
     const pace = x.map(() => (READING_BAND[0] + READING_BAND[1]) / 2);
     const data = [x, ...cols, pace] as uPlot.AlignedData;
-    this.drawn = names.flatMap((n) => groups.get(n)!.pts);
+    this.drawn = drawn;
     this.chart.render({
       sig: sigOf(names),
       data,
       options: (width, height) => ({
-        width,
-        height,
-        scales: { x: { time: false }, y: { distr: 3, log: 10 } },
-        axes: axes("time since Go live", "tokens/s", clock),
-        legend: { live: false },
-        cursor: { drag: { x: true, y: false } },
+        ...frame(width, height, "time", "time since Go live", "tokens/s"),
         series: [
           {},
           ...names.map((n) => dots(`${backendLabel(n)} decode (per request)`, backendColor(n), 4)),
@@ -216,11 +225,7 @@ export class TtftCurve {
       sig: sigOf(cs.map((s) => s.name)),
       data: [x, ...ys] as uPlot.AlignedData,
       options: (width, height) => ({
-        width,
-        height,
-        scales: { x: { time: false, distr: 3, log: 2 }, y: { distr: 3, log: 10 } },
-        axes: axes(`prompt tokens (at ${c.concurrency} client${c.concurrency === 1 ? "" : "s"}, ${c.maxTokens} output tokens)`, "TTFT p50", undefined, (v) => fmtMs(v)),
-        legend: { live: false },
+        ...frame(width, height, "log2", `prompt tokens (at ${c.concurrency} client${c.concurrency === 1 ? "" : "s"}, ${c.maxTokens} output tokens)`, "TTFT p50", (v) => fmtMs(v)),
         series: [{}, ...cs.map((s) => line(`${backendLabel(s.backend)} · ${s.policy}`, backendColor(s.backend), { dash: POLICY_DASH[s.policy] ?? [], points: { show: true, size: 6 } }))],
       }),
     });
@@ -249,11 +254,7 @@ export class TpsCurve {
       sig: sigOf(cs.map((s) => s.name)),
       data: [x, ...ys] as uPlot.AlignedData,
       options: (width, height) => ({
-        width,
-        height,
-        scales: { x: { time: false, distr: 3, log: 2 }, y: { distr: 3, log: 10 } },
-        axes: axes(`concurrent clients (at ${c.promptTokens}-token prompts)`, "tokens/s"),
-        legend: { live: false },
+        ...frame(width, height, "log2", `concurrent clients (at ${c.promptTokens}-token prompts)`, "tokens/s"),
         series: [
           {},
           ...cs.flatMap((s) => [
