@@ -436,28 +436,23 @@ impl Catalog {
         match spec {
             ModelSpec::Catalog { name } => {
                 let entry = self.entry(name)?;
+                if opts.allow_fetch {
+                    return self.fetch_entry(entry, opts, progress);
+                }
+                // Not allowed to fetch: a missing or damaged file is the answer, not a download.
                 let dir = opts.model_dir();
-                match cache::check_entry(entry, &dir, opts.rehash, progress) {
-                    Ok(Some(resolved)) => {
+                match cache::check_entry(entry, &dir, opts.rehash, progress)? {
+                    Some(resolved) => {
                         progress(Progress::Done {
                             path: resolved.path.clone(),
                             already_present: true,
                         });
                         Ok(resolved)
                     }
-                    Ok(None) if !opts.allow_fetch => Err(Error::NotPresent {
+                    None => Err(Error::NotPresent {
                         name: entry.name.clone(),
                         path: dir.join(&entry.file),
                     }),
-                    Err(e @ (Error::SizeMismatch { .. } | Error::HashMismatch { .. }))
-                        if !opts.allow_fetch =>
-                    {
-                        Err(e)
-                    }
-                    Ok(None) | Err(Error::SizeMismatch { .. } | Error::HashMismatch { .. }) => {
-                        fetch_entry_unchecked(entry, &dir, opts, progress)
-                    }
-                    Err(e) => Err(e),
                 }
             }
             ModelSpec::Path { path } => {
