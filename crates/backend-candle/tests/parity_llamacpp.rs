@@ -21,7 +21,8 @@ use common::*;
 use lx_backend_candle::CandleBackend;
 use lx_engine::backend::{choose_greedy, Backend, Batch, Outputs, TokenId};
 
-use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::context::params::{KvCacheType, LlamaContextParams};
+use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::llama_backend::LlamaBackend;
 use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
@@ -88,35 +89,53 @@ fn llama() -> Llama {
     }
 }
 
-/// Tokenize with BOS and greedily continue `n` tokens, single sequence.
-fn llama_greedy(l: &Llama, text: &str, n: usize) -> (Vec<TokenId>, Vec<TokenId>, Vec<f32>) {
-    let prompt: Vec<LlamaToken> = l.model.vocab().tokenize(text.as_bytes(), true, false);
-    let n_ctx = prompt.len() + n + 8;
+/// A llama.cpp context for one sequence of up to `n_ctx` tokens, all of them in one batch,
+/// on 2 threads. `precise`: without flash attention and with an f32 KV cache (llama.cpp's
+/// most precise CPU configuration) rather than its defaults.
+fn llama_context(l: &Llama, n_ctx: usize, precise: bool) -> LlamaContext<'static> {
     let params = LlamaContextParams::default()
         .with_n_ctx(NonZeroU32::new(n_ctx as u32))
         .with_n_batch(n_ctx as u32)
         .with_n_ubatch(512)
         .with_n_threads(2)
         .with_n_threads_batch(2);
-    // Diagnostics: LX_PARITY_LLAMA_PRECISE=1 runs llama.cpp without flash attention and
-    // with an f32 KV cache (its most precise CPU configuration).
-    let params = if std::env::var_os("LX_PARITY_LLAMA_PRECISE").is_some() {
+    let params = if precise {
         params
             .with_flash_attention_policy(0)
-            .with_type_k(llama_cpp_2::context::params::KvCacheType::F32)
-            .with_type_v(llama_cpp_2::context::params::KvCacheType::F32)
+            .with_type_k(KvCacheType::F32)
+            .with_type_v(KvCacheType::F32)
     } else {
         params
     };
-    let mut ctx = l
-        .model
+    l.model
         .new_context(&l._backend, params)
-        .expect("llama context");
-    let mut batch = LlamaBatch::new(n_ctx, 1);
-    for (i, &t) in prompt.iter().enumerate() {
-        batch.add(t, i as i32, &[0], i + 1 == prompt.len()).unwrap();
+        .expect("llama context")
+}
+
+/// Decode `tokens` from position 0 as one batch (of room for `capacity`), with logits for
+/// the positions `logits_at` picks; the batch is returned for further steps.
+fn prefill(
+    ctx: &mut LlamaContext<'static>,
+    tokens: &[LlamaToken],
+    capacity: usize,
+    logits_at: impl Fn(usize) -> bool,
+) -> LlamaBatch<'static> {
+    let mut batch = LlamaBatch::new(capacity, 1);
+    for (i, &t) in tokens.iter().enumerate() {
+        batch.add(t, i as i32, &[0], logits_at(i)).unwrap();
     }
     ctx.decode(&mut batch).expect("decode prompt");
+    batch
+}
+
+/// Tokenize with BOS and greedily continue `n` tokens, single sequence.
+fn llama_greedy(l: &Llama, text: &str, n: usize) -> (Vec<TokenId>, Vec<TokenId>, Vec<f32>) {
+    let prompt: Vec<LlamaToken> = l.model.vocab().tokenize(text.as_bytes(), true, false);
+    let n_ctx = prompt.len() + n + 8;
+    // Diagnostics: LX_PARITY_LLAMA_PRECISE=1 runs llama.cpp in its precise configuration.
+    let precise = std::env::var_os("LX_PARITY_LLAMA_PRECISE").is_some();
+    let mut ctx = llama_context(l, n_ctx, precise);
+    let mut batch = prefill(&mut ctx, &prompt, n_ctx, |i| i + 1 == prompt.len());
     let mut out = Vec::new();
     let mut gaps = Vec::new();
     let mut last_row = batch.n_tokens() - 1;
@@ -238,29 +257,8 @@ fn logit_difference_profile() {
     let rows: Vec<usize> = (0..n).filter(|&i| sample(i)).collect();
     let mut impls: Vec<(String, Vec<Vec<f32>>)> = Vec::new();
     for precise in [false, true] {
-        let params = LlamaContextParams::default()
-            .with_n_ctx(NonZeroU32::new(n as u32 + 8))
-            .with_n_batch(n as u32 + 8)
-            .with_n_ubatch(512)
-            .with_n_threads(2)
-            .with_n_threads_batch(2);
-        let params = if precise {
-            params
-                .with_flash_attention_policy(0)
-                .with_type_k(llama_cpp_2::context::params::KvCacheType::F32)
-                .with_type_v(llama_cpp_2::context::params::KvCacheType::F32)
-        } else {
-            params
-        };
-        let mut ctx = l
-            .model
-            .new_context(&l._backend, params)
-            .expect("llama context");
-        let mut batch = LlamaBatch::new(n, 1);
-        for (i, &t) in prompt.iter().enumerate() {
-            batch.add(t, i as i32, &[0], sample(i)).unwrap();
-        }
-        ctx.decode(&mut batch).expect("decode");
+        let mut ctx = llama_context(&l, n + 8, precise);
+        prefill(&mut ctx, &prompt, n, &sample);
         let name = if precise {
             "llama.cpp (no FA, f32 KV)"
         } else {
@@ -352,29 +350,8 @@ fn llama_cpp_self_difference_profile() {
     let sample = |i: usize| i.is_multiple_of(32) || i + 1 == n;
     let mut ctxs = Vec::new();
     for precise in [false, true] {
-        let params = LlamaContextParams::default()
-            .with_n_ctx(NonZeroU32::new(n as u32 + 8))
-            .with_n_batch(n as u32 + 8)
-            .with_n_ubatch(512)
-            .with_n_threads(2)
-            .with_n_threads_batch(2);
-        let params = if precise {
-            params
-                .with_flash_attention_policy(0)
-                .with_type_k(llama_cpp_2::context::params::KvCacheType::F32)
-                .with_type_v(llama_cpp_2::context::params::KvCacheType::F32)
-        } else {
-            params
-        };
-        let mut ctx = l
-            .model
-            .new_context(&l._backend, params)
-            .expect("llama context");
-        let mut batch = LlamaBatch::new(n, 1);
-        for (i, &t) in prompt.iter().enumerate() {
-            batch.add(t, i as i32, &[0], sample(i)).unwrap();
-        }
-        ctx.decode(&mut batch).expect("decode");
+        let mut ctx = llama_context(&l, n + 8, precise);
+        prefill(&mut ctx, &prompt, n, &sample);
         ctxs.push(ctx);
     }
     for i in (0..n).filter(|&i| sample(i)) {
@@ -409,26 +386,9 @@ fn llama_cpp_self_parity() {
         let mut seq = prompt.clone();
         seq.extend_from_slice(&cont[..N_GEN - 1]);
         let n = seq.len();
-        let params = LlamaContextParams::default()
-            .with_n_ctx(NonZeroU32::new(n as u32 + 8))
-            .with_n_batch(n as u32 + 8)
-            .with_n_ubatch(512)
-            .with_n_threads(2)
-            .with_n_threads_batch(2)
-            .with_flash_attention_policy(0)
-            .with_type_k(llama_cpp_2::context::params::KvCacheType::F32)
-            .with_type_v(llama_cpp_2::context::params::KvCacheType::F32);
-        let mut ctx = l
-            .model
-            .new_context(&l._backend, params)
-            .expect("llama context");
-        let mut batch = LlamaBatch::new(n, 1);
-        for (i, &t) in seq.iter().enumerate() {
-            batch
-                .add(LlamaToken(t as i32), i as i32, &[0], i + 1 >= prompt.len())
-                .unwrap();
-        }
-        ctx.decode(&mut batch).expect("decode");
+        let mut ctx = llama_context(&l, n + 8, true);
+        let seq: Vec<LlamaToken> = seq.iter().map(|&t| LlamaToken(t as i32)).collect();
+        prefill(&mut ctx, &seq, n, |i| i + 1 >= prompt.len());
         let mut line = String::new();
         for (i, &want) in cont.iter().enumerate() {
             let logits = ctx.get_logits_ith((prompt.len() - 1 + i) as i32);

@@ -144,6 +144,38 @@ fn chunked_prefill_equals_whole() {
     }
 }
 
+/// Each prompt generated alone in slot 0 (cleared first): what batched runs must give.
+fn each_alone(b: &mut CandleBackend, prompts: &[Vec<TokenId>], n_gen: usize) -> Vec<(Vec<TokenId>, Vec<Choice>)> {
+    prompts
+        .iter()
+        .map(|p| {
+            b.clear(0);
+            generate(b, 0, p, 512, n_gen, 3)
+        })
+        .collect()
+}
+
+/// One step over `chunks` (one per slot, each with its last output): each slot's choice.
+fn step_slots(b: &mut CandleBackend, chunks: Vec<lx_engine::backend::Chunk>) -> Vec<Choice> {
+    let out = b
+        .step(&Batch {
+            chunks,
+            top_logprobs: 3,
+        })
+        .unwrap();
+    out.into_iter().map(|mut o| o.choices.remove(0)).collect()
+}
+
+/// Every prompt prefilled in its own slot, all in one step.
+fn prefill_slots(b: &mut CandleBackend, prompts: &[Vec<TokenId>]) -> Vec<Choice> {
+    let chunks = prompts
+        .iter()
+        .enumerate()
+        .map(|(s, p)| chunk(s as u32, 0, p, Outputs::Last))
+        .collect();
+    step_slots(b, chunks)
+}
+
 /// Four sequences at different positions stepped together (one after another inside
 /// each step) give exactly what they give alone; four at the same position (one batched
 /// pass) agree up to float noise.
@@ -157,25 +189,10 @@ fn four_slots_together_match_alone() {
         .collect();
     let n_gen = 8;
     let mut b = CandleBackend::load(&spec(4, 256)).expect("load");
-    let mut alone = Vec::new();
-    for p in &prompts {
-        b.clear(0);
-        alone.push(generate(&mut b, 0, p, 512, n_gen, 3));
-    }
+    let alone = each_alone(&mut b, &prompts, n_gen);
     b.clear(0);
     // Together: prefill all four in one step, then decode all four per step.
-    let chunks = prompts
-        .iter()
-        .enumerate()
-        .map(|(s, p)| chunk(s as u32, 0, p, Outputs::Last))
-        .collect();
-    let out = b
-        .step(&Batch {
-            chunks,
-            top_logprobs: 3,
-        })
-        .unwrap();
-    let mut cur: Vec<Choice> = out.into_iter().map(|mut o| o.choices.remove(0)).collect();
+    let mut cur = prefill_slots(&mut b, &prompts);
     let mut got: Vec<Vec<TokenId>> = cur.iter().map(|c| vec![c.token]).collect();
     for k in 0..n_gen - 1 {
         let chunks = (0..4)
@@ -188,13 +205,7 @@ fn four_slots_together_match_alone() {
                 )
             })
             .collect();
-        let out = b
-            .step(&Batch {
-                chunks,
-                top_logprobs: 3,
-            })
-            .unwrap();
-        cur = out.into_iter().map(|mut o| o.choices.remove(0)).collect();
+        cur = step_slots(&mut b, chunks);
         for s in 0..4 {
             got[s].push(cur[s].token);
             let d = max_logprob_diff(&cur[s], &alone[s].1[k + 1]);
@@ -207,26 +218,11 @@ fn four_slots_together_match_alone() {
 
     // Same position, same length: one batched pass per step.
     let same: Vec<Vec<TokenId>> = (0..4).map(|i| tokens(50, 200 + i as u64)).collect();
-    let mut alone = Vec::new();
-    for p in &same {
-        b.clear(0);
-        alone.push(generate(&mut b, 0, p, 512, n_gen, 3));
-    }
+    let alone = each_alone(&mut b, &same, n_gen);
     for s in 0..4 {
         b.clear(s);
     }
-    let chunks = same
-        .iter()
-        .enumerate()
-        .map(|(s, p)| chunk(s as u32, 0, p, Outputs::Last))
-        .collect();
-    let out = b
-        .step(&Batch {
-            chunks,
-            top_logprobs: 3,
-        })
-        .unwrap();
-    let mut cur: Vec<Choice> = out.into_iter().map(|mut o| o.choices.remove(0)).collect();
+    let mut cur = prefill_slots(&mut b, &same);
     for k in 0..n_gen {
         for s in 0..4 {
             let want = &alone[s].1[k];
@@ -258,13 +254,7 @@ fn four_slots_together_match_alone() {
         let chunks = (0..4)
             .map(|s| chunk(s as u32, 50 + k, &[cur[s].token], Outputs::Last))
             .collect();
-        let out = b
-            .step(&Batch {
-                chunks,
-                top_logprobs: 3,
-            })
-            .unwrap();
-        cur = out.into_iter().map(|mut o| o.choices.remove(0)).collect();
+        cur = step_slots(&mut b, chunks);
     }
 }
 
