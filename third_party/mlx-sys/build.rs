@@ -188,11 +188,96 @@ fn publish_native_sources(dst: &Path, mlx_c_root: &Path) {
     }
 }
 
+// ---- Latency Explorer patch (see README.lx.md): Linux links MLX's prebuilt CPU build ----
+
+/// Where the unpacked `mlx-cpu` wheel is: `LX_MLX_DIR`, else the place `scripts/mlx-fetch`
+/// puts it. The directory holds `mlx/lib/libmlx.so` and `mlx/share/cmake/MLX/`.
+fn prebuilt_mlx_dir() -> PathBuf {
+    println!("cargo:rerun-if-env-changed=LX_MLX_DIR");
+    let dir = match env::var_os("LX_MLX_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            let home = env::var_os("HOME").expect("HOME must be set when LX_MLX_DIR is not");
+            PathBuf::from(home).join(".cache/latency-explorer/mlx-cpu-0.32.2")
+        }
+    };
+    for file in ["mlx/lib/libmlx.so", "mlx/share/cmake/MLX/MLXConfig.cmake"] {
+        if !dir.join(file).is_file() {
+            panic!(
+                "\n\nmlx-sys (Latency Explorer's copy): MLX's Linux CPU build is not at {} ({file} is missing).\n\
+                 Run scripts/mlx-fetch from the repository root (it downloads the mlx-cpu 0.32.2 wheel there),\n\
+                 or set LX_MLX_DIR to a directory holding an unpacked mlx-cpu 0.32.2 wheel.\n\n",
+                dir.display()
+            );
+        }
+    }
+    dir
+}
+
+/// Builds mlx-c against the prebuilt `libmlx.so` (mlx-c's own `MLX_C_USE_SYSTEM_MLX`, which
+/// runs `find_package(MLX)`), then wraps the static mlx-c into a shared `libmlxc.so` that
+/// links `libmlx.so` and finds it at run time by an absolute RUNPATH. The wrapper's SONAME is
+/// its own absolute path, so every binary that links it records that path and runs without
+/// LD_LIBRARY_PATH. (A build script cannot give its dependents' binaries an rpath: Cargo
+/// passes `rustc-link-arg` only to the package's own targets.)
+fn build_and_link_mlx_c_against_prebuilt() {
+    let root = prebuilt_mlx_dir();
+    let mlx = root.join("mlx");
+    let mlx_lib = mlx.join("lib");
+    let mlx_c_root = Path::new("src/mlx-c");
+    let mut config = Config::new(mlx_c_root);
+    config.define("CMAKE_INSTALL_PREFIX", ".");
+    config.define("CMAKE_INSTALL_LIBDIR", "lib");
+    config.define("CMAKE_BUILD_TYPE", if cfg!(debug_assertions) { "Debug" } else { "Release" });
+    config.define("MLX_C_USE_SYSTEM_MLX", "ON");
+    config.define("MLX_C_BUILD_EXAMPLES", "OFF");
+    config.define("MLX_DIR", mlx.join("share/cmake/MLX"));
+    let dst = config.build();
+
+    let shared_dir = dst.join("shared");
+    fs::create_dir_all(&shared_dir).expect("Unable to create the libmlxc.so directory");
+    let shared = shared_dir.join("libmlxc.so");
+    let cxx = cc::Build::new().cpp(true).get_compiler();
+    let status = cxx
+        .to_command()
+        .arg("-shared")
+        .arg("-o")
+        .arg(&shared)
+        .arg(format!("-Wl,-soname,{}", shared.display()))
+        .arg("-Wl,--whole-archive")
+        // CMAKE_INSTALL_PREFIX "." installs into the build directory (as the original does).
+        .arg(dst.join("build/lib/libmlxc.a"))
+        .arg("-Wl,--no-whole-archive")
+        .arg(format!("-L{}", mlx_lib.display()))
+        .arg("-lmlx")
+        .arg(format!("-Wl,-rpath,{}", mlx_lib.display()))
+        .arg(format!("-Wl,-rpath-link,{}", root.join("mlx_cpu.libs").display()))
+        .arg("-Wl,--no-undefined")
+        .status()
+        .expect("Unable to run the C++ compiler to link libmlxc.so");
+    assert!(status.success(), "linking libmlxc.so against {} failed", mlx_lib.display());
+
+    println!("cargo:rustc-link-search=native={}", shared_dir.display());
+    println!("cargo:rustc-link-lib=dylib=mlxc");
+    println!("cargo::metadata=include={}", env::join_paths([mlx.join("include"), env::current_dir().unwrap().join(mlx_c_root)]).unwrap().display());
+    println!("cargo::metadata=defines=");
+    println!("cargo::metadata=version=0.32.2");
+    println!("cargo::metadata=libdir={}", mlx_lib.display());
+}
+
+// ---- end of the Latency Explorer patch ----
+
 fn main() {
     println!("cargo:rerun-if-env-changed=MLX_RS_METAL_PATH");
     println!("cargo:rerun-if-changed=native-libraries.txt");
     println!("cargo:rerun-if-changed=src/native_link.rs");
-    build_and_link_mlx_c();
+    // Latency Explorer patch: Linux uses MLX's prebuilt CPU build; every other target
+    // (macOS: MLX from source, with Metal) is built exactly as before.
+    if env::var("CARGO_CFG_TARGET_OS").as_deref() == Ok("linux") {
+        build_and_link_mlx_c_against_prebuilt();
+    } else {
+        build_and_link_mlx_c();
+    }
 
     let mlx_c_root = PathBuf::from("src/mlx-c");
     let headers =
