@@ -1,4 +1,4 @@
-//! Gemma 3 over mlx-rs (macOS aarch64 with the `mlx` feature only).
+//! Gemma 3 over mlx-rs (with the `mlx` feature, on macOS aarch64 and Linux x86_64).
 //!
 //! The same graph as the candle backend (crates/backend-candle/src/model.rs) and llama.cpp's
 //! `gemma3`: embedding scaled by `sqrt(hidden)`; per layer RMS norm → Q/K/V → per-head RMS
@@ -13,8 +13,9 @@
 //! the argmax ids (plus full logits when top log-probabilities are asked for) come back to the
 //! host.
 //!
-//! UNVERIFIED at run time: type-checked against mlx-rs 0.33.0 on Linux (MLX's native build
-//! switched off), never run by us; the macOS CI job runs it.
+//! Run and checked against llama.cpp on Linux x86_64, on MLX's CPU backend (the mlx-cpu
+//! 0.32.2 wheel; tests/parity_llamacpp.rs). On a Mac the same graph runs on Metal, which only
+//! the macOS CI job exercises.
 
 use std::borrow::Cow;
 
@@ -50,7 +51,12 @@ fn step_err(e: impl std::fmt::Display) -> BackendError {
 /// The devices an MLX worker of this build could use (cheap: does not start MLX).
 pub fn devices() -> Vec<String> {
     let chip = lx_engine::hardware::probe().cpu;
-    vec![format!("Metal: {chip} (MLX {MLX_VERSION} GPU)"), format!("CPU: {chip} (MLX {MLX_VERSION} CPU)")]
+    let cpu = format!("CPU: {chip} (MLX {MLX_VERSION} CPU)");
+    if crate::cpu_only() {
+        vec![cpu]
+    } else {
+        vec![format!("Metal: {chip} (MLX {MLX_VERSION} GPU)"), cpu]
+    }
 }
 
 /// A projection matrix (rows = outputs, cols = inputs) as held on the device.
@@ -363,7 +369,8 @@ impl MlxBackend {
         if !spec.model_path.is_file() {
             return Err(BackendError::Load(format!("model file {} does not exist", spec.model_path.display())));
         }
-        let cpu = opts.cpu || spec.gpu_layers == Some(0);
+        // Linux's MLX (the mlx-cpu wheel) has no GPU backend: always its CPU device there.
+        let cpu = crate::cpu_only() || opts.cpu || spec.gpu_layers == Some(0);
         // Every array this process creates from here on lives on this device.
         Device::set_default(&if cpu { Device::cpu() } else { Device::gpu() });
         let g = GgufFile::open(&spec.model_path).map_err(|e| match e {

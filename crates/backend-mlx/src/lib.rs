@@ -1,15 +1,19 @@
 //! MLX backend for Latency Explorer: our own Gemma 3 graph over mlx-rs, behind the engine's
 //! step interface ([`lx_engine::backend::Backend`]).
 //!
-//! MLX runs only on Apple Silicon, so the MLX part ([`MlxBackend`]) is compiled only on macOS
-//! aarch64 with the `mlx` feature. Everywhere else this crate is a stub whose [`unavailable`]
-//! says why, so `lx hw`, `lx sweep --backend mlx` and the app can show the reason without
+//! The MLX part ([`MlxBackend`]) is compiled with the `mlx` feature on two platforms:
+//! - macOS aarch64: MLX built from source by mlx-sys, on Metal (or MLX's CPU device);
+//! - Linux x86_64: MLX's own prebuilt CPU build (the `mlx-cpu` wheel, fetched by
+//!   `scripts/mlx-fetch` and linked by the patched mlx-sys in `third_party/mlx-sys`), on
+//!   MLX's CPU device only.
+//!
+//! Everywhere else (and without the feature) this crate is a stub whose [`unavailable`] says
+//! why, so `lx hw`, `lx sweep --backend mlx` and the app can show the reason without
 //! special cases.
 //!
 //! Everything that does not call MLX is compiled and unit-tested on every platform: batch
 //! validation and layout ([`plan`]), attention windows and masks, and the lossless repacking
-//! of GGUF Q4_0 / Q4_1 / Q8_0 blocks into MLX's affine quantized layout ([`repack`]). The part
-//! that only builds on a Mac is the graph itself (`src/graph.rs`).
+//! of GGUF Q4_0 / Q4_1 / Q8_0 blocks into MLX's affine quantized layout ([`repack`]).
 //!
 //! # Weights
 //! MLX's own GGUF loader keeps Q4_0, Q4_1 and Q8_0 tensors quantized and dequantizes every
@@ -20,16 +24,15 @@
 //! quantization, group size 64 ([`WeightMode::Mlx4`]), for a like-for-like 4-bit comparison.
 //! Which one ran is part of `BackendInfo::version`.
 //!
-//! Status: the MLX graph and its parity test have been type-checked (and are clippy-clean)
-//! against mlx-rs 0.33.0 on Linux, with MLX's native build switched off; they have never
-//! been built for or run on a Mac by us. The macOS CI job is the first place they run.
+//! Status: the graph runs and passes its parity tests against llama.cpp on Linux, on MLX's
+//! CPU backend (tests/parity_llamacpp.rs). Metal (kernels, speed) is proven only by a Mac.
 
 pub mod plan;
 pub mod repack;
 
-#[cfg(all(feature = "mlx", target_os = "macos", target_arch = "aarch64"))]
+#[cfg(all(feature = "mlx", any(all(target_os = "macos", target_arch = "aarch64"), all(target_os = "linux", target_arch = "x86_64"))))]
 mod graph;
-#[cfg(all(feature = "mlx", target_os = "macos", target_arch = "aarch64"))]
+#[cfg(all(feature = "mlx", any(all(target_os = "macos", target_arch = "aarch64"), all(target_os = "linux", target_arch = "x86_64"))))]
 pub use graph::{devices, MlxBackend};
 
 /// The mlx-rs release this crate is written against (it builds MLX 0.32.2 through mlx-sys 0.7).
@@ -39,7 +42,15 @@ pub const MLX_VERSION: &str = "0.32.2";
 
 /// True when this build contains the MLX backend.
 pub const fn available() -> bool {
-    cfg!(all(feature = "mlx", target_os = "macos", target_arch = "aarch64"))
+    cfg!(all(
+        feature = "mlx",
+        any(all(target_os = "macos", target_arch = "aarch64"), all(target_os = "linux", target_arch = "x86_64"))
+    ))
+}
+
+/// True when MLX runs on its CPU device only in this build (Linux: the mlx-cpu wheel has no GPU backend).
+pub const fn cpu_only() -> bool {
+    cfg!(target_os = "linux")
 }
 
 /// Why MLX cannot run in this build, or `None` when it can.
@@ -48,6 +59,12 @@ pub fn unavailable() -> Option<String> {
         None
     } else if cfg!(all(target_os = "macos", target_arch = "aarch64")) {
         Some("not compiled into this build: rebuild with `--features mlx` (needs Xcode and cmake)".into())
+    } else if cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+        Some(
+            "not compiled into this build: rebuild with `--features mlx` for MLX's CPU backend (scripts/mlx-fetch \
+             first); MLX on Metal needs macOS on Apple Silicon"
+                .into(),
+        )
     } else {
         Some("not available: needs macOS on Apple Silicon".into())
     }
@@ -119,9 +136,17 @@ mod tests {
     #[test]
     fn availability_matches_the_platform() {
         let mac_arm = cfg!(all(target_os = "macos", target_arch = "aarch64"));
-        if !mac_arm {
+        let linux_x86 = cfg!(all(target_os = "linux", target_arch = "x86_64"));
+        if !mac_arm && !linux_x86 {
             assert!(!available());
             assert_eq!(unavailable().as_deref(), Some("not available: needs macOS on Apple Silicon"));
+        }
+        if linux_x86 {
+            assert_eq!(available(), cfg!(feature = "mlx"));
+        }
+        // Every reason mentions what Metal needs (tests/integration/cli.rs relies on it).
+        if let Some(why) = unavailable() {
+            assert!(why.contains("macOS") || why.contains("Xcode"), "{why}");
         }
         assert_eq!(available(), unavailable().is_none());
     }
