@@ -28,8 +28,10 @@ use lx_engine::backend::{
 /// The crate version of the bindings, reported with every result.
 pub const BINDINGS_VERSION: &str = "llama-cpp-2 0.1.160";
 
-/// llama.cpp may be initialised once per process; every backend instance shares it.
-fn runtime() -> &'static LlamaRuntime {
+/// llama.cpp may be initialised once per process; every backend instance shares it, and so
+/// must code that calls llama.cpp directly in the same process (tests computing llama.cpp's
+/// own answer beside the backend's).
+pub fn runtime() -> &'static LlamaRuntime {
     static RUNTIME: OnceLock<LlamaRuntime> = OnceLock::new();
     RUNTIME.get_or_init(|| {
         logs::install();
@@ -80,9 +82,13 @@ pub struct LlamaCppBackend {
     ctx: LlamaContext<'static>,
     batch: LlamaBatch<'static>,
     info: BackendInfo,
-    /// Scratch: for each output row of the last batch, (chunk index, batch row).
-    rows: Vec<(usize, i32)>,
-    ctx_per_slot: usize,
+    /// Scratch: each chunk's first output row in the last batch (`None`: it asked for none).
+    rows: Vec<Option<i32>>,
+    /// Scratch: chunk indices in the order their tokens go into llama.cpp's batch.
+    order: Vec<usize>,
+    /// How many positions each slot holds, so a bad batch is refused before ggml sees it.
+    cached: Vec<usize>,
+    vocab: usize,
 }
 
 impl LlamaCppBackend {
@@ -132,6 +138,7 @@ impl LlamaCppBackend {
             BackendError::Load(format!("llama.cpp could not create a context: {e} {why}"))
         })?;
         let ctx_per_slot = ctx.n_ctx() as usize / slots;
+        let vocab = model.n_vocab() as usize;
 
         let offloaded = spec.gpu_layers != Some(0);
         let device = match accelerator() {
@@ -152,7 +159,15 @@ impl LlamaCppBackend {
                 prefix_copy: true,
             },
         };
-        Ok(Self { ctx, batch: LlamaBatch::new(n_batch as usize, 1), info, rows: Vec::new(), ctx_per_slot })
+        Ok(Self {
+            ctx,
+            batch: LlamaBatch::new(n_batch as usize, 1),
+            info,
+            rows: Vec::new(),
+            order: Vec::new(),
+            cached: vec![0; slots],
+            vocab,
+        })
     }
 }
 
@@ -162,27 +177,23 @@ impl Backend for LlamaCppBackend {
     }
 
     fn step(&mut self, batch: &Batch) -> Result<Vec<ChunkOutput>, BackendError> {
-        let total = batch.token_count();
-        if total == 0 {
+        if batch.token_count() == 0 {
             return Ok(Vec::new());
         }
-        if total > self.info.capabilities.max_batch_tokens {
-            return Err(BackendError::Step(format!(
-                "batch of {total} tokens exceeds the {} tokens one step may carry",
-                self.info.capabilities.max_batch_tokens
-            )));
-        }
+        // ggml aborts the process on a bad id or position; refuse the batch instead.
+        let cached_after = batch.check(&self.info.capabilities, &self.cached, self.vocab)?;
+        // With one KV stream per sequence, llama.cpp splits a batch into micro-batches of
+        // consecutive sequence ids, in the order the tokens arrive: slots 3, 0, 1, 2 cost
+        // three passes over the weights where 0, 1, 2, 3 cost one. So tokens go in by slot.
+        self.order.clear();
+        self.order.extend(0..batch.chunks.len());
+        self.order.sort_by_key(|&ci| batch.chunks[ci].slot);
         self.batch.clear();
         self.rows.clear();
+        self.rows.resize(batch.chunks.len(), None);
         let mut row = 0i32;
-        for (ci, chunk) in batch.chunks.iter().enumerate() {
-            let end = chunk.pos as usize + chunk.tokens.len();
-            if end > self.ctx_per_slot {
-                return Err(BackendError::Step(format!(
-                    "sequence in slot {} would reach position {end}, past its context of {}",
-                    chunk.slot, self.ctx_per_slot
-                )));
-            }
+        for &ci in &self.order {
+            let chunk = &batch.chunks[ci];
             let last = chunk.tokens.len() - 1;
             for (i, &tok) in chunk.tokens.iter().enumerate() {
                 let wants = match chunk.outputs {
@@ -193,23 +204,24 @@ impl Backend for LlamaCppBackend {
                 self.batch
                     .add(LlamaToken(tok as i32), (chunk.pos as usize + i) as i32, &[chunk.slot as i32], wants)
                     .map_err(|e| BackendError::Step(e.to_string()))?;
-                if wants {
-                    self.rows.push((ci, row));
+                if wants && self.rows[ci].is_none() {
+                    self.rows[ci] = Some(row);
                 }
                 row += 1;
             }
         }
         self.ctx.decode(&mut self.batch).map_err(|e| BackendError::Step(format!("llama_decode: {e}")))?;
+        self.cached = cached_after;
 
-        let mut outputs: Vec<ChunkOutput> = Vec::new();
-        let mut last_chunk = usize::MAX;
-        for &(ci, r) in &self.rows {
-            let choice = choose_greedy(self.ctx.get_logits_ith(r), batch.top_logprobs);
-            if ci != last_chunk {
-                outputs.push(ChunkOutput { slot: batch.chunks[ci].slot, choices: Vec::new() });
-                last_chunk = ci;
-            }
-            outputs.last_mut().expect("pushed above").choices.push(choice);
+        // Outputs in the batch's chunk order, whatever order llama.cpp saw them in.
+        let mut outputs = Vec::new();
+        for (chunk, first) in batch.chunks.iter().zip(&self.rows) {
+            let Some(first) = *first else { continue };
+            let n = if chunk.outputs == Outputs::All { chunk.tokens.len() } else { 1 };
+            let choices = (first..first + n as i32)
+                .map(|r| choose_greedy(self.ctx.get_logits_ith(r), batch.top_logprobs))
+                .collect();
+            outputs.push(ChunkOutput { slot: chunk.slot, choices });
         }
         Ok(outputs)
     }
@@ -217,6 +229,9 @@ impl Backend for LlamaCppBackend {
     fn clear(&mut self, slot: Slot) {
         // Removing a whole sequence cannot fail in llama.cpp; only partial removals can.
         let _ = self.ctx.clear_kv_cache_seq(Some(slot), None, None);
+        if let Some(len) = self.cached.get_mut(slot as usize) {
+            *len = 0;
+        }
     }
 
     fn copy_prefix(&mut self, from: Slot, to: Slot, len: u32) -> Result<(), BackendError> {
@@ -229,7 +244,13 @@ impl Backend for LlamaCppBackend {
             .copy_kv_cache_seq(from as i32, to as i32, None, None)
             .map_err(|e| BackendError::Step(format!("copy prefix: {e}")))?;
         match self.ctx.clear_kv_cache_seq(Some(to), Some(len), None) {
-            Ok(true) => Ok(()),
+            Ok(true) => {
+                let have = self.cached.get(from as usize).copied().unwrap_or(0);
+                if let Some(c) = self.cached.get_mut(to as usize) {
+                    *c = have.min(len as usize);
+                }
+                Ok(())
+            }
             Ok(false) => Err(BackendError::Step(format!("copy prefix: could not trim slot {to} to {len} positions"))),
             Err(e) => Err(BackendError::Step(format!("copy prefix: {e}"))),
         }

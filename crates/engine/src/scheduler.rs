@@ -278,7 +278,11 @@ impl<B: Backend + ?Sized> Scheduler<B> {
 
     fn release(&mut self, slot: Slot) {
         self.backend.clear(slot);
-        self.free_slots.push(slot);
+        // Kept highest first, so `pop` hands out the lowest free slot: running slots stay
+        // packed at the bottom, which backends that batch runs of consecutive sequence ids
+        // (llama.cpp with one KV stream per sequence) need to decode them in one pass.
+        let at = self.free_slots.partition_point(|&s| s > slot);
+        self.free_slots.insert(at, slot);
     }
 
     /// Free a request's slot; if it was computing the cached prefix, that prefix is lost.
@@ -298,9 +302,9 @@ impl<B: Backend + ?Sized> Scheduler<B> {
         let want = self.config.prefix_cache && self.backend.info().capabilities.prefix_copy;
         match self.prefix.slot {
             None if want && !self.free_slots.is_empty() => {
-                // The highest free slot, so request slots stay 0..n as without caching.
-                let i = (0..self.free_slots.len()).max_by_key(|&i| self.free_slots[i]).expect("nonempty");
-                self.prefix.slot = Some(self.free_slots.swap_remove(i));
+                // The highest free slot (the list's first), so request slots stay 0..n as
+                // without caching.
+                self.prefix.slot = Some(self.free_slots.remove(0));
                 self.prefix.ready = None;
             }
             Some(slot) if !want && self.prefix.filling.is_none() => {

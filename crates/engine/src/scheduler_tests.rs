@@ -145,6 +145,25 @@ fn continuous_decodes_running_sequences_together() {
     assert!(passes.len() < 5 + 6 + 4 + 9 + 5 + 3);
 }
 
+/// A new request takes the lowest free slot, so running slots stay packed at the bottom
+/// (llama.cpp decodes a run of consecutive sequence ids in one micro-batch).
+#[test]
+fn admission_takes_the_lowest_free_slot() {
+    // 1..4 fill slots 0..3; 1 ends first and 5 takes slot 0, which reorders the running list
+    // so that 2 (slot 1) is retired before 4 (slot 3) when both end in the same pass. A
+    // last-freed-first stack would then hand 6 slot 3; the lowest is 1.
+    let reqs = vec![request(1, 4, 1), request(2, 4, 5), request(3, 4, 20), request(4, 4, 5), request(5, 4, 20), request(6, 4, 3), request(7, 4, 3)];
+    let (_, events, _) = run(Policy::Continuous, 4, reqs);
+    let slot_of = |want: u64| {
+        events.iter().find_map(|e| match e {
+            SchedEvent::Admitted { id, slot, .. } if *id == want => Some(*slot),
+            _ => None,
+        })
+    };
+    let slots: Vec<_> = (1..=7).map(|id| slot_of(id).expect("admitted")).collect();
+    assert_eq!(slots, [0, 1, 2, 3, 0, 1, 3], "slots by request id");
+}
+
 #[test]
 fn chunked_prefill_never_exceeds_the_chunk_budget() {
     let (_, _, passes) = run(Policy::Chunked, 4, mixed_requests());
