@@ -14,7 +14,7 @@
 //!
 //! The files are other projects' data, fetched by `scripts/fetch-vocabs` into
 //! `~/.cache/latency-explorer/vocabs` (or `$LX_VOCAB_DIR`). Without them these tests fail and
-//! say so, unless `LX_SKIP_VOCAB_TESTS=1`.
+//! say so.
 
 use std::path::{Path, PathBuf};
 
@@ -34,9 +34,9 @@ fn vocab_dir() -> PathBuf {
     home.join(".cache/latency-explorer/vocabs")
 }
 
-/// The `.gguf` of a vocabulary (its `.inp` and `.out` beside it), or `None` when the files are
-/// missing and `LX_SKIP_VOCAB_TESTS=1`. Panics with what to do otherwise.
-fn vocab(name: &str) -> Option<PathBuf> {
+/// The `.gguf` of a vocabulary (its `.inp` and `.out` beside it). Panics with what to do
+/// when they are missing: these tests never pass without them.
+fn vocab(name: &str) -> PathBuf {
     let dir = vocab_dir();
     let gguf = dir.join(format!("ggml-vocab-{name}.gguf"));
     let missing: Vec<String> = ["", ".inp", ".out"]
@@ -45,18 +45,12 @@ fn vocab(name: &str) -> Option<PathBuf> {
         .filter(|p| !p.is_file())
         .map(|p| p.display().to_string())
         .collect();
-    if missing.is_empty() {
-        return Some(gguf);
-    }
-    if std::env::var("LX_SKIP_VOCAB_TESTS").as_deref() == Ok("1") {
-        eprintln!("skipped (LX_SKIP_VOCAB_TESTS=1): missing {}", missing.join(", "));
-        return None;
-    }
-    panic!(
-        "llama.cpp's test vocabularies are missing ({}): run scripts/fetch-vocabs \
-         (or set LX_SKIP_VOCAB_TESTS=1 to skip these tests)",
+    assert!(
+        missing.is_empty(),
+        "llama.cpp's test vocabularies are missing ({}): run scripts/fetch-vocabs (scripts/test does)",
         missing.join(", ")
     );
+    gguf
 }
 
 /// llama.cpp's own expectations: `.inp` texts separated by `\n__ggml_vocab_test__\n` (as
@@ -202,7 +196,7 @@ fn check_against_llama(name: &str, gguf: &Path, t: &Tokenizer, more: &[String], 
 
 #[test]
 fn llama3_matches_llama_cpp() {
-    let Some(gguf) = vocab("llama-bpe") else { return };
+    let gguf = vocab("llama-bpe");
     check("llama-bpe", &gguf, false);
     // Llama 3 puts BOS (<|begin_of_text|>) first; its chat markers are control tokens.
     let t = Tokenizer::from_path(&gguf).unwrap();
@@ -213,7 +207,7 @@ fn llama3_matches_llama_cpp() {
 
 #[test]
 fn qwen2_matches_llama_cpp() {
-    let Some(gguf) = vocab("qwen2") else { return };
+    let gguf = vocab("qwen2");
     check("qwen2", &gguf, true);
     // Qwen2 adds no BOS.
     let t = Tokenizer::from_path(&gguf).unwrap();
@@ -223,7 +217,7 @@ fn qwen2_matches_llama_cpp() {
 
 #[test]
 fn gpt2_matches_llama_cpp() {
-    let Some(gguf) = vocab("gpt-2") else { return };
+    let gguf = vocab("gpt-2");
     check("gpt-2", &gguf, false);
 }
 
@@ -232,7 +226,7 @@ fn gpt2_matches_llama_cpp() {
 /// pre-tokenizer, so only the comparison with llama.cpp runs (the `.inp` texts among its cases).
 #[test]
 fn default_pre_tokenizer_matches_llama_cpp() {
-    let Some(gguf) = vocab("gpt-2") else { return };
+    let gguf = vocab("gpt-2");
     let src = GgufFile::open(&gguf).unwrap();
     let mut w = GgufWriter::new();
     for (k, v) in src.metadata_pairs() {

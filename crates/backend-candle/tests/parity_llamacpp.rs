@@ -1,20 +1,18 @@
 //! Teacher-forced parity with llama.cpp (llama-cpp-2) on the default model.
 //!
 //! For each of three prompts (one longer than the 512-token sliding window of Gemma 3's
-//! local layers), llama.cpp tokenizes the prompt and greedily continues it for 64 tokens;
-//! then prompt + continuation go through candle in one prefill with `Outputs::All`. At
-//! each continuation position candle's argmax must be llama.cpp's token at ≥ 95 % of
-//! positions, and wherever it is not, the two must be a near-tie in candle's logits
-//! (llama.cpp's token within `NEAR_TIE` of candle's best).
+//! local layers), llama.cpp tokenizes the prompt and greedily continues it for 64 tokens
+//! (its defaults: flash attention auto, f16 KV cache, one token per decode). Then prompt +
+//! continuation go through candle in one prefill with `Outputs::All`, and through llama.cpp
+//! itself the same way in its precise configuration (no flash attention, f32 KV cache).
 //!
-//! About the tolerance: llama.cpp disagrees with itself by as much. Teacher-forcing
-//! default llama.cpp's continuations (flash attention auto, f16 KV cache) through
-//! llama.cpp without flash attention and with an f32 KV cache gave 184/192 agreement
-//! with disagreement gaps of 0.039-0.224 (one of them 0.166 at the very position where
-//! candle's gap is 0.168), and mean |Δlogit| of 0.13-0.3 per position between the two
-//! configurations, the same as between candle and llama.cpp (see the ignored
-//! diagnostics below). A 0.15 near-tie bound fails llama.cpp against itself, so the bound
-//! here is 0.25.
+//! Kernels round differently on every CPU (AVX2, AVX-512, NEON) and for every batch shape,
+//! so no fixed agreement rate holds everywhere: llama.cpp's own agreement with its greedy
+//! stream, measured here in the same run, sets the bar. candle must agree at most `MARGIN`
+//! less often than that, and wherever candle's argmax is not llama.cpp's token the two must
+//! be a near-tie in candle's logits (within `NEAR_TIE`). llama.cpp's own disagreements have
+//! gaps of up to about 0.22 nats on this model, so a bound of 0.15 would fail llama.cpp
+//! against itself; the bound is 0.25.
 
 mod common;
 use common::*;
@@ -132,9 +130,7 @@ fn prefill(
 fn llama_greedy(l: &Llama, text: &str, n: usize) -> (Vec<TokenId>, Vec<TokenId>, Vec<f32>) {
     let prompt: Vec<LlamaToken> = l.model.vocab().tokenize(text.as_bytes(), true, false);
     let n_ctx = prompt.len() + n + 8;
-    // Diagnostics: LX_PARITY_LLAMA_PRECISE=1 runs llama.cpp in its precise configuration.
-    let precise = std::env::var_os("LX_PARITY_LLAMA_PRECISE").is_some();
-    let mut ctx = llama_context(l, n_ctx, precise);
+    let mut ctx = llama_context(l, n_ctx, false);
     let mut batch = prefill(&mut ctx, &prompt, n_ctx, |i| i + 1 == prompt.len());
     let mut out = Vec::new();
     let mut gaps = Vec::new();
@@ -162,6 +158,47 @@ fn llama_greedy(l: &Llama, text: &str, n: usize) -> (Vec<TokenId>, Vec<TokenId>,
     (prompt.iter().map(|t| t.0 as TokenId).collect(), out, gaps)
 }
 
+/// llama.cpp's logits for every continuation position of `prompt + cont`, computed in one
+/// batch in its precise configuration: the same teacher forcing candle gets, so llama.cpp's
+/// agreement with its own greedy stream sets the bar for candle's on this machine.
+fn llama_forced(l: &Llama, prompt: &[TokenId], cont: &[TokenId]) -> Vec<Vec<f32>> {
+    let seq: Vec<LlamaToken> = prompt.iter().chain(&cont[..cont.len() - 1]).map(|&t| LlamaToken(t as i32)).collect();
+    let n = seq.len();
+    let mut ctx = llama_context(l, n + 8, true);
+    prefill(&mut ctx, &seq, n, |i| i + 1 >= prompt.len());
+    (0..cont.len()).map(|i| ctx.get_logits_ith((prompt.len() - 1 + i) as i32).to_vec()).collect()
+}
+
+/// How one implementation's argmax compares with llama.cpp's greedy stream, position by
+/// position: agreements, and each disagreement's gap (best − llama.cpp's token, nats).
+#[derive(Default)]
+struct Forced {
+    agree: usize,
+    total: usize,
+    gaps: Vec<(usize, usize, f32)>,
+}
+
+impl Forced {
+    /// `gap`: the implementation's best log-probability minus that of llama.cpp's token
+    /// (0 where its argmax is llama.cpp's token).
+    fn add(&mut self, prompt: usize, pos: usize, gap: f32) -> bool {
+        self.total += 1;
+        if gap <= 0.0 {
+            self.agree += 1;
+            return true;
+        }
+        self.gaps.push((prompt, pos, gap));
+        false
+    }
+    fn rate(&self) -> f64 {
+        self.agree as f64 / self.total as f64
+    }
+}
+
+/// candle may agree with llama.cpp's greedy stream this much less often than llama.cpp's
+/// precise configuration agrees with its default one, measured in the same run.
+const MARGIN: f64 = 0.05;
+
 #[test]
 fn teacher_forced_parity_with_llama_cpp() {
     let l = llama();
@@ -173,17 +210,9 @@ fn teacher_forced_parity_with_llama_cpp() {
         long,
     ];
     let mut b = CandleBackend::load(&spec(1, 1024)).expect("candle load");
-    let (mut agree, mut total) = (0usize, 0usize);
-    let mut failures = Vec::new();
+    let (mut candle, mut itself) = (Forced::default(), Forced::default());
     for (pi, text) in prompts.iter().enumerate() {
         let (prompt, cont, llama_gaps) = llama_greedy(&l, text, N_GEN);
-        if pi == 0 {
-            assert_eq!(
-                prompt,
-                ONCE_UPON.to_vec(),
-                "llama.cpp's tokenization of the reference prompt"
-            );
-        }
         let mut seq = prompt.clone();
         seq.extend_from_slice(&cont[..N_GEN - 1]);
         b.clear(0);
@@ -195,50 +224,51 @@ fn teacher_forced_parity_with_llama_cpp() {
             .expect("candle step");
         let choices = &out[0].choices;
         assert_eq!(choices.len(), seq.len());
+        let precise = llama_forced(&l, &prompt, &cont);
         let mut line = String::new();
         for (i, &want) in cont.iter().enumerate() {
             let c = &choices[prompt.len() - 1 + i];
-            total += 1;
-            if c.token == want {
-                agree += 1;
-                continue;
-            }
-            let best = c.top[0].logprob;
-            let gap = c
-                .top
-                .iter()
-                .find(|s| s.token == want)
-                .map(|s| best - s.logprob)
-                .unwrap_or(f32::INFINITY);
-            line.push_str(&format!(
-                " [pos {i}: llama {want} / candle {} gap {gap:.3}, llama's own top-2 gap {:.3}]",
-                c.token, llama_gaps[i]
-            ));
-            if gap > NEAR_TIE {
-                failures.push(format!(
-                    "prompt {pi} pos {i}: llama.cpp {want}, candle {} (gap {gap:.3})",
-                    c.token
+            let gap = if c.token == want {
+                0.0
+            } else {
+                c.top[0].logprob - c.top.iter().find(|s| s.token == want).map_or(f32::NEG_INFINITY, |s| s.logprob)
+            };
+            if !candle.add(pi, i, gap) {
+                line.push_str(&format!(
+                    " [pos {i}: llama {want} / candle {} gap {gap:.3}, llama's own top-2 gap {:.3}]",
+                    c.token, llama_gaps[i]
                 ));
             }
+            let logits = &precise[i];
+            let best = choose_greedy(logits, 0).token as usize;
+            itself.add(pi, i, logits[best] - logits[want as usize]);
         }
         eprintln!(
             "prompt {pi}: {} prompt tokens; continuation {:?}{}",
             prompt.len(),
             detokenize(&model_path(), &cont[..16]),
-            if line.is_empty() {
-                " — all agree".to_string()
-            } else {
-                line
-            }
+            if line.is_empty() { " — all agree".to_string() } else { line }
         );
     }
-    let rate = agree as f64 / total as f64;
-    eprintln!("argmax agreement: {agree}/{total} = {:.1}%", rate * 100.0);
-    assert!(
-        failures.is_empty(),
-        "disagreements that are not near-ties: {failures:?}"
+    eprintln!(
+        "argmax agreement with llama.cpp's greedy stream: candle {}/{} = {:.1}%; llama.cpp's precise configuration {}/{} = {:.1}% (gaps {:?})",
+        candle.agree,
+        candle.total,
+        candle.rate() * 100.0,
+        itself.agree,
+        itself.total,
+        itself.rate() * 100.0,
+        itself.gaps.iter().map(|g| format!("{:.3}", g.2)).collect::<Vec<_>>()
     );
-    assert!(rate >= 0.95, "argmax agreement {agree}/{total} below 95%");
+    let not_ties: Vec<_> = candle.gaps.iter().filter(|g| g.2 > NEAR_TIE).collect();
+    assert!(not_ties.is_empty(), "disagreements that are not near-ties (prompt, position, gap): {not_ties:?}");
+    assert!(
+        candle.rate() >= itself.rate() - MARGIN,
+        "candle agrees at {:.1}%, more than {:.0} points below llama.cpp's agreement with itself ({:.1}%)",
+        candle.rate() * 100.0,
+        MARGIN * 100.0,
+        itself.rate() * 100.0
+    );
 }
 
 /// Diagnostics (ignored by default): distance of each implementation's logits from the
@@ -365,45 +395,4 @@ fn llama_cpp_self_difference_profile() {
         let mean = a.iter().zip(c).map(|(x, y)| (x - y).abs()).sum::<f32>() / a.len() as f32;
         eprintln!("pos {i:4}: max |Δlogit| {max:.3}, mean {mean:.4}");
     }
-}
-
-/// Diagnostics (ignored by default): the parity criterion applied to llama.cpp against
-/// itself: default llama.cpp's greedy continuation teacher-forced through llama.cpp in
-/// its precise configuration.
-#[test]
-#[ignore]
-fn llama_cpp_self_parity() {
-    let l = llama();
-    let prompts = [
-        "Once upon a time, in a small village,".to_string(),
-        "The most important thing to remember when learning a new programming language is"
-            .to_string(),
-        long_prompt(),
-    ];
-    let (mut agree, mut total) = (0, 0);
-    for (pi, text) in prompts.iter().enumerate() {
-        let (prompt, cont, _) = llama_greedy(&l, text, N_GEN);
-        let mut seq = prompt.clone();
-        seq.extend_from_slice(&cont[..N_GEN - 1]);
-        let n = seq.len();
-        let mut ctx = llama_context(&l, n + 8, true);
-        let seq: Vec<LlamaToken> = seq.iter().map(|&t| LlamaToken(t as i32)).collect();
-        prefill(&mut ctx, &seq, n, |i| i + 1 >= prompt.len());
-        let mut line = String::new();
-        for (i, &want) in cont.iter().enumerate() {
-            let logits = ctx.get_logits_ith((prompt.len() - 1 + i) as i32);
-            let c = choose_greedy(logits, 0);
-            total += 1;
-            if c.token == want {
-                agree += 1;
-            } else {
-                line.push_str(&format!(
-                    " [pos {i}: gap {:.3}]",
-                    logits[c.token as usize] - logits[want as usize]
-                ));
-            }
-        }
-        eprintln!("prompt {pi}:{line}");
-    }
-    eprintln!("llama.cpp precise vs default: {agree}/{total}");
 }
