@@ -26,8 +26,7 @@ pub fn canonical(name: &str) -> anyhow::Result<&'static str> {
 pub fn unavailable(name: &str) -> Option<String> {
     match name {
         "llama" | "candle" => None,
-        // "not available: needs macOS on Apple Silicon" everywhere but a macOS aarch64
-        // build with the `mlx` feature.
+        // None in a macOS aarch64 or Linux x86_64 build with the `mlx` feature; else why not.
         "mlx" => lx_backend_mlx::unavailable(),
         _ => Some("unknown backend".into()),
     }
@@ -45,7 +44,7 @@ pub fn loader(name: &str) -> Loader {
                 lx_backend_candle::set_thread_env(spec.threads);
                 Ok(Box::new(lx_backend_candle::CandleBackend::load(spec)?))
             }
-            #[cfg(all(feature = "mlx", target_os = "macos", target_arch = "aarch64"))]
+            #[cfg(all(feature = "mlx", any(all(target_os = "macos", target_arch = "aarch64"), all(target_os = "linux", target_arch = "x86_64"))))]
             "mlx" => Ok(Box::new(lx_backend_mlx::MlxBackend::load(spec)?)),
             other => Err(BackendError::NotCompiled(other.to_string(), unavailable(other).unwrap_or_default())),
         }
@@ -69,7 +68,7 @@ pub fn devices() -> Vec<(String, Vec<String>)> {
                 None => match b {
                     "llama" => lx_backend_llamacpp::devices(),
                     "candle" => lx_backend_candle::devices(),
-                    #[cfg(all(feature = "mlx", target_os = "macos", target_arch = "aarch64"))]
+                    #[cfg(all(feature = "mlx", any(all(target_os = "macos", target_arch = "aarch64"), all(target_os = "linux", target_arch = "x86_64"))))]
                     "mlx" => lx_backend_mlx::devices(),
                     _ => Vec::new(),
                 },
