@@ -159,15 +159,33 @@ pub fn devices() -> Vec<String> {
     found
 }
 
-fn select_device(choice: DeviceChoice, spec: &LoadSpec) -> Result<(Device, String), BackendError> {
-    let want = match choice {
-        DeviceChoice::Auto if spec.gpu_layers == Some(0) => DeviceChoice::Cpu,
-        DeviceChoice::Auto if cfg!(feature = "cuda") => DeviceChoice::Cuda,
-        DeviceChoice::Auto if cfg!(feature = "metal") => DeviceChoice::Metal,
-        DeviceChoice::Auto => DeviceChoice::Cpu,
-        c => c,
-    };
-    match want {
+/// The GPU API this build of candle can use, if any.
+const GPU_BUILD: Option<(DeviceChoice, &str)> = if cfg!(feature = "cuda") {
+    Some((DeviceChoice::Cuda, "CUDA"))
+} else if cfg!(feature = "metal") {
+    Some((DeviceChoice::Metal, "Metal"))
+} else {
+    None
+};
+
+/// The device to load on, its name, and, when a GPU build ends up on the CPU by itself
+/// (`Auto`), the note that says so. A device asked for by name must open or fail the load.
+fn select_device(choice: DeviceChoice, spec: &LoadSpec) -> Result<(Device, String, Option<String>), BackendError> {
+    match (choice, GPU_BUILD) {
+        (DeviceChoice::Auto, None) => Ok((Device::Cpu, "CPU".into(), None)),
+        (DeviceChoice::Auto, Some((_, api))) if spec.gpu_layers == Some(0) => {
+            Ok((Device::Cpu, "CPU".into(), Some(format!("candle ran on the CPU, not {api} (--gpu-layers 0)"))))
+        }
+        (DeviceChoice::Auto, Some((gpu, api))) => match open(gpu) {
+            Ok((device, name)) => Ok((device, name, None)),
+            Err(e) => Ok((Device::Cpu, "CPU".into(), Some(format!("candle ran on the CPU: this build has {api} but {e}")))),
+        },
+        (c, _) => open(c).map(|(device, name)| (device, name, None)),
+    }
+}
+
+fn open(choice: DeviceChoice) -> Result<(Device, String), BackendError> {
+    match choice {
         DeviceChoice::Cpu | DeviceChoice::Auto => Ok((Device::Cpu, "CPU".into())),
         DeviceChoice::Cuda => {
             if !cfg!(feature = "cuda") {
@@ -260,7 +278,7 @@ impl CandleBackend {
         if spec.threads > 0 && std::env::var("CANDLE_NUM_THREADS").is_err() {
             set_thread_env(spec.threads);
         }
-        let (device, device_name) = select_device(opts.device, spec)?;
+        let (device, device_name, cpu_fallback) = select_device(opts.device, spec)?;
         let layer_weights = opts.layer_weights.unwrap_or(if device.is_cpu() {
             WeightFormat::F16
         } else {
@@ -300,6 +318,7 @@ impl CandleBackend {
                 env!("CARGO_PKG_VERSION")
             ),
             device: device_desc,
+            cpu_fallback,
             threads,
             capabilities: Capabilities {
                 mixed_position_batches: false,

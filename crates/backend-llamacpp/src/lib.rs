@@ -65,6 +65,66 @@ pub fn devices() -> Vec<String> {
         .collect()
 }
 
+/// GPU back ends this build of llama.cpp was compiled with.
+const GPU_BUILD: Option<&str> = if cfg!(feature = "cuda") {
+    Some("CUDA")
+} else if cfg!(feature = "metal") {
+    Some("Metal")
+} else if cfg!(feature = "vulkan") {
+    Some("Vulkan")
+} else {
+    None
+};
+
+/// Where the layers went, from llama.cpp's own account of placing them (`placement`: one
+/// device name per layer, e.g. "CPU" or "Vulkan0"), as the device line of the backend's
+/// info and, when a GPU could have taken layers the CPU got, the note that says so.
+fn describe_placement(
+    placement: &[String],
+    threads: usize,
+    accel: Option<&(String, String)>,
+    gpu_layers: Option<u32>,
+) -> (String, Option<String>) {
+    let cpu = format!("CPU ({threads} threads)");
+    let total = placement.len();
+    if total == 0 {
+        // Another log subscriber took llama.cpp's log, or its wording changed: say so
+        // rather than guess from the settings.
+        return (format!("{cpu}; layer placement not reported by llama.cpp"), None);
+    }
+    let mut counts: Vec<(&str, usize)> = Vec::new();
+    for device in placement {
+        match counts.iter_mut().find(|(d, _)| *d == device.as_str()) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((device.as_str(), 1)),
+        }
+    }
+    let name = |device: &str| -> String {
+        match accel {
+            _ if device == "CPU" => cpu.clone(),
+            Some((n, description)) if n == device => format!("{n} {description}"),
+            _ => device.to_string(),
+        }
+    };
+    let device = match counts.as_slice() {
+        [(only, _)] => format!("{}: all {total} layers", name(only)),
+        parts => parts.iter().map(|(d, n)| format!("{}: {n} of {total} layers", name(d))).collect::<Vec<_>>().join("; "),
+    };
+    let on_cpu = counts.iter().find(|(d, _)| *d == "CPU").map_or(0, |(_, n)| *n);
+    let offloaded = total - on_cpu;
+    let why = match (accel, gpu_layers) {
+        _ if on_cpu == 0 => return (device, None),
+        (Some(_), Some(n)) => format!("--gpu-layers {n}"),
+        (Some(_), None) => "llama.cpp kept them there".to_string(),
+        (None, _) => match GPU_BUILD {
+            Some(api) => format!("this build has {api} but llama.cpp found no {api} device"),
+            None => return (device, None),
+        },
+    };
+    let to = accel.map(|(n, _)| format!(" to {n}")).unwrap_or_default();
+    (device, Some(format!("llama.cpp ran on the CPU: {offloaded} of {total} layers offloaded{to} ({why})")))
+}
+
 /// Flash attention: llama.cpp decides (`auto`, the default, as its own tools do) unless
 /// `LX_LLAMA_FLASH_ATTN` is `on` or `off`.
 fn flash_attention() -> i32 {
@@ -140,16 +200,14 @@ impl LlamaCppBackend {
         let ctx_per_slot = ctx.n_ctx() as usize / slots;
         let vocab = model.n_vocab() as usize;
 
-        let offloaded = spec.gpu_layers != Some(0);
-        let device = match accelerator() {
-            Some(d) if offloaded => format!("{}: {} (all layers offloaded)", d.backend, d.description.trim()),
-            Some(d) => format!("CPU ({threads} threads; {} present but not used)", d.description.trim()),
-            None => format!("CPU ({threads} threads)"),
-        };
+        let accel = accelerator().map(|d| (d.name, d.description.trim().to_string()));
+        let (device, cpu_fallback) =
+            describe_placement(&logs::take_placement(), threads, accel.as_ref(), spec.gpu_layers);
         let info = BackendInfo {
             name: "llama".into(),
             version: format!("llama.cpp ({BINDINGS_VERSION})"),
             device,
+            cpu_fallback,
             threads,
             capabilities: Capabilities {
                 mixed_position_batches: true,
@@ -254,5 +312,47 @@ impl Backend for LlamaCppBackend {
             Ok(false) => Err(BackendError::Step(format!("copy prefix: could not trim slot {to} to {len} positions"))),
             Err(e) => Err(BackendError::Step(format!("copy prefix: {e}"))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::describe_placement;
+
+    fn layers(spec: &[(&str, usize)]) -> Vec<String> {
+        spec.iter().flat_map(|(d, n)| std::iter::repeat_n(d.to_string(), *n)).collect()
+    }
+
+    #[test]
+    fn a_cpu_only_build_names_the_cpu_and_flags_nothing() {
+        let (device, note) = describe_placement(&layers(&[("CPU", 19)]), 2, None, None);
+        assert_eq!(device, "CPU (2 threads): all 19 layers");
+        assert_eq!(note, super::GPU_BUILD.map(|api| format!("llama.cpp ran on the CPU: 0 of 19 layers offloaded (this build has {api} but llama.cpp found no {api} device)")));
+    }
+
+    #[test]
+    fn every_layer_on_the_gpu_is_not_flagged() {
+        let gpu = ("Vulkan0".to_string(), "llvmpipe (LLVM 15.0.6, 256 bits)".to_string());
+        let (device, note) = describe_placement(&layers(&[("Vulkan0", 19)]), 2, Some(&gpu), None);
+        assert_eq!(device, "Vulkan0 llvmpipe (LLVM 15.0.6, 256 bits): all 19 layers");
+        assert_eq!(note, None);
+    }
+
+    #[test]
+    fn layers_kept_on_the_cpu_beside_a_gpu_are_flagged_with_the_reason() {
+        let gpu = ("CUDA0".to_string(), "NVIDIA H200".to_string());
+        let (device, note) = describe_placement(&layers(&[("CPU", 19)]), 8, Some(&gpu), Some(0));
+        assert_eq!(device, "CPU (8 threads): all 19 layers");
+        assert_eq!(note.as_deref(), Some("llama.cpp ran on the CPU: 0 of 19 layers offloaded to CUDA0 (--gpu-layers 0)"));
+        let (device, note) = describe_placement(&layers(&[("CPU", 9), ("CUDA0", 10)]), 8, Some(&gpu), Some(10));
+        assert_eq!(device, "CPU (8 threads): 9 of 19 layers; CUDA0 NVIDIA H200: 10 of 19 layers");
+        assert_eq!(note.as_deref(), Some("llama.cpp ran on the CPU: 10 of 19 layers offloaded to CUDA0 (--gpu-layers 10)"));
+    }
+
+    #[test]
+    fn a_missing_account_is_said_not_guessed() {
+        let (device, note) = describe_placement(&[], 2, None, None);
+        assert!(device.contains("not reported"), "{device}");
+        assert_eq!(note, None);
     }
 }

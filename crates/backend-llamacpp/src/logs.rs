@@ -2,6 +2,9 @@
 //! its API returns a bare null. This keeps the last warning and error lines so a failed
 //! load can say why, and keeps the rest of its chatter off the terminal (set
 //! `LX_LLAMA_LOG=1` to see all of it on stderr).
+//!
+//! It also keeps where llama.cpp placed each layer while loading ("layer 3 assigned to
+//! device Vulkan0"): the API has no call for it, and the log is llama.cpp's own account.
 
 use std::collections::VecDeque;
 use std::fmt::Debug;
@@ -13,6 +16,8 @@ use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
 const KEEP: usize = 16;
 static RECENT: Mutex<VecDeque<String>> = Mutex::new(VecDeque::new());
+/// The device of each layer, in the order llama.cpp reported them since the last take.
+static PLACEMENT: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 struct Capture {
     echo: bool,
@@ -36,13 +41,13 @@ impl Visit for Text {
 impl<S: Subscriber> Layer<S> for Capture {
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
         let level = *event.metadata().level();
-        if !self.echo && level > Level::WARN {
-            return;
-        }
         let mut text = Text(String::new());
         event.record(&mut text);
         if self.echo {
             eprintln!("[llama.cpp {level}] {}", text.0);
+        }
+        if let Some(device) = layer_device(&text.0) {
+            PLACEMENT.lock().unwrap_or_else(|e| e.into_inner()).push(device.to_string());
         }
         if level <= Level::WARN && !text.0.is_empty() {
             let mut recent = RECENT.lock().unwrap_or_else(|e| e.into_inner());
@@ -65,4 +70,34 @@ pub fn install() {
 /// Error and warning lines since the last call, oldest first.
 pub fn take_recent() -> Vec<String> {
     RECENT.lock().unwrap_or_else(|e| e.into_inner()).drain(..).collect()
+}
+
+/// The device of each layer placed since the last call, in layer order.
+pub fn take_placement() -> Vec<String> {
+    std::mem::take(&mut *PLACEMENT.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// The device named by a log line of the form "layer  3 assigned to device Vulkan0, is_swa = 1".
+fn layer_device(line: &str) -> Option<&str> {
+    let rest = line.strip_prefix("layer ")?;
+    let (index, rest) = rest.trim_start().split_once(' ')?;
+    index.parse::<u32>().ok()?;
+    let device = rest.strip_prefix("assigned to device ")?;
+    let device = device.split(',').next()?.trim();
+    (!device.is_empty()).then_some(device)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::layer_device;
+
+    #[test]
+    fn reads_the_device_of_a_placed_layer() {
+        assert_eq!(layer_device("layer   0 assigned to device CPU, is_swa = 1"), Some("CPU"));
+        assert_eq!(layer_device("layer  18 assigned to device Vulkan0, is_swa = 0"), Some("Vulkan0"));
+        assert_eq!(layer_device("layer 7 assigned to device CUDA0"), Some("CUDA0"));
+        assert_eq!(layer_device("layer   0: filtered"), None);
+        assert_eq!(layer_device("n_layer = 18"), None);
+        assert_eq!(layer_device("layer x assigned to device CPU"), None);
+    }
 }

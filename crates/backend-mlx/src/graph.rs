@@ -399,6 +399,13 @@ impl MlxBackend {
             caches.push(cache);
         }
         let chip = lx_engine::hardware::probe().cpu;
+        // Read back the device MLX will use rather than trusting the request above.
+        let on_gpu = matches!(Device::default().get_type(), Ok(mlx_rs::DeviceType::Gpu));
+        let cpu_fallback = match (on_gpu, crate::cpu_only()) {
+            (false, false) if spec.gpu_layers == Some(0) => Some("MLX ran on the CPU, not Metal (--gpu-layers 0)".to_string()),
+            (false, false) => Some("MLX ran on the CPU, not Metal (LX_MLX_DEVICE=cpu)".to_string()),
+            _ => None,
+        };
         let mut weights = format!("weights {}", opts.weights.describe());
         weights.push_str(&format!(
             ": {} matrices MLX affine g32 (from GGUF), {} MLX 4-bit g64, {} f16",
@@ -407,7 +414,8 @@ impl MlxBackend {
         let info = BackendInfo {
             name: "mlx".into(),
             version: format!("MLX {MLX_VERSION} (mlx-rs {MLX_RS_VERSION}, lx-backend-mlx {}); {weights}", env!("CARGO_PKG_VERSION")),
-            device: if cpu { format!("CPU: {chip} (MLX)") } else { format!("Metal: {chip} (MLX)") },
+            device: if on_gpu { format!("Metal: {chip} (MLX)") } else { format!("CPU: {chip} (MLX)") },
+            cpu_fallback,
             threads: spec.threads,
             capabilities: Capabilities {
                 // Projections and the FFN run once over every chunk's rows; attention per chunk.

@@ -51,6 +51,9 @@ impl SweepObserver for SweepProgress {
     }
     fn loaded(&mut self, backend: &str, info: &lx_engine::backend::BackendInfo, load_ms: f64) {
         self.say(format!("{backend}: {} on {} (loaded in {:.0} ms)", info.version, info.device, load_ms));
+        if let Some(why) = &info.cpu_fallback {
+            self.say(format!("warning: {why}"));
+        }
     }
     fn point_started(&mut self, index: usize, total: usize, backend: &str, policy: Policy, spec: &lx_engine::load::PointSpec) {
         self.bar.set_message(format!("[{}/{}] {backend} {policy} pp{} tg{} c{}", index + 1, total, spec.prompt_tokens, spec.max_tokens, spec.concurrency));

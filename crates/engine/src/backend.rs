@@ -131,8 +131,14 @@ pub struct BackendInfo {
     pub name: String,
     /// Library and version, e.g. `llama.cpp (llama-cpp-2 0.1.160)`.
     pub version: String,
-    /// The device actually used, e.g. `CPU (AVX2, 2 threads)` or `Metal: Apple M3`.
+    /// The device actually used, read back from the library after loading, e.g.
+    /// `CPU (AVX2, 2 threads)` or `Vulkan0: llvmpipe (all 19 layers)`.
     pub device: String,
+    /// Set when a backend that could have used a GPU ran wholly or partly on the CPU: how
+    /// much and why ("llama.cpp ran on the CPU: 0 of 19 layers offloaded ..."). Results,
+    /// tables and the app show it beside the figures, which are not GPU figures then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_fallback: Option<String>,
     /// Compute threads in use.
     pub threads: usize,
     pub capabilities: Capabilities,

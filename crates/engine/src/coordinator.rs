@@ -125,6 +125,7 @@ impl Worker {
                 name: String::new(),
                 version: String::new(),
                 device: String::new(),
+                cpu_fallback: None,
                 threads: 0,
                 capabilities: crate::backend::Capabilities { mixed_position_batches: false, max_batch_tokens: 0, slots: 0, ctx_per_slot: 0, prefix_copy: false },
             },

@@ -1756,6 +1756,7 @@ mod tests {
                 name: backend.into(),
                 version: "fake".into(),
                 device: "test".into(),
+                cpu_fallback: None,
                 threads: 1,
                 capabilities: Capabilities {
                     mixed_position_batches: true,

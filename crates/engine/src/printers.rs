@@ -128,6 +128,30 @@ impl Printer for Markdown<'_> {
         }
         self.out.flush()
     }
+
+    fn footer(&mut self, run: &RunFile) -> std::io::Result<()> {
+        let lines = device_lines(&run.backends);
+        if self.started && !lines.is_empty() {
+            writeln!(self.out)?;
+            for line in lines {
+                writeln!(self.out, "{line}")?;
+            }
+        }
+        self.out.flush()
+    }
+}
+
+/// Under the table: the device each backend ran on, and a warning for any that could have
+/// used a GPU but ran on the CPU, so a CPU figure is never read as a GPU figure.
+fn device_lines(backends: &[crate::backend::BackendInfo]) -> Vec<String> {
+    let mut lines = Vec::new();
+    for b in backends {
+        lines.push(format!("{} ran on {}", b.name, b.device));
+        if let Some(why) = &b.cpu_fallback {
+            lines.push(format!("warning: {why}"));
+        }
+    }
+    lines
 }
 
 struct Csv<'a> {
@@ -242,6 +266,31 @@ mod tests {
             pr.point(p).unwrap();
         }
         String::from_utf8(buf).unwrap()
+    }
+
+    #[test]
+    fn a_backend_that_fell_back_to_the_cpu_is_flagged_under_the_table() {
+        let caps = crate::backend::Capabilities { mixed_position_batches: true, max_batch_tokens: 512, slots: 1, ctx_per_slot: 512, prefix_copy: true };
+        let info = |name: &str, device: &str, fallback: Option<&str>| crate::backend::BackendInfo {
+            name: name.into(),
+            version: "test".into(),
+            device: device.into(),
+            cpu_fallback: fallback.map(String::from),
+            threads: 2,
+            capabilities: caps.clone(),
+        };
+        let lines = device_lines(&[
+            info("llama", "CPU (2 threads): all 19 layers", Some("llama.cpp ran on the CPU: 0 of 19 layers offloaded to CUDA0 (--gpu-layers 0)")),
+            info("candle", "CUDA:0", None),
+        ]);
+        assert_eq!(
+            lines,
+            [
+                "llama ran on CPU (2 threads): all 19 layers",
+                "warning: llama.cpp ran on the CPU: 0 of 19 layers offloaded to CUDA0 (--gpu-layers 0)",
+                "candle ran on CUDA:0",
+            ]
+        );
     }
 
     #[test]

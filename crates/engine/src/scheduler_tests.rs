@@ -18,6 +18,7 @@ impl HashModel {
             name: "hash".into(),
             version: "test".into(),
             device: "none".into(),
+            cpu_fallback: None,
             threads: 1,
             capabilities: Capabilities { mixed_position_batches: true, max_batch_tokens: 4096, slots, ctx_per_slot: ctx, prefix_copy: true },
         };

@@ -121,7 +121,7 @@ export class SweepPanel {
         setText(this.status, `loading ${backendLabel(e.backend)}…`);
         break;
       case "loaded":
-        setText(this.status, `${backendLabel(e.backend)} loaded on ${e.info.device} in ${fmtMs(e.loadMs)}`);
+        setText(this.status, `${backendLabel(e.backend)} loaded on ${e.info.device} in ${fmtMs(e.loadMs)}${e.info.cpu_fallback ? ` · warning: ${e.info.cpu_fallback}` : ""}`);
         break;
       case "pointStarted":
         setText(this.status, `point ${e.index + 1}/${e.total}: ${backendLabel(e.backend)} ${e.policy}, ${e.spec.prompt_tokens}-token prompts, ${e.spec.concurrency} clients, ${e.spec.max_tokens} output tokens`);

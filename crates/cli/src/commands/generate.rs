@@ -82,6 +82,9 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<i32> {
     let scheduler = SchedulerConfig::new(Policy::Serial, 1, load.max_batch_tokens);
     let mut worker = Worker::spawn(&lx_backends::worker_command(backend), &load, &scheduler, Duration::from_secs(300))?;
     eprintln!("{}: {} on {}", backend, worker.info().version, worker.info().device);
+    if let Some(why) = &worker.info().cpu_fallback {
+        eprintln!("warning: {why}");
+    }
 
     let spec = PointSpec { prompt_tokens: prompt.len() as u32, max_tokens: args.max_tokens, concurrency: 1, requests: 1, warmup: 0, stop_at_eos: !args.ignore_eos, top_logprobs: 0 };
     print!("{}", args.prompt);
