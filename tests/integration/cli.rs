@@ -79,7 +79,8 @@ fn sweep_figures_are_sane() {
     let model = model_path();
     let r = lx(&[
         "sweep", "--model", model.to_str().unwrap(), "--prompt-tokens", "64,512", "--concurrency", "4", "--policy", "serial,continuous",
-        "--max-tokens", "16", "--requests", "4", "--warmup", "1", "--threads", "2", "--format", "md", "--out", out.to_str().unwrap(),
+        "--max-tokens", "16", "--requests", "4", "--warmup", "1", "--threads", "2", "--gpu-layers", "0", "--format", "md",
+        "--out", out.to_str().unwrap(),
     ])
     .ok();
     // Markdown rows were printed as points finished.
@@ -89,6 +90,12 @@ fn sweep_figures_are_sane() {
     assert_eq!(run["schema_version"], lx_engine::results::SCHEMA_VERSION);
     assert_eq!(run["model"]["architecture"], "gemma3");
     assert_eq!(run["backends"][0]["name"], "llama");
+    // The device is llama.cpp's own account of where it put each layer: every block plus
+    // the output layer, all on the CPU (--gpu-layers 0, so on any build), said under the table.
+    let layers = run["model"]["block_count"].as_u64().unwrap() + 1;
+    let device = format!("CPU (2 threads): all {layers} layers");
+    assert_eq!(run["backends"][0]["device"], device.as_str(), "{}", r.dump());
+    assert!(r.stdout().contains(&format!("llama ran on {device}")), "{}", r.dump());
     for p in run["points"].as_array().unwrap() {
         assert_eq!(p["errors"], 0, "{p}");
         assert_eq!(p["requests"], 4);
@@ -130,6 +137,13 @@ fn hw_reports_the_machine_and_backend_devices() {
     if !cfg!(all(target_os = "macos", target_arch = "aarch64")) {
         assert!(mlx[1][0].as_str().unwrap().contains("needs macOS on Apple Silicon"));
     }
+    // The text report names the build's GPU features and describes the machine, not the
+    // project's CI.
+    let features: Vec<&str> = hw["build_features"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+    let text = lx(&["hw"]).ok().stdout();
+    let build = if features.is_empty() { "CPU only (no GPU features)".to_string() } else { features.join(", ") };
+    assert!(text.contains(&format!("build     {build}")), "{text}");
+    assert!(!text.contains("built in CI") && !text.contains("tested in CI"), "{text}");
 }
 
 #[test]

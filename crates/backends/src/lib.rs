@@ -56,7 +56,17 @@ pub fn loader(name: &str) -> Loader {
 pub fn hardware_report() -> lx_engine::hardware::HardwareReport {
     let mut hardware = lx_engine::hardware::probe();
     hardware.backend_devices = devices();
+    hardware.build_features = build_features();
     hardware
+}
+
+/// The GPU features this build was compiled with; empty for a CPU-only build.
+pub fn build_features() -> Vec<String> {
+    [("cuda", cfg!(feature = "cuda")), ("metal", cfg!(feature = "metal")), ("mlx", cfg!(feature = "mlx")), ("vulkan", cfg!(feature = "vulkan"))]
+        .into_iter()
+        .filter(|(_, on)| *on)
+        .map(|(name, _)| name.to_string())
+        .collect()
 }
 
 /// Devices each backend sees, for `lx hw` and result files.

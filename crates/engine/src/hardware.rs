@@ -20,6 +20,10 @@ pub struct HardwareReport {
     /// Devices each backend can see, e.g. ("llama", ["CPU: AMD EPYC ..."]). Filled by the binary,
     /// which knows the backends.
     pub backend_devices: Vec<(String, Vec<String>)>,
+    /// GPU features this build was compiled with (`cuda`, `metal`, `mlx`, `vulkan`); empty
+    /// for a CPU-only build. Filled by the binary, like `backend_devices`.
+    #[serde(default)]
+    pub build_features: Vec<String>,
 }
 
 /// Probe this machine.
@@ -48,6 +52,7 @@ pub fn probe() -> HardwareReport {
         cpu_features: cpu_features(),
         gpus,
         backend_devices: Vec::new(),
+        build_features: Vec::new(),
     }
 }
 

@@ -34,6 +34,7 @@ export class HardwarePanel {
         ["OS", `${hw.os} (${hw.arch})`],
         ["Features", hw.cpu_features.join(" ") || "—"],
         ["GPUs", hw.gpus?.length ? hw.gpus.join("; ") : "none found"],
+        ["This build", hw.build_features?.length ? `GPU features: ${hw.build_features.join(", ")}` : "CPU only (no GPU features)"],
       ]),
     );
   }
@@ -78,6 +79,7 @@ export class HardwarePanel {
       if (b.devices.length) lines.push(["Devices", b.devices.join("; ")]);
       if (st) lines.push(["Worker", `${st.state}${st.pid ? ` · pid ${st.pid}` : ""}${st.loadMs ? ` · loaded in ${fmtMs(st.loadMs)}` : ""}`]);
       if (info) lines.push(["Running on", `${info.device} · ${info.version}`]);
+      if (info?.cpu_fallback) lines.push(["Warning", info.cpu_fallback]);
       if (st?.capacity) lines.push(["Loaded for", `${st.capacity.slots} sequences × ${num(st.capacity.ctxPerSlot)} tokens`]);
       if (st?.state === "error" && st.message) lines.push(["Error", st.message]);
       for (const p of b.proven ?? []) lines.push(["Platform status", p]);

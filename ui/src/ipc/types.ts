@@ -45,7 +45,10 @@ export interface Capabilities {
 export interface BackendInfo {
   name: string;
   version: string;
+  /** Read back from the library after loading. */
   device: string;
+  /** Set when a backend that could have used a GPU ran (partly) on the CPU: how much and why. */
+  cpu_fallback?: string | null;
   threads: number;
   capabilities: Capabilities;
 }
@@ -185,6 +188,8 @@ export interface HardwareReport {
   /** GPUs the OS shows (absent in results written before it was added). */
   gpus?: string[];
   backend_devices: [string, string[]][];
+  /** GPU features compiled into this build; empty for a CPU-only build. */
+  build_features?: string[];
 }
 
 export interface CatalogModel {
