@@ -88,6 +88,7 @@ pub fn run() {
             // The machine and its backends.
             commands::system::hardware,
             commands::system::backends,
+            commands::system::check_backends,
             // Models: catalog, open (fetching when needed), pick a file.
             commands::models::models,
             commands::models::current_model,

@@ -7,7 +7,8 @@
 //      preview text grows and that the reader marker moves; saves a screenshot;
 //   2. kills the worker process while live, checks that the app shows the crash, and that
 //      Retry brings live mode back; saves what live mode measured as a run file;
-//   3. runs a small sweep from the app (progress, table, run file) and cancels a longer one.
+//   3. runs a small sweep from the app (progress, table, run file) and cancels a longer one;
+//   4. runs "Check backends" (a tiny model on every backend and device) and saves a screenshot.
 //
 // Environment: LX_APP (the app binary, required), LX_E2E_ARTIFACTS (screenshots; default
 // tests/e2e/artifacts), TAURI_DRIVER (default: tauri-driver on PATH or in ~/.cargo/bin).
@@ -288,5 +289,18 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     const cancelled = JSON.parse(readFileSync(await browser.execute(() => document.querySelector(".sweep").dataset.runFile), "utf8"));
     assert.equal(cancelled.stopped, true);
     assert.ok(cancelled.points.length < 8, `${cancelled.points.length} points after cancel`);
+  });
+
+  test("Check backends runs a tiny model on every backend and device of the build", async () => {
+    await (await browser.$('[data-testid="check-backends"]')).click();
+    const status = await until("the backend check to end", () => document.querySelector('[data-testid="check-status"]').textContent, (v) => /checks passed|could not run/.test(v), 300_000);
+    const rows = await browser.execute(() => [...document.querySelectorAll('[data-testid="check-table"] tbody tr')].map((tr) => [...tr.children].map((td) => td.textContent)));
+    const ran = rows.map((r) => r[0]);
+    assert.ok(ran.includes("llama.cpp") && ran.includes("candle"), `${status}: ${JSON.stringify(rows)}`);
+    for (const r of rows) assert.match(r[3], /^ok \(8 tokens\)/, JSON.stringify(r));
+    assert.match(status, new RegExp(`^${rows.length} of ${rows.length} checks passed`));
+    await browser.execute(() => document.querySelector('[data-testid="check-table"]').scrollIntoView());
+    await sleep(300);
+    await shot("backend-check");
   });
 });

@@ -147,6 +147,25 @@ fn hw_reports_the_machine_and_backend_devices() {
 }
 
 #[test]
+fn hw_check_runs_every_backend_of_the_build_on_a_tiny_model() {
+    let r = lx(&["hw", "--check", "--json"]).ok();
+    let rows: Value = serde_json::from_str(&r.stdout()).unwrap();
+    let rows = rows.as_array().unwrap();
+    for backend in ["llama", "candle"] {
+        let row = rows.iter().find(|row| row["backend"] == backend && row["requested"] == "default").unwrap_or_else(|| panic!("no {backend} row\n{}", r.dump()));
+        assert_eq!(row["ok"], true, "{row}");
+        assert_eq!(row["tokens"], u64::from(lx_backends::check::CHECK_TOKENS), "{row}");
+        assert!(!row["device"].as_str().unwrap().is_empty(), "{row}");
+    }
+    // llama.cpp's own account of the placement: the tiny model's 2 blocks and its output layer.
+    let llama = rows.iter().find(|row| row["backend"] == "llama").unwrap();
+    assert!(llama["device"].as_str().unwrap().contains("3 layers"), "{llama}");
+    // The text form is a table with one row per check.
+    let text = lx(&["hw", "--check"]).ok().stdout();
+    assert_eq!(text.lines().filter(|l| l.starts_with("| llama |") || l.starts_with("| candle |")).count(), rows.iter().filter(|r| r["backend"] != "mlx").count(), "{text}");
+}
+
+#[test]
 fn models_list_shows_the_default() {
     let r = lx(&["models", "list"]).ok();
     assert!(r.stdout().contains("gemma-3-270m-q4_k_m.gguf"), "{}", r.dump());

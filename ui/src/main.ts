@@ -230,7 +230,7 @@ const tpsCurve = new TpsCurve(curveTpsCard.host, store, current);
 const readout = new Readout(store);
 const preview = new PreviewPane(store, () => void api.livePreviewNext().catch(() => undefined));
 const timeline = new Timeline(store);
-const hardware = new HardwarePanel(store);
+const hardware = new HardwarePanel(store, (onRow) => api.checkBackends(onRow));
 const sweep = new SweepPanel({
   backends: () => controls.settings.backends,
   context: () => model?.contextLength ?? 2048,

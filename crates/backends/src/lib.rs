@@ -2,6 +2,7 @@
 //! the `lx` CLI and the desktop app. Both host workers by re-executing themselves with
 //! `worker --backend NAME` (see [`worker_command`]).
 
+pub mod check;
 pub mod model;
 pub mod platforms;
 

@@ -1333,6 +1333,22 @@ impl GgufWriter {
         self
     }
 
+    /// Adds a Q8_0 tensor from f32 values: blocks of 32 values, each an f16 scale (the
+    /// block's largest magnitude over 127) and 32 signed bytes. `dims[0]` must be a multiple
+    /// of 32, as ggml requires of a Q8_0 row.
+    pub fn tensor_q8_0(mut self, name: impl Into<String>, dims: &[u64], data: &[f32]) -> Self {
+        let mut bytes = Vec::with_capacity(data.len() / 32 * 34);
+        for block in data.chunks(32) {
+            let amax = block.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let d = amax / 127.0;
+            let inv = if d > 0.0 { 1.0 / d } else { 0.0 };
+            bytes.extend_from_slice(&f32_to_f16_bits(d).to_le_bytes());
+            bytes.extend(block.iter().map(|v| (v * inv).round().clamp(-127.0, 127.0) as i8 as u8));
+        }
+        self.tensors.push(PendingTensor { name: name.into(), dims: dims.to_vec(), type_id: 8, data: bytes, checked: true });
+        self
+    }
+
     /// Adds a tensor exactly as given: any type id, any bytes, no checks. For broken fixtures.
     pub fn tensor_raw(mut self, name: impl Into<String>, dims: &[u64], type_id: u32, data: Vec<u8>) -> Self {
         self.tensors.push(PendingTensor { name: name.into(), dims: dims.to_vec(), type_id, data, checked: false });

@@ -71,3 +71,17 @@ pub async fn backends() -> CmdResult<Vec<BackendAvailability>> {
     })
     .await
 }
+
+/// The backend check: a tiny generated model through every backend and device of this
+/// build, a few tokens each, in worker processes. Each row goes to `on_row` as it finishes.
+#[tauri::command]
+pub async fn check_backends(on_row: tauri::ipc::Channel<lx_backends::check::CheckRow>) -> CmdResult<Vec<lx_backends::check::CheckRow>> {
+    blocking(move || {
+        lx_backends::check::run(&mut |row| {
+            // The window may have gone; the check still ends and its rows are returned.
+            let _ = on_row.send(row.clone());
+        })
+    })
+    .await?
+    .map_err(|e| crate::error::CmdError::Io(format!("the backend check could not start: {e:#}")))
+}

@@ -1,7 +1,7 @@
 /** The hardware panel: machine, model file, and each backend's worker and device. */
-import { h } from "../lib/dom";
+import { h, setText } from "../lib/dom";
 import { bytes, ms as fmtMs, num, params } from "../lib/format";
-import type { BackendAvailability, HardwareReport, ModelInfo } from "../ipc/types";
+import type { BackendAvailability, CheckRow, HardwareReport, ModelInfo } from "../ipc/types";
 import type { LiveStore } from "../lib/store";
 import { backendLabel } from "./charts";
 
@@ -15,14 +15,51 @@ export class HardwarePanel {
   private model = h("div", {}, h("p", { class: "muted" }, "no model open"));
   private workers = h("div", {});
   private lastWorkers = "";
+  private checkBtn = h("button", { type: "button", class: "small", "data-testid": "check-backends", title: "Load a tiny generated model on every backend and device of this build and run a few tokens" }, "Check backends");
+  private checkStatus = h("div", { class: "muted small", "data-testid": "check-status", "aria-live": "polite" });
+  private checkRows = h("tbody", {});
 
-  constructor(private store: LiveStore) {
+  /** `check` runs the backend check, calling `onRow` with each row as it finishes. */
+  constructor(
+    private store: LiveStore,
+    private check: (onRow: (row: CheckRow) => void) => Promise<CheckRow[]>,
+  ) {
+    this.checkBtn.addEventListener("click", () => void this.runCheck());
+    const checkTable = h(
+      "table",
+      { class: "points check", "data-testid": "check-table" },
+      h("thead", {}, h("tr", {}, ...["Backend", "Asked for", "Ran on", "Result", "Load", "Run"].map((c) => h("th", {}, c)))),
+      this.checkRows,
+    );
     this.el = h(
       "section",
       { class: "card hardware", "data-testid": "hardware", "aria-label": "hardware" },
       h("header", { class: "card-head" }, h("span", {}, "Hardware and model")),
       h("div", { class: "hw-grid" }, h("div", {}, h("h3", {}, "Machine"), this.machine), h("div", {}, h("h3", {}, "Model file"), this.model), h("div", {}, h("h3", {}, "Backends"), this.workers)),
+      h("div", { class: "check-bar" }, this.checkBtn, this.checkStatus),
+      checkTable,
     );
+  }
+
+  /** The backend check: proof that each backend runs here, on each device it can use. */
+  private async runCheck(): Promise<void> {
+    this.checkBtn.disabled = true;
+    this.checkRows.replaceChildren();
+    setText(this.checkStatus, "checking: a tiny model on each backend and device…");
+    const add = (r: CheckRow) => {
+      const result = r.error ? `failed: ${r.error}` : `ok (${r.tokens} tokens)${r.cpu_fallback ? ` · ${r.cpu_fallback}` : ""}`;
+      const cells = [backendLabel(r.backend), r.requested, r.device || "—", result, fmtMs(r.load_ms), fmtMs(r.run_ms)];
+      this.checkRows.append(h("tr", { class: r.ok ? "" : "has-errors" }, ...cells.map((c) => h("td", {}, c))));
+    };
+    try {
+      const rows = await this.check(add);
+      const ok = rows.filter((r) => r.ok).length;
+      setText(this.checkStatus, `${ok} of ${rows.length} checks passed`);
+    } catch (e) {
+      setText(this.checkStatus, `the check could not run: ${(e as { message?: string }).message ?? String(e)}`);
+    } finally {
+      this.checkBtn.disabled = false;
+    }
   }
 
   setHardware(hw: HardwareReport): void {

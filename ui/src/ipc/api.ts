@@ -6,6 +6,7 @@ import { call, channel } from "./core";
 import type {
   BackendAvailability,
   CatalogModel,
+  CheckRow,
   FetchEvent,
   HardwareReport,
   LiveEvent,
@@ -17,6 +18,7 @@ import type {
 
 export const hardware = () => call<HardwareReport>("hardware");
 export const backends = () => call<BackendAvailability[]>("backends");
+export const checkBackends = (onRow: (row: CheckRow) => void) => call<CheckRow[]>("check_backends", { onRow: channel(onRow) });
 
 export const models = () => call<CatalogModel[]>("models");
 export const currentModel = () => call<ModelInfo | null>("current_model");

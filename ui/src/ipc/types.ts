@@ -177,6 +177,21 @@ export interface BackendAvailability {
   proven: string[];
 }
 
+/** One row of the backend check: a tiny model on one backend and device. */
+export interface CheckRow {
+  backend: string;
+  /** "default" (the backend's own choice, its GPU where it has one) or "cpu". */
+  requested: string;
+  /** Where it ran, read back from the library ("" when it did not load). */
+  device: string;
+  cpu_fallback?: string | null;
+  ok: boolean;
+  error?: string | null;
+  load_ms: number;
+  run_ms: number;
+  tokens: number;
+}
+
 export interface HardwareReport {
   cpu: string;
   physical_cores: number;

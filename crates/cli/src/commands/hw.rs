@@ -1,4 +1,5 @@
-//! `lx hw`: the machine a measurement would be taken on.
+//! `lx hw`: the machine a measurement would be taken on; `--check` proves each backend
+//! runs here, on each device it can use.
 
 use clap::Args;
 
@@ -7,9 +8,16 @@ pub struct HwArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// Load a tiny generated model on every backend and device of this build and run a
+    /// few tokens: a table of what works here (exit status 1 when any row fails).
+    #[arg(long)]
+    check: bool,
 }
 
 pub fn run(args: HwArgs) -> anyhow::Result<i32> {
+    if args.check {
+        return check(args.json);
+    }
     let hw = lx_backends::hardware_report();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&hw)?);
@@ -33,4 +41,27 @@ pub fn run(args: HwArgs) -> anyhow::Result<i32> {
         println!("  {name:<8}{}", devices.join("; "));
     }
     Ok(0)
+}
+
+fn check(json: bool) -> anyhow::Result<i32> {
+    if !json {
+        println!("| backend | asked for | ran on | result | load ms | run ms |");
+        println!("| --- | --- | --- | --- | ---: | ---: |");
+    }
+    let rows = lx_backends::check::run(&mut |r| {
+        if json {
+            return;
+        }
+        let result = match (&r.error, &r.cpu_fallback) {
+            (Some(e), _) => format!("failed: {}", e.replace('|', "/")),
+            (None, Some(why)) => format!("ok ({} tokens); {why}", r.tokens),
+            (None, None) => format!("ok ({} tokens)", r.tokens),
+        };
+        let device = if r.device.is_empty() { "-" } else { &r.device };
+        println!("| {} | {} | {device} | {result} | {:.0} | {:.0} |", r.backend, r.requested, r.load_ms, r.run_ms);
+    })?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+    }
+    Ok(if rows.iter().all(|r| r.ok) { 0 } else { 1 })
 }
