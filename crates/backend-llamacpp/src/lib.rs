@@ -192,7 +192,11 @@ impl LlamaCppBackend {
             .with_kv_unified(false)
             .with_n_threads(threads as i32)
             .with_n_threads_batch(threads as i32)
-            .with_flash_attention_policy(flash_attention());
+            .with_flash_attention_policy(flash_attention())
+            // A GPU build otherwise hands large batches' matrix products to the GPU even
+            // with every layer on the CPU (ggml's op offload): --gpu-layers 0 means the CPU.
+            .with_op_offload(spec.gpu_layers != Some(0))
+            .with_offload_kqv(spec.gpu_layers != Some(0));
         let ctx = model.new_context(rt, params).map_err(|e| {
             let why = logs::take_recent().join("; ");
             BackendError::Load(format!("llama.cpp could not create a context: {e} {why}"))
