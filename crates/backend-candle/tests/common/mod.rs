@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod fixture;
+pub mod llama_ref;
 
 use lx_backend_candle::CandleBackend;
 use lx_engine::backend::{Backend, Batch, Choice, Chunk, LoadSpec, Outputs, Slot, TokenId};
