@@ -109,7 +109,10 @@ fn demo(name: &str) -> Run {
     if let Some(path) = std::env::var_os("LX_TEST_RETRIES") {
         use std::io::Write;
         let mut f = std::fs::OpenOptions::new().create(true).append(true).open(path).expect("retry log");
-        writeln!(f, "demo {name}").expect("retry log");
+        // Which check failed on the first run: the closing line shows it even though the
+        // test passed on the second (its own output is then hidden).
+        let failed: Vec<String> = first.stdout().lines().filter(|l| l.starts_with("FAIL")).map(|l| l.trim().to_string()).collect();
+        writeln!(f, "demo {name} (first run: {})", if failed.is_empty() { "no check line; see its exit status".to_string() } else { failed.join("; ") }).expect("retry log");
     }
     let second = lx(&args);
     eprintln!("{}", second.stdout());
