@@ -166,11 +166,15 @@ impl LlamaCppBackend {
             model_params = model_params.with_n_gpu_layers(layers);
         }
         logs::take_recent();
+        logs::start_placement();
         let model = LlamaModel::load_from_file(rt, path, &model_params).map_err(|e| {
+            logs::take_placement();
             let why = logs::take_recent().join("; ");
             let why = if why.is_empty() { e.to_string() } else { why };
             BackendError::Load(format!("llama.cpp could not load {}: {why}", path.display()))
         })?;
+        // llama.cpp places the layers while loading the model's tensors.
+        let placement = logs::take_placement();
         let model: &'static LlamaModel = Box::leak(Box::new(model));
 
         let trained = model.n_ctx_train() as usize;
@@ -206,7 +210,7 @@ impl LlamaCppBackend {
 
         let accel = accelerator().map(|d| (d.name, d.description.trim().to_string()));
         let (device, cpu_fallback) =
-            describe_placement(&logs::take_placement(), threads, accel.as_ref(), spec.gpu_layers);
+            describe_placement(&placement, threads, accel.as_ref(), spec.gpu_layers);
         let info = BackendInfo {
             name: "llama".into(),
             version: format!("llama.cpp ({BINDINGS_VERSION})"),

@@ -8,6 +8,7 @@
 
 use std::collections::VecDeque;
 use std::fmt::Debug;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 
 use tracing::field::{Field, Visit};
@@ -16,8 +17,11 @@ use tracing_subscriber::layer::{Context, Layer, SubscriberExt};
 
 const KEEP: usize = 16;
 static RECENT: Mutex<VecDeque<String>> = Mutex::new(VecDeque::new());
-/// The device of each layer, in the order llama.cpp reported them since the last take.
+/// The device of each layer, in the order llama.cpp reported them while loading.
 static PLACEMENT: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// Whether a model is loading: only then are llama.cpp's debug lines read (for placement),
+/// so decoding never formats log text it would throw away.
+static LOADING: AtomicBool = AtomicBool::new(false);
 
 struct Capture {
     echo: bool,
@@ -41,6 +45,9 @@ impl Visit for Text {
 impl<S: Subscriber> Layer<S> for Capture {
     fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
         let level = *event.metadata().level();
+        if !self.echo && level > Level::WARN && !LOADING.load(Ordering::Relaxed) {
+            return;
+        }
         let mut text = Text(String::new());
         event.record(&mut text);
         if self.echo {
@@ -72,8 +79,15 @@ pub fn take_recent() -> Vec<String> {
     RECENT.lock().unwrap_or_else(|e| e.into_inner()).drain(..).collect()
 }
 
-/// The device of each layer placed since the last call, in layer order.
+/// Start keeping where llama.cpp places each layer: call before loading a model.
+pub fn start_placement() {
+    PLACEMENT.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    LOADING.store(true, Ordering::Relaxed);
+}
+
+/// The device of each layer placed since [`start_placement`], in layer order; stops keeping.
 pub fn take_placement() -> Vec<String> {
+    LOADING.store(false, Ordering::Relaxed);
     std::mem::take(&mut *PLACEMENT.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
