@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use lx_backends::model::OpenModel;
 use lx_engine::coordinator::WorkerCommand;
-use lx_engine::live::{process_spawner, BackendState, LiveEvent, LiveModel, LiveSession, LiveSettings};
+use lx_engine::target::process_spawner;
+use lx_engine::live::{BackendState, LiveEvent, LiveModel, LiveSession, LiveSettings};
 use lx_engine::workload::PromptBuilder;
 
 type Log = Arc<Mutex<Vec<LiveEvent>>>;

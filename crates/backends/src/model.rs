@@ -1,7 +1,6 @@
 //! Open a model as the coordinator needs it: a local file, its facts and its tokenizer.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::Context;
 use lx_engine::backend::TokenId;
@@ -45,11 +44,9 @@ impl OpenModel {
             model_path: self.path.clone(),
             prompt,
             stop_tokens: self.tokenizer.eos_tokens().to_vec(),
-            worker_command: &crate::worker_command,
+            spawn: crate::spawner(),
             out,
             control,
-            // A first load may compile GPU kernels or page a large file in from a slow disk.
-            load_timeout: Duration::from_secs(300),
         }
     }
 }

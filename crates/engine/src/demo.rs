@@ -82,6 +82,7 @@ pub fn plan(demo: Demo, backend: &str, threads: usize) -> Plan {
         stop_at_eos: false,
         chunk_tokens: 256,
         gpu_layers: None,
+        servers: Vec::new(),
     };
     let extras = SweepExtras::default();
     let point = |policy: Policy, prompt_tokens: u32, max_tokens: u32, concurrency: usize, requests: usize, warmup: usize, load: PointLoad| SweepPoint {

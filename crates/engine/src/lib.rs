@@ -17,6 +17,7 @@ pub mod stats;
 pub mod coordinator;
 pub mod protocol;
 pub mod worker;
+pub mod target;
 pub mod load;
 pub mod printers;
 pub mod results;

@@ -45,12 +45,13 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{BackendInfo, LoadSpec, TokenId};
-use crate::coordinator::{Worker, WorkerCommand, WorkerError};
+use crate::coordinator::WorkerError;
 use crate::load::{PointRun, PointSpec, RequestRecord};
-use crate::protocol::{Command, Reply};
+use crate::protocol::Reply;
 use crate::results::PointResult;
 use crate::scheduler::{FinishReason, Policy, SchedEvent, SchedulerConfig, WorkRequest};
 use crate::stats::Distribution;
+use crate::target::{Spawner, Target};
 
 /// The longest the session loop waits for a worker reply before it looks at its commands
 /// again: the bound on how late a settings change is seen. Not shorter: every wake-up of the
@@ -601,62 +602,6 @@ impl PieceDecoder {
     }
 }
 
-/// The side of a worker the session talks to. [`Worker`] is the real one; tests use an
-/// in-process fake over the same protocol.
-pub trait Endpoint: Send {
-    /// What it loaded.
-    fn info(&self) -> &BackendInfo;
-    /// Model load time, ms.
-    fn load_ms(&self) -> f64;
-    /// Process id, if it is a process.
-    fn pid(&self) -> Option<u32>;
-    /// Send a command.
-    fn send(&mut self, cmd: &Command) -> Result<(), WorkerError>;
-    /// Next reply with its receipt time, waiting at most `timeout`; `Ok(None)` on timeout.
-    fn recv(&mut self, timeout: Duration) -> Result<Option<(Instant, Reply)>, WorkerError>;
-    /// Map a worker timestamp onto the coordinator's clock.
-    fn to_local(&self, worker_ns: u64) -> Instant;
-    /// Kill it (it hung).
-    fn kill(&mut self);
-}
-
-impl Endpoint for Worker {
-    fn info(&self) -> &BackendInfo {
-        Worker::info(self)
-    }
-    fn load_ms(&self) -> f64 {
-        Worker::load_ms(self)
-    }
-    fn pid(&self) -> Option<u32> {
-        Some(Worker::pid(self))
-    }
-    fn send(&mut self, cmd: &Command) -> Result<(), WorkerError> {
-        Worker::send(self, cmd)
-    }
-    fn recv(&mut self, timeout: Duration) -> Result<Option<(Instant, Reply)>, WorkerError> {
-        Worker::recv(self, timeout)
-    }
-    fn to_local(&self, worker_ns: u64) -> Instant {
-        Worker::to_local(self, worker_ns)
-    }
-    fn kill(&mut self) {
-        Worker::kill(self)
-    }
-}
-
-/// Starts a worker for a backend name, loaded as asked. Called on a helper thread, so a
-/// long load never holds up the session's commands.
-pub type Spawner = Arc<dyn Fn(&str, &LoadSpec, &SchedulerConfig) -> Result<Box<dyn Endpoint>, String> + Send + Sync>;
-
-/// A [`Spawner`] that starts worker processes with `command(backend)`.
-pub fn process_spawner(command: impl Fn(&str) -> WorkerCommand + Send + Sync + 'static, load_timeout: Duration) -> Spawner {
-    Arc::new(move |backend: &str, spec: &LoadSpec, config: &SchedulerConfig| {
-        Worker::spawn(&command(backend), spec, config, load_timeout)
-            .map(|w| Box::new(w) as Box<dyn Endpoint>)
-            .map_err(|e| e.to_string())
-    })
-}
-
 /// What the session needs to know about the model. Everything runs on the session thread.
 pub struct LiveModel {
     /// The model file the workers load.
@@ -767,7 +712,7 @@ struct Flight {
 /// One backend's worker.
 struct Slot {
     name: String,
-    endpoint: Option<Box<dyn Endpoint>>,
+    endpoint: Option<Box<dyn Target>>,
     capacity: Option<Capacity>,
     failed: Option<String>,
 }
@@ -776,7 +721,7 @@ enum Phase {
     /// Pick the backend to measure next.
     Choose,
     /// Its worker is loading on a helper thread.
-    Loading { slot: usize, capacity: Capacity, done: Receiver<Result<Box<dyn Endpoint>, String>> },
+    Loading { slot: usize, capacity: Capacity, done: Receiver<Result<Box<dyn Target>, String>> },
     /// Submitting and receiving.
     Measuring { slot: usize, since: Instant, completed: usize },
     /// Waiting for the requests in flight to finish before handing over.
@@ -975,7 +920,7 @@ impl Session {
                 if cap.fits(&self.settings) {
                     let config = self.settings.scheduler(&cap);
                     if let Some(ep) = self.slots[i].endpoint.as_mut() {
-                        if let Err(e) = ep.send(&Command::Configure { scheduler: config }) {
+                        if let Err(e) = ep.configure(&config) {
                             self.crashed(i, e.to_string());
                         }
                     }
@@ -1082,7 +1027,7 @@ impl Session {
         if fits {
             let cap = self.slots[i].capacity.expect("checked");
             let config = self.settings.scheduler(&cap);
-            if let Err(e) = self.slots[i].endpoint.as_mut().expect("checked").send(&Command::Configure { scheduler: config }) {
+            if let Err(e) = self.slots[i].endpoint.as_mut().expect("checked").configure(&config) {
                 self.crashed(i, e.to_string());
                 return;
             }
@@ -1102,7 +1047,7 @@ impl Session {
         let name = self.slots[i].name.clone();
         let (tx, done) = mpsc::channel();
         let spawned = std::thread::Builder::new().name(format!("lx-load-{name}")).spawn(move || {
-            let _ = tx.send(spawner(&name, &spec, &config));
+            let _ = tx.send(spawner(&name, &spec, &config).map_err(|e| e.to_string()));
         });
         let at_ms = self.now_ms();
         let message = format!("loading for {} sequences × {} tokens", capacity.slots, capacity.ctx_per_slot);
@@ -1123,7 +1068,7 @@ impl Session {
         }
     }
 
-    fn loaded(&mut self, i: usize, capacity: Capacity, result: Result<Box<dyn Endpoint>, String>) {
+    fn loaded(&mut self, i: usize, capacity: Capacity, result: Result<Box<dyn Target>, String>) {
         let at_ms = self.now_ms();
         let name = self.slots[i].name.clone();
         match result {
@@ -1318,7 +1263,7 @@ impl Session {
             },
         );
         match self.slots[i].endpoint.as_mut() {
-            Some(ep) => ep.send(&Command::Submit { request }),
+            Some(ep) => ep.submit(request),
             None => Err(WorkerError::Died("is gone".into())),
         }
     }
@@ -1344,7 +1289,7 @@ impl Session {
             SchedEvent::Step { .. } => {}
             SchedEvent::Finished { id, reason, .. } => self.finish(*id, Some(*reason), None),
             SchedEvent::Failed { id, error } => self.finish(*id, None, Some(error.clone())),
-            SchedEvent::Admitted { id, .. } | SchedEvent::Prefill { id, .. } | SchedEvent::PrefixReused { id, .. } | SchedEvent::Token { id, .. } => {
+            SchedEvent::Admitted { id, .. } | SchedEvent::Prefill { id, .. } | SchedEvent::PrefixReused { id, .. } | SchedEvent::Token { id, .. } | SchedEvent::Warning { id, .. } => {
                 let id = *id;
                 let Some(f) = self.in_flight.get_mut(&id) else { return true };
                 f.record.book(f.submitted, at, &event, &to_local);
@@ -1584,7 +1529,7 @@ impl Session {
         self.close_stint();
         for i in 0..self.slots.len() {
             if let Some(ep) = self.slots[i].endpoint.as_mut() {
-                let _ = ep.send(&Command::Shutdown);
+                ep.close();
             }
         }
         let names: Vec<String> = self.slots.iter().map(|s| s.name.clone()).collect();
@@ -1608,6 +1553,7 @@ fn status(backend: &str, state: BackendState, at_ms: f64) -> LiveEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::Command;
     use crate::backend::{Backend, BackendError, Batch, Capabilities, Choice, ChunkOutput, Outputs};
     use std::io::{BufRead, BufReader, Read, Write};
     use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -1692,16 +1638,7 @@ mod tests {
         gone: bool,
     }
 
-    impl Endpoint for FakeWorker {
-        fn info(&self) -> &BackendInfo {
-            &self.info
-        }
-        fn load_ms(&self) -> f64 {
-            1.0
-        }
-        fn pid(&self) -> Option<u32> {
-            None
-        }
+    impl FakeWorker {
         fn send(&mut self, cmd: &Command) -> Result<(), WorkerError> {
             if self.gone || self.crash.load(Ordering::SeqCst) {
                 self.gone = true;
@@ -1710,6 +1647,27 @@ mod tests {
             let mut line = serde_json::to_vec(cmd).unwrap();
             line.push(b'\n');
             self.to_worker.send(line).map_err(|_| WorkerError::Died("exited".into()))
+        }
+    }
+
+    impl Target for FakeWorker {
+        fn info(&self) -> &BackendInfo {
+            &self.info
+        }
+        fn load_ms(&self) -> f64 {
+            1.0
+        }
+        fn configure(&mut self, config: &SchedulerConfig) -> Result<(), WorkerError> {
+            self.send(&Command::Configure { scheduler: config.clone() })
+        }
+        fn submit(&mut self, request: WorkRequest) -> Result<(), WorkerError> {
+            self.send(&Command::Submit { request })
+        }
+        fn cancel(&mut self, id: u64) {
+            let _ = self.send(&Command::Cancel { id });
+        }
+        fn close(&mut self) {
+            let _ = self.send(&Command::Shutdown);
         }
         fn recv(&mut self, timeout: Duration) -> Result<Option<(Instant, Reply)>, WorkerError> {
             if self.gone || self.crash.load(Ordering::SeqCst) {
@@ -1750,7 +1708,7 @@ mod tests {
         let spawner: Spawner = Arc::new(move |backend: &str, spec: &LoadSpec, config: &SchedulerConfig| {
             loads.fetch_add(1, Ordering::SeqCst);
             if fail_loads.load(Ordering::SeqCst) {
-                return Err("cannot load model: test".into());
+                return Err(WorkerError::Load("cannot load model: test".into()));
             }
             let info = BackendInfo {
                 name: backend.into(),
@@ -1784,13 +1742,13 @@ mod tests {
             w.send(&Command::Load { spec: spec.clone(), scheduler: config.clone() }).unwrap();
             // Hello, then Loaded.
             for _ in 0..2 {
-                match w.recv(Duration::from_secs(5)).map_err(|e| e.to_string())? {
-                    Some((_, Reply::LoadFailed { error })) => return Err(error),
+                match w.recv(Duration::from_secs(5))? {
+                    Some((_, Reply::LoadFailed { error })) => return Err(WorkerError::Load(error)),
                     Some(_) => {}
-                    None => return Err("fake worker did not answer".into()),
+                    None => return Err(WorkerError::Unexpected("fake worker did not answer".into())),
                 }
             }
-            Ok(Box::new(w) as Box<dyn Endpoint>)
+            Ok(Box::new(w) as Box<dyn Target>)
         });
         (spawner, f)
     }

@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::backend::TokenId;
-use crate::coordinator::{Worker, WorkerError};
-use crate::protocol::{Command, Reply};
+use crate::coordinator::WorkerError;
+use crate::protocol::Reply;
+use crate::target::Target;
 use crate::scheduler::{FinishReason, SchedEvent, WorkRequest};
 
 /// A slice of one request's prompt processed in one forward pass.
@@ -53,6 +54,9 @@ pub struct RequestRecord {
     pub top_logprobs: Vec<Vec<crate::backend::Scored>>,
     pub finish: Option<FinishReason>,
     pub error: Option<String>,
+    /// What its figures should be read with (see `SchedEvent::Warning`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// Where its time went, pass by pass (filled in when the point is summarised).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<Timeline>,
@@ -106,6 +110,7 @@ impl RequestRecord {
             top_logprobs: Vec::new(),
             finish: None,
             error: None,
+            warnings: Vec::new(),
             timeline: None,
         }
     }
@@ -140,6 +145,7 @@ impl RequestRecord {
                 self.error = Some(error.clone());
                 return true;
             }
+            SchedEvent::Warning { message, .. } => self.warnings.push(message.clone()),
             SchedEvent::Step { .. } => {}
         }
         false
@@ -381,42 +387,6 @@ impl Default for RunControl {
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-/// What serves a point's requests. Today a worker process running our scheduler; a remote
-/// server that takes whole requests and schedules them itself can be another, because the
-/// driver below only submits, cancels and listens, and takes every stamp that matters (submit,
-/// each token's receipt) on this side. Phase stamps a target reports (admit, prefill, passes)
-/// are on its own clock, which `to_local` maps onto ours.
-pub trait Target {
-    fn submit(&mut self, request: WorkRequest) -> Result<(), WorkerError>;
-    /// Ask for a request to end early; it still ends with a `Finished` or `Failed` event.
-    fn cancel(&mut self, id: u64);
-    /// The next reply within `timeout`, with the instant it was received.
-    fn recv(&mut self, timeout: Duration) -> Result<Option<(Instant, Reply)>, WorkerError>;
-    /// Give up on a target that stopped answering.
-    fn kill(&mut self);
-    /// A stamp on the target's clock (nanoseconds), as an instant on ours.
-    fn to_local(&self, target_ns: u64) -> Instant;
-}
-
-impl Target for Worker {
-    fn submit(&mut self, request: WorkRequest) -> Result<(), WorkerError> {
-        Worker::submit(self, request)
-    }
-    fn cancel(&mut self, id: u64) {
-        // A worker that is gone cannot cancel; its exit ends the request anyway.
-        let _ = self.send(&Command::Cancel { id });
-    }
-    fn recv(&mut self, timeout: Duration) -> Result<Option<(Instant, Reply)>, WorkerError> {
-        Worker::recv(self, timeout)
-    }
-    fn kill(&mut self) {
-        Worker::kill(self)
-    }
-    fn to_local(&self, target_ns: u64) -> Instant {
-        Worker::to_local(self, target_ns)
-    }
-}
-
 /// Run one closed-loop point: warm-up first, then the measured requests. `prompt(i)`
 /// gives the ids of the i-th request's prompt.
 pub fn run_closed_loop(
@@ -587,7 +557,8 @@ fn run_phase(
             | SchedEvent::PrefixReused { id, .. }
             | SchedEvent::Token { id, .. }
             | SchedEvent::Finished { id, .. }
-            | SchedEvent::Failed { id, .. } => *id,
+            | SchedEvent::Failed { id, .. }
+            | SchedEvent::Warning { id, .. } => *id,
         };
         let Some((submitted, rec)) = in_flight.get_mut(&id) else { continue };
         let ended = rec.book(*submitted, at, &event, &|t| worker.to_local(t));
@@ -668,6 +639,18 @@ mod tests {
     }
 
     impl Target for ScriptedServer {
+        fn info(&self) -> &crate::backend::BackendInfo {
+            unimplemented!("the client loop does not ask")
+        }
+        fn load_ms(&self) -> f64 {
+            0.0
+        }
+        fn schedules_itself(&self) -> bool {
+            true
+        }
+        fn configure(&mut self, _config: &crate::scheduler::SchedulerConfig) -> Result<(), WorkerError> {
+            Ok(())
+        }
         fn submit(&mut self, r: WorkRequest) -> Result<(), WorkerError> {
             let now = Instant::now();
             self.submitted.push(now);

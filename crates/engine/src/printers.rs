@@ -68,6 +68,15 @@ pub fn test_name(p: &PointResult) -> String {
     name
 }
 
+/// A statistic of `d`, or a dash when `d` has no samples (a server reports no prefill).
+fn num(d: &Distribution, value: f64, decimals: usize) -> String {
+    if d.count == 0 {
+        "-".into()
+    } else {
+        format!("{value:.decimals$}")
+    }
+}
+
 /// A fraction as a percentage, or a dash when there is none.
 fn percent(x: Option<f64>) -> String {
     x.map_or("-".into(), |f| format!("{:.0}", f * 100.0))
@@ -107,14 +116,14 @@ impl Printer for Markdown<'_> {
         }
         let cells = [
             p.backend.clone(),
-            p.policy.to_string(),
+            p.policy_label(),
             test_name(p),
-            format!("{:.1}", p.ttft_ms.p50),
-            format!("{:.1}", p.ttft_ms.p95),
-            format!("{:.2}", p.itl_ms.p50),
-            format!("{:.2}", p.itl_ms.p99),
-            format!("{:.2}", p.decode_tps.p50),
-            format!("{:.1}", p.prefill_tps.p50),
+            num(&p.ttft_ms, p.ttft_ms.p50, 1),
+            num(&p.ttft_ms, p.ttft_ms.p95, 1),
+            num(&p.itl_ms, p.itl_ms.p50, 2),
+            num(&p.itl_ms, p.itl_ms.p99, 2),
+            num(&p.decode_tps, p.decode_tps.p50, 2),
+            num(&p.prefill_tps, p.prefill_tps.p50, 1),
             format!("{:.2}", p.throughput_tps),
             format!("{:.1}", p.requests_per_min),
             percent(p.slo_met),
@@ -130,7 +139,10 @@ impl Printer for Markdown<'_> {
     }
 
     fn footer(&mut self, run: &RunFile) -> std::io::Result<()> {
-        let lines = device_lines(&run.backends);
+        let mut lines = device_lines(&run.backends);
+        for p in &run.points {
+            lines.extend(p.warnings.iter().map(|w| format!("warning: {} {}: {w}", p.backend, test_name(p))));
+        }
         if self.started && !lines.is_empty() {
             writeln!(self.out)?;
             for line in lines {
@@ -182,7 +194,7 @@ impl Printer for Csv<'_> {
         }
         let mut vals = vec![
             p.backend.clone(),
-            p.policy.to_string(),
+            p.policy_label(),
             p.prompt_tokens.to_string(),
             p.concurrency.to_string(),
             p.max_tokens.to_string(),

@@ -98,6 +98,13 @@ pub struct PointResult {
     /// weights, KV cache and scratch. Absent where the platform does not report it.
     #[serde(default)]
     pub worker_peak_rss_mib: Option<f64>,
+    /// The target scheduled requests itself (a server): `policy` was not applied, and its
+    /// batching, slots and limits are the server's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub scheduled_by_server: bool,
+    /// The samples' warnings, each once, with how many requests had it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl PointResult {
@@ -108,6 +115,14 @@ impl PointResult {
         error_messages.sort();
         error_messages.dedup();
         let errors = run.records.iter().filter(|r| r.error.is_some()).count();
+        let mut warnings: Vec<(String, usize)> = Vec::new();
+        for w in run.records.iter().flat_map(|r| &r.warnings) {
+            match warnings.iter_mut().find(|(m, _)| m == w) {
+                Some((_, n)) => *n += 1,
+                None => warnings.push((w.clone(), 1)),
+            }
+        }
+        let warnings = warnings.into_iter().map(|(m, n)| if n == 1 { m } else { format!("{n} requests: {m}") }).collect();
         let output_tokens: usize = ok.iter().map(|r| r.tokens.len()).sum();
         let window_s = run.window_ms / 1e3;
         let per_s = |n: f64| if window_s > 0.0 { n / window_s } else { 0.0 };
@@ -138,6 +153,17 @@ impl PointResult {
             slo_met: None,
             goodput_rpm: None,
             worker_peak_rss_mib: None,
+            scheduled_by_server: false,
+            warnings,
+        }
+    }
+
+    /// The policy column: ours, or "server" when the target scheduled requests itself.
+    pub fn policy_label(&self) -> String {
+        if self.scheduled_by_server {
+            "server".into()
+        } else {
+            self.policy.to_string()
         }
     }
 

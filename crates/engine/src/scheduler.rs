@@ -139,6 +139,9 @@ pub enum SchedEvent {
     Finished { id: u64, reason: FinishReason, t: u64 },
     /// The request failed; its slot is free.
     Failed { id: u64, error: String },
+    /// Something the request's figures should be read with (a server's token counts that
+    /// disagree with ours, a retry after HTTP 429). Our scheduler never sends one.
+    Warning { id: u64, message: String },
     /// One forward pass: how many sequences and tokens it carried.
     Step { step: u64, seqs: u32, prefill_tokens: u32, decode_tokens: u32, t_start: u64, t_end: u64 },
 }

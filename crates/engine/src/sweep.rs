@@ -7,16 +7,15 @@
 //! its point records why and the next point starts a fresh worker.
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{LoadSpec, TokenId};
-use crate::coordinator::{Worker, WorkerCommand};
 use crate::load::{run_point, Arrivals, Draw, Observer, PointLoad, PointRun, PointSpec, RunControl};
 use crate::printers::Printer;
 use crate::results::{PointResult, RunFile, Slo};
 use crate::scheduler::{Policy, SchedulerConfig};
+use crate::target::{Spawner, Target};
 
 /// What to measure. Every list is a dimension of the grid.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -36,6 +35,10 @@ pub struct SweepSpec {
     /// `chunked` policy: prompt tokens per pass.
     pub chunk_tokens: usize,
     pub gpu_layers: Option<u32>,
+    /// Those of `backends` that are servers (OpenAI-compatible targets), which schedule
+    /// requests themselves.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub servers: Vec<String>,
 }
 
 /// Serving options beyond [`SweepSpec`]'s grid: open-loop rates, mixed lengths, a shared
@@ -164,7 +167,9 @@ pub struct SweepPoint {
 
 impl SweepSpec {
     /// Points with their loads, in the order they run: backend outermost (one load each),
-    /// then policy, prefix caching, arrival rate, concurrency, prompt and output length.
+    /// then policy, prefix caching, arrival rate, concurrency, prompt and output length. A
+    /// server (see [`SweepSpec::servers`]) schedules requests itself: it is measured once per
+    /// point, not once per policy or prefix-cache setting.
     pub fn points_with(&self, extras: &SweepExtras) -> Vec<SweepPoint> {
         let arrivals: Vec<Arrivals> = if extras.rates.is_empty() {
             vec![Arrivals::Closed]
@@ -173,23 +178,38 @@ impl SweepSpec {
         };
         let mut out = Vec::new();
         for b in &self.backends {
-            for &policy in &self.policies {
-                for &prefix_cache in &extras.prefix_cache {
+            let server = self.servers.contains(b);
+            let policies = if server { &self.policies[..self.policies.len().min(1)] } else { &self.policies[..] };
+            let caching = if server { &[false][..] } else { &extras.prefix_cache[..] };
+            for &policy in policies {
+                for &prefix_cache in caching {
                     for arrivals in &arrivals {
-                        for (backend, policy2, spec) in self.points().into_iter().filter(|(bb, pp, _)| bb == b && *pp == policy) {
-                            let pi = self.prompt_tokens.iter().position(|&p| p == spec.prompt_tokens).unwrap_or(0);
-                            let mi = self.max_tokens.iter().position(|&m| m == spec.max_tokens).unwrap_or(0);
-                            let load = PointLoad {
-                                arrivals: arrivals.clone(),
-                                max_in_flight: extras.max_in_flight,
-                                prompt_tokens_from: extras.prompt_tokens_from.get(pi).copied().flatten(),
-                                max_tokens_from: extras.max_tokens_from.get(mi).copied().flatten(),
-                                seed: extras.seed,
-                                duration_s: extras.duration_s,
-                                prefix_tokens: extras.prefix_tokens,
-                                prefix_cache,
-                            };
-                            out.push(SweepPoint { backend, policy: policy2, spec, load });
+                        for &concurrency in &self.concurrency {
+                            // Lengths by index: a range and a fixed length may share an upper end.
+                            for (pi, &prompt_tokens) in self.prompt_tokens.iter().enumerate() {
+                                for (mi, &max_tokens) in self.max_tokens.iter().enumerate() {
+                                    let spec = PointSpec {
+                                        prompt_tokens,
+                                        max_tokens,
+                                        concurrency,
+                                        requests: self.requests,
+                                        warmup: self.warmup,
+                                        stop_at_eos: self.stop_at_eos,
+                                        top_logprobs: 0,
+                                    };
+                                    let load = PointLoad {
+                                        arrivals: arrivals.clone(),
+                                        max_in_flight: extras.max_in_flight,
+                                        prompt_tokens_from: extras.prompt_tokens_from.get(pi).copied().flatten(),
+                                        max_tokens_from: extras.max_tokens_from.get(mi).copied().flatten(),
+                                        seed: extras.seed,
+                                        duration_s: extras.duration_s,
+                                        prefix_tokens: extras.prefix_tokens,
+                                        prefix_cache,
+                                    };
+                                    out.push(SweepPoint { backend: b.clone(), policy, spec, load });
+                                }
+                            }
                         }
                     }
                 }
@@ -310,12 +330,11 @@ pub struct SweepContext<'a> {
     /// Prompt ids for (prompt tokens, request index).
     pub prompt: &'a dyn Fn(u32, usize) -> Vec<TokenId>,
     pub stop_tokens: Vec<TokenId>,
-    /// How to start a worker for a backend name.
-    pub worker_command: &'a dyn Fn(&str) -> WorkerCommand,
+    /// Starts the target for each backend name (a worker process, or a server's client).
+    pub spawn: Spawner,
     /// Where to keep the run file up to date (atomically, after every point).
     pub out: Option<PathBuf>,
     pub control: RunControl,
-    pub load_timeout: Duration,
 }
 
 /// Sees a sweep progress.
@@ -364,7 +383,7 @@ pub fn run_points(
 ) -> anyhow::Result<usize> {
     printer.header(run)?;
     let total = points.len();
-    let mut worker: Option<(String, Worker)> = None;
+    let mut worker: Option<(String, Box<dyn Target>)> = None;
     let mut failed_points = 0;
     // A backend that cannot load the model will not load it for the next point either.
     let mut load_failures: std::collections::HashMap<String, String> = Default::default();
@@ -396,7 +415,7 @@ pub fn run_points(
         if !reuse {
             worker = None; // shut the previous one down before loading the next
             observer.loading(&backend);
-            match Worker::spawn(&(ctx.worker_command)(&backend), &load_spec, &config, ctx.load_timeout) {
+            match (ctx.spawn)(&backend, &load_spec, &config) {
                 Ok(w) => {
                     observer.loaded(&backend, w.info(), w.load_ms());
                     if !run.backends.iter().any(|b| b.name == w.info().name) {
@@ -416,13 +435,13 @@ pub fn run_points(
             }
         }
         let (_, w) = worker.as_mut().expect("set above");
-        if load.prefix_cache && !w.info().capabilities.prefix_copy {
+        if load.prefix_cache && !w.schedules_itself() && !w.info().capabilities.prefix_copy {
             failed_points += 1;
             let why = format!("{backend}: this backend cannot copy a cached prefix between sequences (capability prefix_copy is false); run it with --prefix-cache off");
             finish_point(run, fail(why), printer, observer, ctx)?;
             continue;
         }
-        if let Err(e) = w.configure(config) {
+        if let Err(e) = w.configure(&config) {
             failed_points += 1;
             worker = None;
             finish_point(run, fail(e.to_string()), printer, observer, ctx)?;
@@ -431,13 +450,15 @@ pub fn run_points(
         let shared = load.prefix_tokens > 0;
         let prompt = |d: &Draw, i: usize| crate::workload::prefixed_prompt(ctx.prompt, if shared { d.prefix_tokens } else { 0 }, d.prompt_tokens, i);
         w.reset_peak_rss();
-        let measured = run_point(w, &point, &load, &prompt, &ctx.stop_tokens, &ctx.control, observer);
+        let measured = run_point(w.as_mut(), &point, &load, &prompt, &ctx.stop_tokens, &ctx.control, observer);
         let peak_rss = w.peak_rss_mib();
+        let by_server = w.schedules_itself();
         if measured.worker_error.is_some() {
             worker = None;
         }
         let stopped = measured.stopped;
         let mut result = PointResult::from_run(&backend, policy, &point, measured).with_load(&load);
+        result.scheduled_by_server = by_server;
         result.judge(extras.slo);
         result.worker_peak_rss_mib = peak_rss;
         if result.errors > 0 || (result.requests == 0 && !stopped) {
@@ -479,4 +500,48 @@ fn finish_point(
         run.write_atomic(path)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(prompt_tokens: Vec<u32>) -> SweepSpec {
+        SweepSpec {
+            backends: vec!["llama".into()],
+            policies: vec![Policy::Continuous, Policy::Static],
+            prompt_tokens,
+            concurrency: vec![1],
+            max_tokens: vec![16],
+            requests: 2,
+            warmup: 0,
+            threads: 0,
+            stop_at_eos: false,
+            chunk_tokens: 256,
+            gpu_layers: None,
+            servers: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn a_range_and_a_fixed_length_with_the_same_upper_end_stay_apart() {
+        // `--prompt-tokens 64..512,512`: the second point is the fixed 512, not the range again.
+        let extras = SweepExtras { prompt_tokens_from: vec![Some(64), None], ..Default::default() };
+        let points = spec(vec![512, 512]).points_with(&extras);
+        let continuous: Vec<_> = points.iter().filter(|p| p.policy == Policy::Continuous).collect();
+        assert_eq!(continuous.len(), 2);
+        assert_eq!((continuous[0].spec.prompt_tokens, continuous[0].load.prompt_tokens_from), (512, Some(64)));
+        assert_eq!((continuous[1].spec.prompt_tokens, continuous[1].load.prompt_tokens_from), (512, None));
+    }
+
+    #[test]
+    fn a_server_is_measured_once_per_point_not_once_per_policy() {
+        let mut s = spec(vec![64]);
+        s.backends.push("local-server".into());
+        s.servers = vec!["local-server".into()];
+        let extras = SweepExtras { prefix_cache: vec![false, true], ..Default::default() };
+        let points = s.points_with(&extras);
+        let of = |b: &str| points.iter().filter(|p| p.backend == b).count();
+        assert_eq!((of("llama"), of("local-server")), (4, 1));
+    }
 }

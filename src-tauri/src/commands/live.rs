@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use lx_engine::backend::BackendInfo;
-use lx_engine::live::{process_spawner, LiveEvent, LiveModel, LiveSession, LiveSettings};
+use lx_engine::live::{LiveEvent, LiveModel, LiveSession, LiveSettings};
 use lx_engine::results::RunFile;
 use tauri::ipc::Channel;
 use tauri::State;
@@ -59,7 +59,7 @@ pub async fn live_start(state: State<'_, AppState>, mut settings: LiveSettings, 
         // until it is stopped.
         let _ = on_event.send(batch);
     });
-    let spawner = process_spawner(lx_backends::worker_command, LOAD_TIMEOUT);
+    let spawner = lx_engine::target::process_spawner(lx_backends::worker_command, LOAD_TIMEOUT);
     let session = LiveSession::start(settings.clone(), live_model(&model), spawner, sink).map_err(CmdError::Live)?;
     *state.live.lock().expect("poisoned") = Some(Live { session, settings, model, backends });
     Ok(())

@@ -72,6 +72,7 @@ impl SweepRequest {
             stop_at_eos: false,
             chunk_tokens: self.chunk_tokens,
             gpu_layers: None,
+            servers: Vec::new(),
         })
     }
 }
