@@ -98,6 +98,22 @@ pub fn serve_worker(backend: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Starts this build's worker processes by backend name. A first load may compile GPU
+/// kernels or page a large model in from a slow disk, hence the generous timeout.
+pub fn spawner() -> lx_engine::target::Spawner {
+    lx_engine::target::process_spawner(worker_command, std::time::Duration::from_secs(300))
+}
+
+/// [`spawner`], and for each of `servers` (by its name) a client of that OpenAI-compatible
+/// server, whose prompts are written and whose streamed text is counted with `codec`.
+pub fn spawner_with_servers(servers: Vec<lx_openai::Server>, codec: std::sync::Arc<dyn lx_openai::TextCodec>) -> lx_engine::target::Spawner {
+    let workers = spawner();
+    std::sync::Arc::new(move |name: &str, spec: &LoadSpec, config: &lx_engine::scheduler::SchedulerConfig| match servers.iter().find(|s| s.name == name) {
+        Some(server) => lx_openai::ServerTarget::connect(server.clone(), codec.clone()).map(|t| Box::new(t) as Box<dyn lx_engine::target::Target>),
+        None => workers(name, spec, config),
+    })
+}
+
 /// How to start a worker: this very binary with `worker --backend NAME`
 /// (`LX_WORKER_EXE` overrides the program).
 pub fn worker_command(backend: &str) -> WorkerCommand {

@@ -1,0 +1,74 @@
+//! `lx sweep --target`: an OpenAI-compatible server measured beside a backend, through the
+//! same client loop, with prompts built by the real model's tokenizer.
+
+use integration_tests::{heavy, lx_bin, model_path, Run};
+use lx_engine::tokenizer::Tokenizer;
+use lx_openai::scripted::{serve, tokens, Script};
+use serde_json::Value;
+
+#[test]
+fn sweep_measures_a_server_beside_a_backend() {
+    let _lock = heavy();
+    let model = model_path();
+    let tokenizer = Tokenizer::from_path(&model).unwrap();
+    // The server counts prompt tokens as llama-server does (BOS included), so a prompt whose
+    // text does not round-trip to exactly the tokens we built would show up as a warning.
+    let counter = tokenizer.clone();
+    let s = serve(move |_, r| {
+        let prompt = counter.encode(r.body["prompt"].as_str().unwrap_or_default()).len() as u64;
+        Script::Stream(tokens(8, 30, 10, prompt))
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.json");
+    let args = [
+        "sweep", "--model", model.to_str().unwrap(), "--backend", "llama", "--target", &format!("scripted={}", s.url),
+        "--policy", "continuous,serial", "--prompt-tokens", "48", "--concurrency", "2", "--max-tokens", "8",
+        "--requests", "4", "--warmup", "1", "--threads", "2", "--gpu-layers", "0", "--out", out.to_str().unwrap(),
+    ];
+    let output = std::process::Command::new(lx_bin()).args(args).env("LX_API_KEY", "sk-test-secret").output().unwrap();
+    let r = Run { args: args.iter().map(|a| a.to_string()).collect(), output }.ok();
+    // Two policies for the backend; the server schedules itself, so it is measured once.
+    let stdout = r.stdout();
+    let rows: Vec<&str> = stdout.lines().filter(|l| l.starts_with("| scripted |")).collect();
+    assert_eq!(rows.len(), 1, "{}", r.dump());
+    assert!(rows[0].starts_with("| scripted | server | pp48+tg8 @ c2 |"), "{}", r.dump());
+    assert_eq!(r.stdout().lines().filter(|l| l.starts_with("| llama |")).count(), 2, "{}", r.dump());
+
+    let file = std::fs::read_to_string(&out).unwrap();
+    assert!(!file.contains("sk-test-secret"), "the API key must never reach a run file");
+    let run: Value = serde_json::from_str(&file).unwrap();
+    let server = run["points"].as_array().unwrap().iter().find(|p| p["backend"] == "scripted").unwrap();
+    assert_eq!(server["scheduled_by_server"], true);
+    assert_eq!((server["requests"].as_u64(), server["errors"].as_u64()), (Some(4), Some(0)), "{server}");
+    assert!(server.get("warnings").is_none(), "prompts were not exactly 48 tokens as the server counts them: {}", server["warnings"]);
+    for sample in server["samples"].as_array().unwrap() {
+        assert_eq!(sample["token_ms"].as_array().unwrap().len(), 8);
+        assert!(sample["token_ms"][0].as_f64().unwrap() >= 30.0, "{sample}");
+    }
+    let info = run["backends"].as_array().unwrap().iter().find(|b| b["name"] == "scripted").unwrap();
+    assert!(info["version"].as_str().unwrap().contains("model tiny"), "{info}");
+
+    let sent = s.requests.lock().unwrap();
+    // Warm-up plus measured requests, each with the key and the lengths asked for.
+    assert_eq!(sent.len(), 5);
+    for req in sent.iter() {
+        assert_eq!(req.path, "/v1/completions");
+        assert_eq!(req.authorization.as_deref(), Some("Bearer sk-test-secret"));
+        assert_eq!(req.body["max_tokens"], 8);
+        assert_eq!(req.body["ignore_eos"], true);
+    }
+}
+
+#[test]
+fn a_server_that_cannot_be_reached_fails_its_points_and_the_rest_run() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let model = model_path();
+    let target = format!("gone=http://127.0.0.1:{port}/v1");
+    let args = ["sweep", "--model", model.to_str().unwrap(), "--target", &target, "--prompt-tokens", "16,32", "--concurrency", "1", "--max-tokens", "4", "--requests", "2"];
+    let output = std::process::Command::new(lx_bin()).args(args).output().unwrap();
+    let r = Run { args: args.iter().map(|a| a.to_string()).collect(), output };
+    assert_eq!(r.code(), Some(2), "{}", r.dump());
+    assert!(r.stderr().contains("cannot reach http://127.0.0.1:"), "{}", r.dump());
+    // Both points are reported (as failed), not dropped.
+    assert_eq!(r.stdout().lines().filter(|l| l.starts_with("| gone |")).count(), 2, "{}", r.dump());
+}
