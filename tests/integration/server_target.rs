@@ -49,8 +49,13 @@ fn sweep_measures_a_server_beside_a_backend() {
     assert!(info["version"].as_str().unwrap().contains("model tiny"), "{info}");
 
     let sent = s.requests.lock().unwrap();
-    // Warm-up plus measured requests, each with the key and the lengths asked for.
+    // Warm-up plus measured requests, each with the key and the lengths asked for, and each
+    // with a prompt of its own (a server's prompt cache must not answer any of them).
     assert_eq!(sent.len(), 5);
+    let mut prompts: Vec<&str> = sent.iter().map(|r| r.body["prompt"].as_str().unwrap()).collect();
+    prompts.sort();
+    prompts.dedup();
+    assert_eq!(prompts.len(), 5, "repeated prompts");
     for req in sent.iter() {
         assert_eq!(req.path, "/v1/completions");
         assert_eq!(req.authorization.as_deref(), Some("Bearer sk-test-secret"));

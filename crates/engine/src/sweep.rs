@@ -388,6 +388,7 @@ pub fn run_points(
     // A backend that cannot load the model will not load it for the next point either.
     let mut load_failures: std::collections::HashMap<String, String> = Default::default();
     let load_spec = spec.load_spec_for(ctx.model_path.clone(), &points, extras);
+    let prompts_sent = std::cell::Cell::new(0usize);
     for (index, point) in points.into_iter().enumerate() {
         let SweepPoint { backend, policy, spec: point, load } = point;
         if ctx.control.stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -448,7 +449,14 @@ pub fn run_points(
             continue;
         }
         let shared = load.prefix_tokens > 0;
-        let prompt = |d: &Draw, i: usize| crate::workload::prefixed_prompt(ctx.prompt, if shared { d.prefix_tokens } else { 0 }, d.prompt_tokens, i);
+        // Every request of the sweep (warm-ups included) gets a prompt of its own: a server
+        // that caches prompts (llama-server, vLLM, SGLang) would otherwise answer a repeated
+        // one from its cache and report a TTFT no new prompt gets.
+        let prompt = |d: &Draw, _: usize| {
+            let variant = prompts_sent.get();
+            prompts_sent.set(variant + 1);
+            crate::workload::prefixed_prompt(ctx.prompt, if shared { d.prefix_tokens } else { 0 }, d.prompt_tokens, variant)
+        };
         w.reset_peak_rss();
         let measured = run_point(w.as_mut(), &point, &load, &prompt, &ctx.stop_tokens, &ctx.control, observer);
         let peak_rss = w.peak_rss_mib();
