@@ -295,33 +295,6 @@ impl SweepSpec {
         s.chunk_tokens = self.chunk_tokens;
         s
     }
-
-    /// Points in the order they run: backend outermost (one load each), then policy,
-    /// concurrency, prompt length and output length.
-    pub fn points(&self) -> Vec<(String, Policy, PointSpec)> {
-        let mut out = Vec::new();
-        for b in &self.backends {
-            for &policy in &self.policies {
-                for &concurrency in &self.concurrency {
-                    for &prompt_tokens in &self.prompt_tokens {
-                        for &max_tokens in &self.max_tokens {
-                            let spec = PointSpec {
-                                prompt_tokens,
-                                max_tokens,
-                                concurrency,
-                                requests: self.requests,
-                                warmup: self.warmup,
-                                stop_at_eos: self.stop_at_eos,
-                                top_logprobs: 0,
-                            };
-                            out.push((b.clone(), policy, spec));
-                        }
-                    }
-                }
-            }
-        }
-        out
-    }
 }
 
 /// Everything a sweep needs from its caller.
@@ -389,6 +362,7 @@ pub fn run_points(
     let mut load_failures: std::collections::HashMap<String, String> = Default::default();
     let load_spec = spec.load_spec_for(ctx.model_path.clone(), &points, extras);
     let prompts_sent = std::cell::Cell::new(0usize);
+    let mut prompts_for: Option<String> = None;
     for (index, point) in points.into_iter().enumerate() {
         let SweepPoint { backend, policy, spec: point, load } = point;
         if ctx.control.stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -449,9 +423,14 @@ pub fn run_points(
             continue;
         }
         let shared = load.prefix_tokens > 0;
-        // Every request of the sweep (warm-ups included) gets a prompt of its own: a server
-        // that caches prompts (llama-server, vLLM, SGLang) would otherwise answer a repeated
-        // one from its cache and report a TTFT no new prompt gets.
+        // Every request of a backend's points (warm-ups included) gets a prompt of its own: a
+        // server that caches prompts (llama-server, vLLM, SGLang) would otherwise answer a
+        // repeated one from its cache and report a TTFT no new prompt gets. Each backend gets
+        // the same sequence (the seed moves it), so backends are compared on the same prompts.
+        if prompts_for.as_deref() != Some(backend.as_str()) {
+            prompts_for = Some(backend.clone());
+            prompts_sent.set((extras.seed as usize).wrapping_mul(1 << 20));
+        }
         let prompt = |d: &Draw, _: usize| {
             let variant = prompts_sent.get();
             prompts_sent.set(variant + 1);

@@ -153,7 +153,7 @@ pub async fn sweep_start(state: State<'_, AppState>, request: SweepRequest, on_e
     let settings = serde_json::to_value(&spec).map_err(|e| CmdError::Sweep(e.to_string()))?;
     let run = RunFile::new(vec!["latency-explorer".into(), "sweep".into()], hardware, model.open.record(), settings);
     let path: PathBuf = state.runs_dir.join(run_file_name("run", run.started_unix_ms / 1000));
-    let total_points = spec.points().len();
+    let total_points = spec.points_with(&lx_engine::sweep::SweepExtras::default()).len();
     let total_requests = total_points * spec.requests;
     let _ = on_event.send(SweepEvent::Started { path: path.clone(), total_points, total_requests });
 
@@ -226,7 +226,7 @@ mod tests {
         assert_eq!(spec.chunk_tokens, 256);
         assert_eq!(spec.threads, lx_engine::hardware::threads_beside_a_window(), "auto leaves the window a core where needed");
         assert_eq!(SweepRequest { threads: 3, ..r.clone() }.spec().unwrap().threads, 3);
-        assert_eq!(spec.points().len(), 2 * 2 * 2);
+        assert_eq!(spec.points_with(&lx_engine::sweep::SweepExtras::default()).len(), 2 * 2 * 2);
         let bad = SweepRequest { backends: vec!["nope".into()], ..r };
         assert!(matches!(bad.spec(), Err(CmdError::Sweep(m)) if m.contains("unknown backend")));
     }
