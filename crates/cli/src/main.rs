@@ -32,6 +32,9 @@ enum Cmd {
     /// Show one serving trade-off live: prompt-length, batching, static-vs-continuous,
     /// chunked-prefill, prefix-cache (--list). Exits 1 when the point did not hold.
     Demo(commands::demo::DemoArgs),
+    /// Serve one backend as an OpenAI-compatible server (/v1/completions, /v1/chat/completions,
+    /// /v1/models, /health, /metrics), scheduled by our engine.
+    Serve(commands::serve::ServeArgs),
     /// Run one backend as a worker process speaking the engine protocol on stdin/stdout.
     #[command(hide = true)]
     Worker(commands::worker::WorkerArgs),
@@ -45,6 +48,7 @@ fn main() {
         Cmd::Generate(args) => commands::generate::run(args),
         Cmd::Sweep(args) => commands::sweep::run(*args),
         Cmd::Demo(args) => commands::demo::run(args),
+        Cmd::Serve(args) => commands::serve::run(args),
         Cmd::Worker(args) => commands::worker::run(args),
     };
     match result {

@@ -6,9 +6,13 @@
 //! arrival, counts the tokens a chunk holds with the model's tokenizer, and checks them
 //! against the server's own `usage` where it reports one. The server's scheduling is its
 //! own, and results say so.
+//!
+//! [`server`] is the other side of the same API: our engine served as such a server
+//! (`lx serve`).
 
 mod chunk;
 pub mod scripted;
+pub mod server;
 mod sse;
 mod target;
 

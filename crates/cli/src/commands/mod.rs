@@ -2,6 +2,7 @@ pub mod demo;
 pub mod generate;
 pub mod hw;
 pub mod models;
+pub mod serve;
 pub mod sweep;
 pub mod worker;
 
