@@ -45,11 +45,49 @@ pub async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Answer,
             StatusCode::OK,
             &json!({"object": "list", "data": [{"id": state.served.name, "object": "model", "created": 0, "owned_by": "latency-explorer"}]}),
         ),
+        (&Method::POST, "/tokenize") => tokenize(&state, req).await,
+        (&Method::POST, "/detokenize") => detokenize(&state, req).await,
         (&Method::POST, "/v1/completions") => complete(&state, req, Api::Completions).await,
         (&Method::POST, "/v1/chat/completions") => complete(&state, req, Api::Chat).await,
-        (_, "/health" | "/metrics" | "/v1/models" | "/v1/completions" | "/v1/chat/completions") => error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
+        (_, "/health" | "/metrics" | "/v1/models" | "/v1/completions" | "/v1/chat/completions" | "/tokenize" | "/detokenize") => error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed"),
         _ => error(StatusCode::NOT_FOUND, &format!("no such endpoint: {path}")),
     })
+}
+
+/// The body of a POST as JSON, or the answer that refuses it.
+async fn json_body(state: &State, req: Request<Incoming>) -> Result<Value, Answer> {
+    let limit = state.served.max_body_bytes;
+    let body = match Limited::new(req.into_body(), limit).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(_) => return Err(error(StatusCode::PAYLOAD_TOO_LARGE, &format!("request body over {limit} bytes"))),
+    };
+    serde_json::from_slice::<Value>(&body).map_err(|e| error(StatusCode::BAD_REQUEST, &format!("the body is not JSON: {e}")))
+}
+
+/// `{"content": text, "add_special": bool}` → `{"tokens": [...]}`, as llama-server answers,
+/// so that clients can build prompts of exact lengths.
+async fn tokenize(state: &State, req: Request<Incoming>) -> Answer {
+    let v = match json_body(state, req).await {
+        Ok(v) => v,
+        Err(answer) => return answer,
+    };
+    let Some(text) = v.get("content").and_then(Value::as_str) else { return error(StatusCode::BAD_REQUEST, "content: required, a string") };
+    let add_special = v.get("add_special").and_then(Value::as_bool).unwrap_or(false);
+    json_answer(StatusCode::OK, &json!({"tokens": state.served.tokenizer.encode_with(text, add_special, false)}))
+}
+
+/// `{"tokens": [...]}` → `{"content": text}`.
+async fn detokenize(state: &State, req: Request<Incoming>) -> Answer {
+    let v = match json_body(state, req).await {
+        Ok(v) => v,
+        Err(answer) => return answer,
+    };
+    let vocab = state.served.tokenizer.vocab_size() as u64;
+    let ids: Option<Vec<TokenId>> = v.get("tokens").and_then(Value::as_array).and_then(|a| a.iter().map(|t| t.as_u64().filter(|&t| t < vocab).map(|t| t as TokenId)).collect());
+    match ids {
+        Some(ids) => json_answer(StatusCode::OK, &json!({"content": state.served.tokenizer.decode(&ids)})),
+        None => error(StatusCode::BAD_REQUEST, "tokens: required, an array of ids in the vocabulary"),
+    }
 }
 
 /// A request, checked and tokenised.
@@ -62,12 +100,11 @@ struct Ask {
 }
 
 async fn complete(state: &State, req: Request<Incoming>, api: Api) -> Answer {
-    let limit = state.served.max_body_bytes;
-    let body = match Limited::new(req.into_body(), limit).collect().await {
-        Ok(b) => b.to_bytes(),
-        Err(_) => return error(StatusCode::PAYLOAD_TOO_LARGE, &format!("request body over {limit} bytes")),
+    let v = match json_body(state, req).await {
+        Ok(v) => v,
+        Err(answer) => return answer,
     };
-    let ask = match serde_json::from_slice::<Value>(&body).map_err(|e| format!("the body is not JSON: {e}")).and_then(|v| read_ask(&state.served, &v, api)) {
+    let ask = match read_ask(&state.served, &v, api) {
         Ok(a) => a,
         Err(message) => return error(StatusCode::BAD_REQUEST, &message),
     };
