@@ -158,3 +158,23 @@ fn a_client_that_goes_away_frees_its_slot() {
     }
     assert_eq!(metric(&s.addr, "lx_running_sequences"), 0.0);
 }
+
+/// Linux: the worker is found as lx serve's child process through /proc.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_worker_that_dies_is_replaced_for_the_next_request() {
+    let _lock = heavy();
+    let s = serve(&[], &[]);
+    let ask = json!({"prompt": "Once upon a time", "max_tokens": 4, "ignore_eos": true});
+    assert_eq!(http(&s.addr, "POST", "/v1/completions", &[], Some(&ask)).0, 200);
+    let pid = s.child.id();
+    let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap();
+    let worker: u32 = children.split_whitespace().next().expect("lx serve has a worker process").parse().unwrap();
+    assert!(Command::new("kill").args(["-9", &worker.to_string()]).status().unwrap().success());
+    while std::path::Path::new(&format!("/proc/{worker}/stat")).exists() && std::fs::read_to_string(format!("/proc/{worker}/stat")).is_ok_and(|s| !s.contains(") Z ")) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let (status, body) = http(&s.addr, "POST", "/v1/completions", &[], Some(&ask));
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(serde_json::from_str::<Value>(&body).unwrap()["usage"]["completion_tokens"], 4, "{body}");
+}

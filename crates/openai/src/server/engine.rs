@@ -78,22 +78,29 @@ struct Flight {
     last_token: Option<Instant>,
 }
 
-/// How long the loop waits for the worker before it looks for new requests again: the most
-/// a request waits to be handed to the worker.
+/// While requests run, how long the loop waits for the worker before it looks for new
+/// requests again: the most a request waits to be handed to the worker.
 const TICK: Duration = Duration::from_millis(1);
 
 fn run(mut target: Option<Box<dyn Target>>, start: Start, rx: Receiver<Cmd>, metrics: &Metrics) {
     let mut flights: HashMap<u64, Flight> = HashMap::new();
     loop {
+        // Idle: sleep until a request comes (no wake-ups to steal the worker's cores).
+        let mut next = if flights.is_empty() { rx.recv().map_err(|_| TryRecvError::Disconnected) } else { rx.try_recv() };
         loop {
-            match rx.try_recv() {
+            match next {
                 Ok(Cmd::Submit { request, events }) => {
+                    // A worker that died while idle is replaced before it is given work.
+                    if target.as_mut().is_some_and(|t| t.is_gone()) {
+                        target = None;
+                    }
                     if target.is_none() {
                         match start() {
                             Ok(t) => target = Some(t),
                             Err(e) => {
                                 metrics.failed.fetch_add(1, Ordering::Relaxed);
                                 let _ = events.send(Event::Failed(format!("the worker could not be started: {e}")));
+                                next = rx.try_recv();
                                 continue;
                             }
                         }
@@ -115,6 +122,7 @@ fn run(mut target: Option<Box<dyn Target>>, start: Start, rx: Receiver<Cmd>, met
                 Err(TryRecvError::Empty) => break,
                 Err(TryRecvError::Disconnected) => return,
             }
+            next = rx.try_recv();
         }
         let Some(t) = target.as_mut() else {
             std::thread::sleep(TICK);
