@@ -171,7 +171,16 @@ fn a_worker_that_dies_is_replaced_for_the_next_request() {
     let children = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).unwrap();
     let worker: u32 = children.split_whitespace().next().expect("lx serve has a worker process").parse().unwrap();
     assert!(Command::new("kill").args(["-9", &worker.to_string()]).status().unwrap().success());
-    while std::path::Path::new(&format!("/proc/{worker}/stat")).exists() && std::fs::read_to_string(format!("/proc/{worker}/stat")).is_ok_and(|s| !s.contains(") Z ")) {
+    // Dead for good: a zombie whose threads have all exited (only then can lx serve reap it;
+    // the leader shows as a zombie while its other threads are still going).
+    let reapable = || {
+        let zombie = std::fs::read_to_string(format!("/proc/{worker}/stat")).map_or(true, |s| s.contains(") Z "));
+        let threads = std::fs::read_dir(format!("/proc/{worker}/task")).map_or(0, |d| d.count());
+        zombie && threads <= 1
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !reapable() {
+        assert!(Instant::now() < deadline, "the worker did not die");
         std::thread::sleep(Duration::from_millis(20));
     }
     let (status, body) = http(&s.addr, "POST", "/v1/completions", &[], Some(&ask));
