@@ -1349,6 +1349,13 @@ impl GgufWriter {
         self
     }
 
+    /// Adds a tensor of type `ty` from its raw bytes ([`GgufWriter::write`] fails when their
+    /// count does not match `dims`).
+    pub fn tensor(mut self, name: impl Into<String>, dims: &[u64], ty: GgmlType, data: Vec<u8>) -> Self {
+        self.tensors.push(PendingTensor { name: name.into(), dims: dims.to_vec(), type_id: ty.id(), data, checked: true });
+        self
+    }
+
     /// Adds a tensor exactly as given: any type id, any bytes, no checks. For broken fixtures.
     pub fn tensor_raw(mut self, name: impl Into<String>, dims: &[u64], type_id: u32, data: Vec<u8>) -> Self {
         self.tensors.push(PendingTensor { name: name.into(), dims: dims.to_vec(), type_id, data, checked: false });
@@ -1414,7 +1421,7 @@ impl GgufWriter {
         Ok(out)
     }
 
-    /// Writes the file.
+    /// Writes the file, atomically: a reader sees the whole file or none.
     pub fn write(&self, path: impl AsRef<Path>) -> Result<(), GgufError> {
         let path = path.as_ref();
         let bytes = self.to_bytes().map_err(|e| match e {
@@ -1422,9 +1429,18 @@ impl GgufWriter {
             other => other,
         })?;
         let io_err = |source| GgufError::Io { path: path.to_path_buf(), source };
-        let mut f = File::create(path).map_err(io_err)?;
-        f.write_all(&bytes).map_err(io_err)?;
-        f.flush().map_err(io_err)
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(format!(".{}.tmp", std::process::id()));
+        let tmp = PathBuf::from(tmp);
+        let written = File::create(&tmp).and_then(|mut f| {
+            f.write_all(&bytes)?;
+            f.flush()
+        });
+        if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
+            std::fs::remove_file(&tmp).ok();
+            return Err(io_err(e));
+        }
+        Ok(())
     }
 }
 
