@@ -16,58 +16,13 @@
 //! is printed by `cargo run --release --example logit_profile` (a diagnostic, not a test).
 
 mod common;
-use common::llama_ref::{llama, llama_context, long_prompt, prefill, Llama};
+use common::llama_ref::{forced, greedy, llama, long_prompt};
 use common::*;
 use lx_backend_candle::CandleBackend;
-use lx_engine::backend::{choose_greedy, Backend, Batch, Outputs, TokenId};
-
-use llama_cpp_2::token::LlamaToken;
+use lx_engine::backend::{choose_greedy, Backend, Batch, Outputs};
 
 const N_GEN: usize = 64;
 const NEAR_TIE: f32 = 0.25;
-
-/// Tokenize with BOS and greedily continue `n` tokens, single sequence.
-fn llama_greedy(l: &Llama, text: &str, n: usize) -> (Vec<TokenId>, Vec<TokenId>, Vec<f32>) {
-    let prompt: Vec<LlamaToken> = l.model.vocab().tokenize(text.as_bytes(), true, false);
-    let n_ctx = prompt.len() + n + 8;
-    let mut ctx = llama_context(l, n_ctx, false);
-    let mut batch = prefill(&mut ctx, &prompt, n_ctx, |i| i + 1 == prompt.len());
-    let mut out = Vec::new();
-    let mut gaps = Vec::new();
-    let mut last_row = batch.n_tokens() - 1;
-    for i in 0..n {
-        let logits = ctx.get_logits_ith(last_row);
-        let c = choose_greedy(logits, 2);
-        gaps.push(c.top[0].logprob - c.top[1].logprob);
-        out.push(c.token);
-        if i + 1 == n {
-            break;
-        }
-        batch.clear();
-        batch
-            .add(
-                LlamaToken(c.token as i32),
-                (prompt.len() + i) as i32,
-                &[0],
-                true,
-            )
-            .unwrap();
-        ctx.decode(&mut batch).expect("decode");
-        last_row = 0;
-    }
-    (prompt.iter().map(|t| t.0 as TokenId).collect(), out, gaps)
-}
-
-/// llama.cpp's logits for every continuation position of `prompt + cont`, computed in one
-/// batch in its precise configuration: the same teacher forcing candle gets, so llama.cpp's
-/// agreement with its own greedy stream sets the bar for candle's on this machine.
-fn llama_forced(l: &Llama, prompt: &[TokenId], cont: &[TokenId]) -> Vec<Vec<f32>> {
-    let seq: Vec<LlamaToken> = prompt.iter().chain(&cont[..cont.len() - 1]).map(|&t| LlamaToken(t as i32)).collect();
-    let n = seq.len();
-    let mut ctx = llama_context(l, n + 8, true);
-    prefill(&mut ctx, &seq, n, |i| i + 1 >= prompt.len());
-    (0..cont.len()).map(|i| ctx.get_logits_ith((prompt.len() - 1 + i) as i32).to_vec()).collect()
-}
 
 /// How one implementation's argmax compares with llama.cpp's greedy stream, position by
 /// position: agreements, and each disagreement's gap (best − llama.cpp's token, nats).
@@ -112,7 +67,7 @@ fn teacher_forced_parity_with_llama_cpp() {
     let mut b = CandleBackend::load(&spec(1, 1024)).expect("candle load");
     let (mut candle, mut itself) = (Forced::default(), Forced::default());
     for (pi, text) in prompts.iter().enumerate() {
-        let (prompt, cont, llama_gaps) = llama_greedy(&l, text, N_GEN);
+        let (prompt, cont, llama_gaps) = greedy(&l, text, N_GEN);
         let mut seq = prompt.clone();
         seq.extend_from_slice(&cont[..N_GEN - 1]);
         b.clear(0);
@@ -124,7 +79,7 @@ fn teacher_forced_parity_with_llama_cpp() {
             .expect("candle step");
         let choices = &out[0].choices;
         assert_eq!(choices.len(), seq.len());
-        let precise = llama_forced(&l, &prompt, &cont);
+        let precise = forced(&l, &prompt, &cont);
         let mut line = String::new();
         for (i, &want) in cont.iter().enumerate() {
             let c = &choices[prompt.len() - 1 + i];

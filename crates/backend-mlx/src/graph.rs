@@ -31,14 +31,11 @@ use mlx_rs::ops::indexing::{TryIndexMutOp, TryIndexOp};
 use mlx_rs::{ops, transforms, Array, Device, Dtype};
 
 use crate::plan::{self, StepPlan};
-use crate::repack;
+use crate::mlx4;
+use crate::repack::{self, Affine};
 use crate::{Options, WeightMode, MLX_RS_VERSION, MLX_VERSION};
 
 type MxResult<T> = Result<T, Exception>;
-
-/// Group size and bits of MLX's own 4-bit mode (its defaults).
-const MLX4_GROUP: i32 = 64;
-const MLX4_BITS: i32 = 4;
 
 fn load_err(e: impl std::fmt::Display) -> BackendError {
     BackendError::Load(e.to_string())
@@ -68,6 +65,17 @@ enum Linear {
 }
 
 impl Linear {
+    fn quantized(a: &Affine) -> Self {
+        let (rows, words, groups) = (a.rows as i32, (a.cols * a.bits as usize / 32) as i32, (a.cols / a.group) as i32);
+        Linear::Quant {
+            w: Array::from_slice(&a.packed, &[rows, words]),
+            scales: Array::from_slice(&a.scales, &[rows, groups]),
+            biases: Array::from_slice(&a.biases, &[rows, groups]),
+            group: a.group as i32,
+            bits: a.bits as i32,
+        }
+    }
+
     /// `x` (rows, cols) f32 → (rows, outputs) f32.
     fn forward(&self, x: &Array) -> MxResult<Array> {
         match self {
@@ -145,7 +153,7 @@ struct Model {
 }
 
 /// Reads one GGUF tensor to host f32 (through candle's dequantization for quantized types).
-fn host_f32(g: &GgufFile, name: &str, t: GgmlType, rows: usize, cols: usize) -> Result<Vec<f32>, BackendError> {
+pub(crate) fn host_f32(g: &GgufFile, name: &str, t: GgmlType, rows: usize, cols: usize) -> Result<Vec<f32>, BackendError> {
     let bytes = g.read_tensor_bytes(name).map_err(load_err)?;
     let dtype = lx_backend_candle::model::candle_dtype(t).ok_or_else(|| {
         BackendError::Unsupported(format!("tensor `{name}` is {}, a type this backend cannot read", t.name()))
@@ -179,31 +187,19 @@ fn vector(g: &GgufFile, name: &str, len: usize) -> Result<Array, BackendError> {
 
 fn matrix(g: &GgufFile, name: &str, rows: usize, cols: usize, mode: WeightMode, counts: &mut Counts) -> Result<Linear, BackendError> {
     let t = check_shape(g, name, rows, cols)?;
-    let (r, c) = (rows as i32, cols as i32);
     let lin = if mode == WeightMode::AsLoaded && repack::repackable(t) {
         let bytes = g.read_tensor_bytes(name).map_err(load_err)?;
         let a = repack::to_affine(t, &bytes, rows, cols)
             .ok_or_else(|| BackendError::Load(format!("tensor `{name}`: cannot repack {} as MLX affine", t.name())))?;
-        let words = c * a.bits as i32 / 32;
-        let groups = c / a.group as i32;
         counts.affine_g32 += 1;
-        Linear::Quant {
-            w: Array::from_slice(&a.packed, &[r, words]),
-            scales: Array::from_slice(&a.scales, &[r, groups]),
-            biases: Array::from_slice(&a.biases, &[r, groups]),
-            group: a.group as i32,
-            bits: a.bits as i32,
-        }
+        Linear::quantized(&a)
+    } else if mode == WeightMode::Mlx4 && mlx4::applies(cols) {
+        counts.mlx4 += 1;
+        Linear::quantized(&mlx4::quantize(&host_f32(g, name, t, rows, cols)?, rows, cols)?)
     } else {
-        let w = Array::from_slice(&host_f32(g, name, t, rows, cols)?, &[r, c]);
-        if mode == WeightMode::Mlx4 && cols.is_multiple_of(MLX4_GROUP as usize) {
-            let (w, scales, biases) = ops::quantize(&w, MLX4_GROUP, MLX4_BITS).map_err(load_err)?;
-            counts.mlx4 += 1;
-            Linear::Quant { w, scales, biases, group: MLX4_GROUP, bits: MLX4_BITS }
-        } else {
-            counts.f16 += 1;
-            Linear::Dense(w.as_dtype(Dtype::Float16).map_err(load_err)?)
-        }
+        counts.f16 += 1;
+        let w = Array::from_slice(&host_f32(g, name, t, rows, cols)?, &[rows as i32, cols as i32]);
+        Linear::Dense(w.as_dtype(Dtype::Float16).map_err(load_err)?)
     };
     // Materialise now, one tensor at a time, so the host copy and any f32 intermediate are
     // freed before the next tensor is read.

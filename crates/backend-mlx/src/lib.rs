@@ -20,8 +20,9 @@
 //! other type to f16, but it cannot read Q5_0 at all (its GGUF library has no Q5_0 decoder),
 //! and the default model (Gemma 3 270M Q4_K_M) stores most projections as Q5_0. So this crate
 //! reads the file with the engine's GGUF reader and applies the same policy itself
-//! ([`WeightMode::AsLoaded`]), or quantizes every matrix with MLX's own 4-bit affine
-//! quantization, group size 64 ([`WeightMode::Mlx4`]), for a like-for-like 4-bit comparison.
+//! ([`WeightMode::AsLoaded`]), or quantizes every matrix as MLX quantizes an f16 model, 4-bit
+//! affine, group size 64 ([`WeightMode::Mlx4`], module `mlx4`), for a like-for-like 4-bit
+//! comparison.
 //! Which one ran is part of `BackendInfo::version`.
 //!
 //! Status: the graph runs and passes its parity tests against llama.cpp on Linux, on MLX's
@@ -34,6 +35,8 @@ pub mod repack;
 mod graph;
 #[cfg(all(feature = "mlx", any(all(target_os = "macos", target_arch = "aarch64"), all(target_os = "linux", target_arch = "x86_64"))))]
 pub use graph::{devices, MlxBackend};
+#[cfg(all(feature = "mlx", any(all(target_os = "macos", target_arch = "aarch64"), all(target_os = "linux", target_arch = "x86_64"))))]
+pub mod mlx4;
 
 /// The mlx-rs release this crate is written against (it builds MLX 0.32.2 through mlx-sys 0.7).
 pub const MLX_RS_VERSION: &str = "0.33.0";
@@ -77,8 +80,9 @@ pub enum WeightMode {
     /// affine, group size 32, repacked losslessly), every other type becomes f16.
     #[default]
     AsLoaded,
-    /// Every matrix (projections and the tied embedding) quantized by MLX to 4 bits, group
-    /// size 64 (`mlx.core.quantize` defaults); norms stay f32.
+    /// Every matrix (projections and the tied embedding) rounded to f16 and quantized by MLX
+    /// to 4 bits, group size 64 (`mlx.core.quantize` defaults), as MLX quantizes an f16
+    /// model; norms stay f32.
     Mlx4,
 }
 
@@ -87,7 +91,7 @@ impl WeightMode {
     pub fn describe(self) -> &'static str {
         match self {
             WeightMode::AsLoaded => "as loaded (Q4_0/Q4_1/Q8_0 kept as MLX affine g32, other types f16)",
-            WeightMode::Mlx4 => "MLX 4-bit affine, group 64",
+            WeightMode::Mlx4 => "MLX 4-bit affine, group 64, f16 scales",
         }
     }
 }

@@ -1,7 +1,7 @@
 //! llama.cpp as the reference, in the test process: the model, contexts in its default and
-//! its most precise CPU configuration, a one-batch prefill, and a prompt longer than Gemma
-//! 3's 512-token sliding window. Shared by tests/parity_llamacpp.rs and
-//! examples/logit_profile.rs.
+//! its most precise CPU configuration, a one-batch prefill, its greedy continuation and its
+//! teacher-forced logits, and a prompt longer than Gemma 3's 512-token sliding window. Shared
+//! by tests/parity_llamacpp.rs, examples/logit_profile.rs and the MLX backend's parity test.
 
 use llama_cpp_2::context::params::{KvCacheType, LlamaContextParams};
 use llama_cpp_2::context::LlamaContext;
@@ -10,7 +10,9 @@ use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
+use lx_engine::backend::{choose_greedy, TokenId};
 use std::num::NonZeroU32;
+use std::path::Path;
 
 use super::model_path;
 
@@ -58,11 +60,17 @@ pub struct Llama {
     pub model: &'static LlamaModel,
 }
 
+/// llama.cpp with the default model.
 pub fn llama() -> Llama {
+    llama_at(&model_path())
+}
+
+/// llama.cpp with the model at `path`.
+pub fn llama_at(path: &Path) -> Llama {
     let mut backend = LlamaBackend::init().expect("llama backend");
     backend.void_logs();
-    let model = LlamaModel::load_from_file(&backend, model_path(), &LlamaModelParams::default())
-        .expect("llama.cpp load");
+    let model = LlamaModel::load_from_file(&backend, path, &LlamaModelParams::default())
+        .unwrap_or_else(|e| panic!("llama.cpp cannot load {}: {e}", path.display()));
     let model: &'static LlamaModel = Box::leak(Box::new(model));
     Llama {
         _backend: backend,
@@ -107,4 +115,41 @@ pub fn prefill(
     }
     ctx.decode(&mut batch).expect("decode prompt");
     batch
+}
+
+/// Tokenizes `text` with BOS and greedily continues it `n` tokens, one token per decode, in
+/// llama.cpp's default configuration: the prompt, the continuation, and llama.cpp's own top-2
+/// gap at each continuation position.
+pub fn greedy(l: &Llama, text: &str, n: usize) -> (Vec<TokenId>, Vec<TokenId>, Vec<f32>) {
+    let prompt: Vec<LlamaToken> = l.model.vocab().tokenize(text.as_bytes(), true, false);
+    let n_ctx = prompt.len() + n + 8;
+    let mut ctx = llama_context(l, n_ctx, false);
+    let mut batch = prefill(&mut ctx, &prompt, n_ctx, |i| i + 1 == prompt.len());
+    let mut out = Vec::new();
+    let mut gaps = Vec::new();
+    let mut last_row = batch.n_tokens() - 1;
+    for i in 0..n {
+        let c = choose_greedy(ctx.get_logits_ith(last_row), 2);
+        gaps.push(c.top[0].logprob - c.top[1].logprob);
+        out.push(c.token);
+        if i + 1 == n {
+            break;
+        }
+        batch.clear();
+        batch.add(LlamaToken(c.token as i32), (prompt.len() + i) as i32, &[0], true).unwrap();
+        ctx.decode(&mut batch).expect("decode");
+        last_row = 0;
+    }
+    (prompt.iter().map(|t| t.0 as TokenId).collect(), out, gaps)
+}
+
+/// llama.cpp's logits at every continuation position of `prompt + cont`, in one batch in its
+/// precise configuration: the teacher forcing the backend under test gets, so llama.cpp's
+/// agreement with its own greedy stream sets the bar on this machine.
+pub fn forced(l: &Llama, prompt: &[TokenId], cont: &[TokenId]) -> Vec<Vec<f32>> {
+    let seq: Vec<LlamaToken> = prompt.iter().chain(&cont[..cont.len() - 1]).map(|&t| LlamaToken(t as i32)).collect();
+    let n = seq.len();
+    let mut ctx = llama_context(l, n + 8, true);
+    prefill(&mut ctx, &seq, n, |i| i + 1 >= prompt.len());
+    (0..cont.len()).map(|i| ctx.get_logits_ith((prompt.len() - 1 + i) as i32).to_vec()).collect()
 }

@@ -114,8 +114,3 @@ pub fn generate(
     }
     (ids, choices)
 }
-
-/// The reference prompt, tokenized by llama.cpp with BOS.
-pub const ONCE_UPON: [TokenId; 11] = [
-    2, 14946, 3324, 496, 990, 236764, 528, 496, 1944, 9744, 236764,
-];
