@@ -8,7 +8,8 @@
 //   2. kills the worker process while live, checks that the app shows the crash, and that
 //      Retry brings live mode back; saves what live mode measured as a run file;
 //   3. runs a small sweep from the app (progress, table, run file) and cancels a longer one;
-//   4. runs "Check backends" (a tiny model on every backend and device) and saves a screenshot.
+//   4. goes live on MLX where the build has it (screenshot), or finds it listed with the reason;
+//   5. runs "Check backends" (a tiny model on every backend and device) and saves a screenshot.
 //
 // Environment: LX_APP (the app binary, required), LX_E2E_ARTIFACTS (screenshots; default
 // tests/e2e/artifacts), TAURI_DRIVER (default: tauri-driver on PATH or in ~/.cargo/bin).
@@ -289,6 +290,39 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     const cancelled = JSON.parse(readFileSync(await browser.execute(() => document.querySelector(".sweep").dataset.runFile), "utf8"));
     assert.equal(cancelled.stopped, true);
     assert.ok(cancelled.points.length < 8, `${cancelled.points.length} points after cancel`);
+  });
+
+  test("MLX runs live where the build has it; elsewhere it is listed with the reason", async () => {
+    const mlx = await browser.execute(() => window.__lx.backends().find((b) => b.name === "mlx") ?? null);
+    assert.ok(mlx, "MLX is not listed");
+    const box = await browser.$('[data-testid="backend-mlx"]');
+    if (!mlx.available) {
+      // A build without MLX (Linux arm64, Windows, LX_FEATURES=cpu): shown, disabled, and why.
+      assert.equal(await box.isEnabled(), false);
+      assert.ok(mlx.reason, "no reason given for MLX being unavailable");
+      return;
+    }
+    // MLX alone, short prompts and outputs: MLX's Linux CPU build is slow (README: Backends).
+    await browser.execute(() => {
+      for (const b of document.querySelectorAll('.backend-list input[type="checkbox"]')) {
+        if (b.checked !== (b.value === "mlx")) b.click();
+      }
+      const max = document.querySelector('[data-testid="max-tokens"]');
+      max.value = "8";
+      max.dispatchEvent(new Event("change", { bubbles: true }));
+    });
+    const prompt = await movePromptSlider(32);
+    await (await browser.$('[data-testid="go-live"]')).click();
+    await until("live mode on MLX", () => window.__lx.store.running, (v) => v === true, 30_000);
+    const pts = await until("settled MLX requests", (p) => window.__lx.ttftPoints().filter((x) => x.backend === "mlx" && x.promptTokens === p && x.settled), (v) => v.length >= 2, 600_000, [prompt]);
+    assert.ok(pts.every((x) => x.y > 0), JSON.stringify(pts));
+    const device = await browser.execute(() => document.querySelector('[data-testid="backend-mlx"]').closest("label").querySelector(".backend-device")?.textContent ?? "");
+    assert.match(device, /MLX/, `MLX's device line: ${device}`);
+    console.log(`MLX live: ${pts.length} settled requests at ${prompt} tokens, TTFT ${pts.map((x) => x.y.toFixed(0)).join(", ")} ms; device ${device}`);
+    await sleep(1000);
+    await shot("live-mlx");
+    await browser.execute(() => document.querySelector('[data-testid="go-live"][data-state="live"]')?.click());
+    await until("live mode to stop", () => window.__lx.store.running, (v) => v === false, 60_000);
   });
 
   test("Check backends runs a tiny model on every backend and device of the build", async () => {

@@ -133,25 +133,41 @@ fn hw_reports_the_machine_and_backend_devices() {
     let devices = hw["backend_devices"].as_array().unwrap();
     let llama = devices.iter().find(|d| d[0] == "llama").unwrap();
     assert!(llama[1].as_array().unwrap().iter().any(|d| d.as_str().unwrap().starts_with("CPU")), "{hw}");
-    let mlx = devices.iter().find(|d| d[0] == "mlx").unwrap();
-    if !cfg!(all(target_os = "macos", target_arch = "aarch64")) {
-        assert!(mlx[1][0].as_str().unwrap().contains("needs macOS on Apple Silicon"));
-    }
-    // The text report names the build's GPU features and describes the machine, not the
-    // project's CI.
     let features: Vec<&str> = hw["build_features"].as_array().unwrap().iter().map(|f| f.as_str().unwrap()).collect();
+    // MLX: its devices where the build has it (on Linux, MLX's CPU build only), else why not.
+    let mlx = devices.iter().find(|d| d[0] == "mlx").unwrap()[1][0].as_str().unwrap();
+    if features.contains(&"mlx") {
+        assert!(mlx.contains("(MLX ") && (!cfg!(target_os = "linux") || mlx.starts_with("CPU: ")), "{mlx}");
+    } else {
+        assert!(mlx.contains("not compiled into this build") || mlx.contains("needs macOS on Apple Silicon"), "{mlx}");
+    }
+    // The text report names the build's features and describes the machine, not the
+    // project's CI.
     let text = lx(&["hw"]).ok().stdout();
     let build = if features.is_empty() { "CPU only (no GPU features)".to_string() } else { features.join(", ") };
     assert!(text.contains(&format!("build     {build}")), "{text}");
     assert!(!text.contains("built in CI") && !text.contains("tested in CI"), "{text}");
 }
 
+/// The `lx` under test has this test binary's backend features (both come from one build
+/// in scripts/test; a stale `lx` would make the checks below lie).
+fn assert_lx_has_our_features() {
+    let hw: Value = serde_json::from_str(&lx(&["hw", "--json"]).ok().stdout()).unwrap();
+    let theirs: Vec<String> = serde_json::from_value(hw["build_features"].clone()).unwrap();
+    assert_eq!(theirs, lx_backends::build_features(), "{} was built with other features than this test: rebuild it with the same ones", integration_tests::lx_bin().display());
+}
+
 #[test]
 fn hw_check_runs_every_backend_of_the_build_on_a_tiny_model() {
+    assert_lx_has_our_features();
     let r = lx(&["hw", "--check", "--json"]).ok();
     let rows: Value = serde_json::from_str(&r.stdout()).unwrap();
     let rows = rows.as_array().unwrap();
-    for backend in ["llama", "candle"] {
+    let mut backends = vec!["llama", "candle"];
+    if lx_backends::unavailable("mlx").is_none() {
+        backends.push("mlx");
+    }
+    for &backend in &backends {
         let row = rows.iter().find(|row| row["backend"] == backend && row["requested"] == "default").unwrap_or_else(|| panic!("no {backend} row\n{}", r.dump()));
         assert_eq!(row["ok"], true, "{row}");
         assert_eq!(row["tokens"], u64::from(lx_backends::check::CHECK_TOKENS), "{row}");
@@ -162,7 +178,33 @@ fn hw_check_runs_every_backend_of_the_build_on_a_tiny_model() {
     assert!(llama["device"].as_str().unwrap().contains("3 layers"), "{llama}");
     // The text form is a table with one row per check.
     let text = lx(&["hw", "--check"]).ok().stdout();
-    assert_eq!(text.lines().filter(|l| l.starts_with("| llama |") || l.starts_with("| candle |")).count(), rows.iter().filter(|r| r["backend"] != "mlx").count(), "{text}");
+    assert_eq!(text.lines().filter(|l| backends.iter().any(|b| l.starts_with(&format!("| {b} |")))).count(), rows.len(), "{text}");
+}
+
+/// MLX, where the build has it (the README's commands build it on Linux x86_64, on MLX's CPU
+/// backend, and on Apple Silicon), runs the default model through a worker and the engine at
+/// two concurrencies; where the build lacks it, asking for it is an error that says why.
+#[test]
+fn mlx_sweeps_the_default_model_or_says_why_it_cannot() {
+    let _lock = heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("mlx.json");
+    let args = ["sweep", "--backend", "mlx", "--prompt-tokens", "32", "--concurrency", "1,2", "--max-tokens", "8", "--requests", "2", "--threads", "2", "--out", out.to_str().unwrap()];
+    assert_lx_has_our_features();
+    let r = lx(&args);
+    let Some(why) = lx_backends::unavailable("mlx") else {
+        let r = r.ok();
+        let run: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+        let points = run["points"].as_array().unwrap();
+        assert_eq!(points.len(), 2, "{}", r.dump());
+        for p in points {
+            assert_eq!((p["backend"].as_str(), p["requests"].as_u64(), p["errors"].as_u64()), (Some("mlx"), Some(2), Some(0)), "{p}");
+            assert!(p["ttft_ms"]["p50"].as_f64().unwrap() > 0.0 && p["decode_tps"]["p50"].as_f64().unwrap() > 0.0, "{p}");
+        }
+        eprintln!("{}", r.stdout());
+        return;
+    };
+    r.fails_with(&why);
 }
 
 #[test]

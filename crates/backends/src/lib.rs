@@ -61,7 +61,8 @@ pub fn hardware_report() -> lx_engine::hardware::HardwareReport {
     hardware
 }
 
-/// The GPU features this build was compiled with; empty for a CPU-only build.
+/// The backend features this build was compiled with (cuda, metal, mlx, vulkan); empty for a
+/// CPU-only build without MLX.
 pub fn build_features() -> Vec<String> {
     [("cuda", cfg!(feature = "cuda")), ("metal", cfg!(feature = "metal")), ("mlx", cfg!(feature = "mlx")), ("vulkan", cfg!(feature = "vulkan"))]
         .into_iter()

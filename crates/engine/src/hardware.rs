@@ -20,8 +20,8 @@ pub struct HardwareReport {
     /// Devices each backend can see, e.g. ("llama", ["CPU: AMD EPYC ..."]). Filled by the binary,
     /// which knows the backends.
     pub backend_devices: Vec<(String, Vec<String>)>,
-    /// GPU features this build was compiled with (`cuda`, `metal`, `mlx`, `vulkan`); empty
-    /// for a CPU-only build. Filled by the binary, like `backend_devices`.
+    /// Backend features this build was compiled with (`cuda`, `metal`, `mlx`, `vulkan`; MLX
+    /// is CPU-only on Linux); empty for a CPU-only build without MLX. Filled by the binary, like `backend_devices`.
     #[serde(default)]
     pub build_features: Vec<String>,
 }

@@ -71,7 +71,7 @@ export class HardwarePanel {
         ["OS", `${hw.os} (${hw.arch})`],
         ["Features", hw.cpu_features.join(" ") || "—"],
         ["GPUs", hw.gpus?.length ? hw.gpus.join("; ") : "none found"],
-        ["This build", hw.build_features?.length ? `GPU features: ${hw.build_features.join(", ")}` : "CPU only (no GPU features)"],
+        ["This build", hw.build_features?.length ? `compiled with ${hw.build_features.join(", ")}` : "CPU only (no GPU features)"],
       ]),
     );
   }

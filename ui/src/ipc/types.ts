@@ -203,7 +203,7 @@ export interface HardwareReport {
   /** GPUs the OS shows (absent in results written before it was added). */
   gpus?: string[];
   backend_devices: [string, string[]][];
-  /** GPU features compiled into this build; empty for a CPU-only build. */
+  /** Backend features compiled into this build (cuda, metal, mlx, vulkan); empty for a CPU-only build without MLX. */
   build_features?: string[];
 }
 
