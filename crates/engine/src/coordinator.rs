@@ -30,7 +30,7 @@ pub struct WorkerCommand {
 pub enum Received {
     Reply(Instant, Reply),
     /// The worker's stdout closed: it exited or crashed.
-    Gone(Instant),
+    Gone,
 }
 
 /// Why talking to a worker failed.
@@ -98,7 +98,7 @@ impl Worker {
                     }
                 }
             }
-            let _ = tx.send(Received::Gone(Instant::now()));
+            let _ = tx.send(Received::Gone);
         });
         let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
         let tail = Arc::clone(&stderr_tail);
@@ -192,7 +192,7 @@ impl Worker {
         match self.replies.recv_timeout(left) {
             Ok(Received::Reply(_, Reply::Error { error })) => Err(WorkerError::Unexpected(error)),
             Ok(Received::Reply(_, reply)) => Ok(reply),
-            Ok(Received::Gone(_)) | Err(RecvTimeoutError::Disconnected) => {
+            Ok(Received::Gone) | Err(RecvTimeoutError::Disconnected) => {
                 self.gone = true;
                 Err(WorkerError::Died(self.exit_reason()))
             }
@@ -263,7 +263,7 @@ impl Worker {
         }
         match self.replies.recv_timeout(timeout) {
             Ok(Received::Reply(at, reply)) => Ok(Some((at, reply))),
-            Ok(Received::Gone(_)) | Err(RecvTimeoutError::Disconnected) => {
+            Ok(Received::Gone) | Err(RecvTimeoutError::Disconnected) => {
                 self.gone = true;
                 Err(WorkerError::Died(self.exit_reason()))
             }

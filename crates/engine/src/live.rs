@@ -668,11 +668,6 @@ impl LiveSession {
         rx.recv_timeout(Duration::from_secs(10)).map_err(|_| "the live session did not answer".to_string())
     }
 
-    /// Whether the session thread is still running.
-    pub fn is_running(&self) -> bool {
-        self.thread.as_ref().is_some_and(|t| !t.is_finished())
-    }
-
     /// Stop: cancel what is in flight, shut the workers down, and return the results.
     pub fn stop(mut self) -> Vec<PointResult> {
         let results = self.results().unwrap_or_default();

@@ -217,10 +217,6 @@ impl<B: Backend + ?Sized> Scheduler<B> {
         self.config = config;
     }
 
-    pub fn config(&self) -> &SchedulerConfig {
-        &self.config
-    }
-
     fn now(&self) -> u64 {
         self.epoch.elapsed().as_nanos() as u64
     }

@@ -275,21 +275,6 @@ impl SweepSpec {
         p + m
     }
 
-    /// The load spec for one backend: room for the largest concurrency and lengths.
-    pub fn load_spec(&self, model_path: PathBuf) -> LoadSpec {
-        let slots = self.concurrency.iter().max().copied().unwrap_or(1);
-        let longest_prompt = self.prompt_tokens.iter().max().copied().unwrap_or(1) as usize;
-        LoadSpec {
-            model_path,
-            threads: self.threads,
-            slots,
-            ctx_per_slot: self.ctx_per_slot(),
-            // Room for every sequence's whole prompt in one pass, as continuous batching may need.
-            max_batch_tokens: (longest_prompt * slots).clamp(512, 16384),
-            gpu_layers: self.gpu_layers,
-        }
-    }
-
     fn scheduler(&self, policy: Policy, concurrency: usize, max_batch_tokens: usize) -> SchedulerConfig {
         let mut s = SchedulerConfig::new(policy, concurrency, max_batch_tokens);
         s.chunk_tokens = self.chunk_tokens;
