@@ -9,7 +9,7 @@ use std::sync::{Mutex, MutexGuard};
 /// The default model (Gemma 3 270M Q4_K_M): `LX_MODEL`, else the model cache.
 /// Panics with what to do when it is missing: these tests never pass without it.
 pub fn model_path() -> PathBuf {
-    let path = std::env::var_os("LX_MODEL").map(PathBuf::from).unwrap_or_else(|| lx_models::model_dir().join("gemma-3-270m-q4_k_m.gguf"));
+    let path = lx_models::default_model_path();
     assert!(path.is_file(), "the default model is missing at {}: run `lx models fetch` (or set LX_MODEL)", path.display());
     path
 }

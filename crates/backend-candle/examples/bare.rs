@@ -18,12 +18,7 @@ use lx_engine::backend::{Backend, Batch, Chunk, LoadSpec, Outputs, TokenId};
 use std::time::Instant;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let mut model_path = std::env::var("LX_MODEL").unwrap_or_else(|_| {
-        format!(
-            "{}/.cache/latency-explorer/models/gemma-3-270m-q4_k_m.gguf",
-            env_home()
-        )
-    });
+    let mut model_path = lx_models::default_model_path().display().to_string();
     let (mut threads, mut prompt, mut gen, mut repeat) = (2usize, 256usize, 64usize, 3usize);
     let mut weights = WeightFormat::F16;
     let mut via_backend = false;
@@ -181,8 +176,4 @@ fn cpu_seconds() -> f64 {
     // After the command: state is [0]; utime and stime (fields 14 and 15) are [11] and [12].
     let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
     (ticks(11) + ticks(12)) / 100.0
-}
-
-fn env_home() -> String {
-    std::env::var("HOME").unwrap_or_else(|_| "/root".into())
 }

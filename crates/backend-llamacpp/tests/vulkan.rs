@@ -21,13 +21,7 @@ const NEW_TOKENS: usize = 16;
 const CHILD: &str = "LX_VULKAN_TEST_NO_DRIVER";
 
 fn model_path() -> PathBuf {
-    let path = match std::env::var_os("LX_MODEL") {
-        Some(p) => PathBuf::from(p),
-        None => {
-            let home = std::env::var_os("HOME").expect("HOME is set");
-            PathBuf::from(home).join(".cache/latency-explorer/models/gemma-3-270m-q4_k_m.gguf")
-        }
-    };
+    let path = lx_models::default_model_path();
     assert!(
         path.is_file(),
         "the Vulkan tests need the default model at {} (run `lx models fetch default`, or set LX_MODEL)",

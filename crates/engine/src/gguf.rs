@@ -1534,15 +1534,6 @@ fn f32_to_f16_bits(v: f32) -> u16 {
 // Tests
 // ---------------------------------------------------------------------------------------------
 
-/// Where tests find the real model: `$LX_MODEL`, else the default fetch location.
-pub fn default_model_path() -> PathBuf {
-    if let Some(p) = std::env::var_os("LX_MODEL") {
-        return PathBuf::from(p);
-    }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("/root"));
-    home.join(".cache/latency-explorer/models/gemma-3-270m-q4_k_m.gguf")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1887,7 +1878,7 @@ mod tests {
 
     #[test]
     fn real_model() {
-        let path = default_model_path();
+        let path = lx_models::default_model_path();
         assert!(
             path.exists(),
             "the real model is missing at {} (set LX_MODEL, or fetch it first: `lx models fetch default`)",

@@ -148,7 +148,7 @@ mod tests {
     use super::*;
 
     fn builder() -> (Tokenizer, PromptBuilder) {
-        let path = crate::gguf::default_model_path();
+        let path = lx_models::default_model_path();
         assert!(
             path.exists(),
             "the real model is missing at {} (set LX_MODEL, or fetch it first: `lx models fetch default`)",

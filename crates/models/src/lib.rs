@@ -291,6 +291,21 @@ impl Options {
     }
 }
 
+/// Where the default model is, or will be once fetched: env `LX_MODEL` if set and non-empty,
+/// else the default catalog entry's file in [`model_dir`]. The one answer for tests, examples
+/// and benchmarks.
+pub fn default_model_path() -> PathBuf {
+    default_model_path_from(std::env::var_os("LX_MODEL"), model_dir())
+}
+
+fn default_model_path_from(env_model: Option<OsString>, dir: PathBuf) -> PathBuf {
+    if let Some(p) = env_model.filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let entry = Catalog::embedded().default_entry().expect("the embedded catalog names a default model");
+    dir.join(&entry.file)
+}
+
 /// The model cache directory: env `LX_MODEL_DIR` if set and non-empty, else
 /// `$HOME/.cache/latency-explorer/models` on Linux and macOS (scripts rely on that path),
 /// `%LOCALAPPDATA%\latency-explorer\models` on Windows.

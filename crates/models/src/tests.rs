@@ -290,6 +290,16 @@ fn resolve_paths() {
 }
 
 #[test]
+fn default_model_path_rules() {
+    let dir = PathBuf::from("/cache/models");
+    assert_eq!(default_model_path_from(Some(OsString::from("/x/m.gguf")), dir.clone()), PathBuf::from("/x/m.gguf"));
+    // Unset or empty LX_MODEL: the default catalog entry's file in the model directory.
+    let file = &Catalog::embedded().default_entry().unwrap().file;
+    assert_eq!(default_model_path_from(None, dir.clone()), dir.join(file));
+    assert_eq!(default_model_path_from(Some(OsString::new()), dir.clone()), dir.join(file));
+}
+
+#[test]
 fn model_dir_rules() {
     assert_eq!(
         model_dir_from(Some(OsString::from("/x/models")), Some("/home/u".into())),

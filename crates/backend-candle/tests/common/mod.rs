@@ -11,15 +11,7 @@ use std::path::PathBuf;
 /// The default model: `LX_MODEL`, else the cache path. Panics with a clear message when
 /// it is absent: a test that needs the real model must never pass without it.
 pub fn model_path() -> PathBuf {
-    let p = match std::env::var_os("LX_MODEL") {
-        Some(p) => PathBuf::from(p),
-        None => {
-            let home = std::env::var_os("HOME")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| PathBuf::from("/root"));
-            home.join(".cache/latency-explorer/models/gemma-3-270m-q4_k_m.gguf")
-        }
-    };
+    let p = lx_models::default_model_path();
     assert!(
         p.is_file(),
         "this test needs the default model (Gemma 3 270M Q4_K_M GGUF) at {}; fetch it (`lx models fetch`) or set LX_MODEL",

@@ -1,5 +1,6 @@
 use super::*;
-use crate::gguf::{default_model_path, GgufWriter};
+use crate::gguf::GgufWriter;
+use lx_models::default_model_path;
 
 /// A toy SPM vocabulary: control 0-2, bytes, some pieces with scores, user-defined tokens.
 fn toy(extra: impl FnOnce(GgufWriter) -> GgufWriter) -> (tempfile::TempDir, Tokenizer) {
