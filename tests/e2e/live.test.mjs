@@ -303,14 +303,17 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
       return;
     }
     // MLX alone, short prompts and outputs: MLX's Linux CPU build is slow (README: Backends).
+    // MLX is ticked before the others are cleared (the list never lets the selection go
+    // empty), and each box is looked up afresh (a click redraws the list).
     await browser.execute(() => {
-      for (const b of document.querySelectorAll('.backend-list input[type="checkbox"]')) {
-        if (b.checked !== (b.value === "mlx")) b.click();
-      }
+      const box = (name) => document.querySelector(`[data-testid="backend-${name}"]`);
+      if (!box("mlx").checked) box("mlx").click();
+      for (const name of ["llama", "candle"]) if (box(name)?.checked) box(name).click();
       const max = document.querySelector('[data-testid="max-tokens"]');
       max.value = "8";
       max.dispatchEvent(new Event("change", { bubbles: true }));
     });
+    assert.deepEqual(await browser.execute(() => window.__lx.settings().backends), ["mlx"]);
     const prompt = await movePromptSlider(32);
     await (await browser.$('[data-testid="go-live"]')).click();
     await until("live mode on MLX", () => window.__lx.store.running, (v) => v === true, 30_000);
@@ -319,6 +322,7 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     const device = await browser.execute(() => document.querySelector('[data-testid="backend-mlx"]').closest("label").querySelector(".backend-device")?.textContent ?? "");
     assert.match(device, /MLX/, `MLX's device line: ${device}`);
     console.log(`MLX live: ${pts.length} settled requests at ${prompt} tokens, TTFT ${pts.map((x) => x.y.toFixed(0)).join(", ")} ms; device ${device}`);
+    await browser.execute(() => (document.querySelector(".main").scrollTop = 0));
     await sleep(1000);
     await shot("live-mlx");
     await browser.execute(() => document.querySelector('[data-testid="go-live"][data-state="live"]')?.click());
