@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Instant;
 
-use lx_backend_llamacpp::LlamaCppBackend;
+use lx_backend_llamacpp::{KvLayout, LlamaCppBackend};
 use lx_engine::backend::{Backend, LoadSpec, Scored, TokenId};
 use lx_engine::gguf::GgufFile;
 use lx_engine::parity::{compare, NEAR_TIE_NATS};
@@ -38,6 +38,11 @@ fn run(load: Load, policy: Policy, prompts: &[Vec<TokenId>]) -> BTreeMap<u64, (V
                 entry.1.push(top);
             }
             SchedEvent::Failed { id, error } => panic!("request {id} failed: {error}"),
+            // Every backend splits its passes into the library's compute and its own work.
+            SchedEvent::Step { step, t_start, t_end, compute, .. } => {
+                let compute = compute.unwrap_or_else(|| panic!("pass {step}: the backend did not time its compute"));
+                assert!(compute > 0 && compute <= t_end - t_start, "pass {step}: compute {compute} ns of a {} ns pass", t_end - t_start);
+            }
             _ => {}
         }
     }
@@ -46,7 +51,16 @@ fn run(load: Load, policy: Policy, prompts: &[Vec<TokenId>]) -> BTreeMap<u64, (V
 
 #[test]
 fn continuous_batching_gives_serial_tokens_up_to_a_near_tie() {
-    check_continuous_matches_serial(|spec| Box::new(LlamaCppBackend::load(spec).expect("load the default model")));
+    check_continuous_matches_serial(|spec| Box::new(LlamaCppBackend::load_with(spec, KvLayout::PerSequence).expect("load the default model")));
+}
+
+#[test]
+fn so_does_llama_cpp_with_one_unified_kv_cache() {
+    check_continuous_matches_serial(|spec| {
+        let backend = LlamaCppBackend::load_with(spec, KvLayout::Unified).expect("load the default model");
+        assert!(backend.info().version.ends_with("KV cache unified"), "{}", backend.info().version);
+        Box::new(backend)
+    });
 }
 
 /// Four prompts of different lengths (so the sequences sit at different positions), 32

@@ -35,6 +35,7 @@ use lx_engine::backend::{
     LoadSpec, Outputs, Slot,
 };
 use std::collections::HashSet;
+use std::time::{Duration, Instant};
 
 /// The candle release this crate is built against.
 pub const CANDLE_VERSION: &str = "0.11.1";
@@ -246,6 +247,9 @@ pub struct CandleBackend {
     ropes: (RopeTable, RopeTable),
     caches: Vec<KvCache>,
     info: BackendInfo,
+    /// How long the last step spent in the model's forward passes, less reading back and
+    /// choosing from the logits.
+    compute: Option<Duration>,
 }
 
 impl std::fmt::Debug for CandleBackend {
@@ -333,6 +337,7 @@ impl CandleBackend {
             ropes,
             caches,
             info,
+            compute: None,
         })
     }
 
@@ -395,6 +400,9 @@ impl Backend for CandleBackend {
 
     fn step(&mut self, batch: &Batch) -> Result<Vec<ChunkOutput>, BackendError> {
         self.validate(batch)?;
+        self.compute = None;
+        let started = Instant::now();
+        let mut reading = Duration::ZERO;
         let mut results: Vec<Option<ChunkOutput>> = vec![None; batch.chunks.len()];
         let vocab = self.model.cfg.vocab_size;
         for group in Self::plan(batch, !self.model.device().is_cpu()) {
@@ -426,6 +434,7 @@ impl Backend for CandleBackend {
             let mut choices: Vec<Vec<Choice>> = vec![Vec::new(); group.len()];
             let top = batch.top_logprobs;
             let mut sink = |_row: usize, logits: &Tensor| -> candle_core::Result<()> {
+                let read_start = Instant::now();
                 let (b, n, _) = logits.dims3()?;
                 let flat = logits.flatten_all()?.to_vec1::<f32>()?;
                 for (bi, ch) in choices.iter_mut().enumerate().take(b) {
@@ -434,6 +443,7 @@ impl Backend for CandleBackend {
                         ch.push(choose_greedy(&flat[off..off + vocab], top));
                     }
                 }
+                reading += read_start.elapsed();
                 Ok(())
             };
             let res = self
@@ -453,7 +463,12 @@ impl Backend for CandleBackend {
                 }
             }
         }
+        self.compute = Some(started.elapsed().saturating_sub(reading));
         Ok(results.into_iter().flatten().collect())
+    }
+
+    fn last_compute(&self) -> Option<Duration> {
+        self.compute
     }
 
     fn clear(&mut self, slot: Slot) {

@@ -11,6 +11,7 @@ mod logs;
 
 use std::num::NonZeroU32;
 use std::sync::OnceLock;
+use std::time::{Duration, Instant};
 
 use llama_cpp_2::context::params::LlamaContextParams;
 use llama_cpp_2::context::LlamaContext;
@@ -135,6 +136,46 @@ fn flash_attention() -> i32 {
     }
 }
 
+/// How llama.cpp lays out the KV cache of the context's sequences.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KvLayout {
+    /// One stream per sequence (llama.cpp's server's choice): a sequence attends only to its
+    /// own cells, so a decode step's attention costs what its own context holds. The default.
+    PerSequence,
+    /// One buffer shared by every sequence: each sequence's attention spans the whole
+    /// buffer (masked), so it costs more as the other sequences' contexts grow.
+    Unified,
+}
+
+impl std::str::FromStr for KvLayout {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "per-sequence" => Ok(Self::PerSequence),
+            "unified" => Ok(Self::Unified),
+            other => Err(format!("KV layout {other:?}: use per-sequence or unified")),
+        }
+    }
+}
+
+impl KvLayout {
+    /// `LX_LLAMA_KV` (`per-sequence`, the default, or `unified`).
+    pub fn from_env() -> Result<Self, BackendError> {
+        match std::env::var("LX_LLAMA_KV") {
+            Err(_) => Ok(Self::PerSequence),
+            Ok(s) => s.parse().map_err(|e| BackendError::Load(format!("LX_LLAMA_KV: {e}"))),
+        }
+    }
+
+    /// The name `LX_LLAMA_KV` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::PerSequence => "per-sequence",
+            Self::Unified => "unified",
+        }
+    }
+}
+
 /// A model loaded into one llama.cpp context with `slots` sequences.
 pub struct LlamaCppBackend {
     // The context borrows the model for as long as it lives. A worker loads one model
@@ -149,11 +190,19 @@ pub struct LlamaCppBackend {
     /// How many positions each slot holds, so a bad batch is refused before ggml sees it.
     cached: Vec<usize>,
     vocab: usize,
+    /// How long the last step's `llama_decode` took.
+    compute: Option<Duration>,
 }
 
 impl LlamaCppBackend {
-    /// Load `spec.model_path` and make a context sized for the requested slots and lengths.
+    /// Load `spec.model_path` and make a context sized for the requested slots and lengths,
+    /// with the KV layout `LX_LLAMA_KV` asks for.
     pub fn load(spec: &LoadSpec) -> Result<Self, BackendError> {
+        Self::load_with(spec, KvLayout::from_env()?)
+    }
+
+    /// [`load`](Self::load) with the KV layout given.
+    pub fn load_with(spec: &LoadSpec, kv: KvLayout) -> Result<Self, BackendError> {
         let rt = runtime();
         let path = &spec.model_path;
         if !path.is_file() {
@@ -191,9 +240,7 @@ impl LlamaCppBackend {
             .with_n_batch(n_batch)
             .with_n_ubatch(n_batch.min(512))
             .with_n_seq_max(slots as u32)
-            // One KV stream per sequence: a sequence attends only to its own cells, as in
-            // llama.cpp's server; batched decode then costs what it should.
-            .with_kv_unified(false)
+            .with_kv_unified(kv == KvLayout::Unified)
             .with_n_threads(threads as i32)
             .with_n_threads_batch(threads as i32)
             .with_flash_attention_policy(flash_attention())
@@ -213,7 +260,7 @@ impl LlamaCppBackend {
             describe_placement(&placement, threads, accel.as_ref(), spec.gpu_layers);
         let info = BackendInfo {
             name: "llama".into(),
-            version: format!("llama.cpp ({BINDINGS_VERSION})"),
+            version: format!("llama.cpp ({BINDINGS_VERSION}); KV cache {}", kv.name()),
             device,
             cpu_fallback,
             threads,
@@ -233,6 +280,7 @@ impl LlamaCppBackend {
             order: Vec::new(),
             cached: vec![0; slots],
             vocab,
+            compute: None,
         })
     }
 }
@@ -250,7 +298,8 @@ impl Backend for LlamaCppBackend {
         let cached_after = batch.check(&self.info.capabilities, &self.cached, self.vocab)?;
         // With one KV stream per sequence, llama.cpp splits a batch into micro-batches of
         // consecutive sequence ids, in the order the tokens arrive: slots 3, 0, 1, 2 cost
-        // three passes over the weights where 0, 1, 2, 3 cost one. So tokens go in by slot.
+        // three passes over the weights where 0, 1, 2, 3 cost one. So tokens go in by slot
+        // (which costs nothing with a unified cache).
         self.order.clear();
         self.order.extend(0..batch.chunks.len());
         self.order.sort_by_key(|&ci| batch.chunks[ci].slot);
@@ -276,7 +325,10 @@ impl Backend for LlamaCppBackend {
                 row += 1;
             }
         }
+        self.compute = None;
+        let started = Instant::now();
         self.ctx.decode(&mut self.batch).map_err(|e| BackendError::Step(format!("llama_decode: {e}")))?;
+        self.compute = Some(started.elapsed());
         self.cached = cached_after;
 
         // Outputs in the batch's chunk order, whatever order llama.cpp saw them in.
@@ -292,6 +344,10 @@ impl Backend for LlamaCppBackend {
         Ok(outputs)
     }
 
+    fn last_compute(&self) -> Option<Duration> {
+        self.compute
+    }
+
     fn clear(&mut self, slot: Slot) {
         // Removing a whole sequence cannot fail in llama.cpp; only partial removals can.
         let _ = self.ctx.clear_kv_cache_seq(Some(slot), None, None);
@@ -302,10 +358,10 @@ impl Backend for LlamaCppBackend {
 
     fn copy_prefix(&mut self, from: Slot, to: Slot, len: u32) -> Result<(), BackendError> {
         self.clear(to);
-        // Each slot has its own KV stream (kv_unified off), and llama.cpp copies across
-        // streams only whole (a partial range aborts the process in `seq_cp`). So copy the
-        // whole sequence, then drop anything past `len`; the engine's prefix cache keeps a
-        // slot that holds exactly the prefix, so the trim normally has nothing to do.
+        // With a stream per slot llama.cpp copies across streams only whole (a partial range
+        // aborts the process in `seq_cp`). So copy the whole sequence, then drop anything
+        // past `len`; the engine's prefix cache keeps a slot that holds exactly the prefix,
+        // so the trim normally has nothing to do. (A unified cache shares cells instead.)
         self.ctx
             .copy_kv_cache_seq(from as i32, to as i32, None, None)
             .map_err(|e| BackendError::Step(format!("copy prefix: {e}")))?;
@@ -325,7 +381,15 @@ impl Backend for LlamaCppBackend {
 
 #[cfg(test)]
 mod tests {
-    use super::describe_placement;
+    use super::{describe_placement, KvLayout};
+
+    #[test]
+    fn kv_layouts_are_named_and_a_wrong_name_is_refused() {
+        for kv in [KvLayout::PerSequence, KvLayout::Unified] {
+            assert_eq!(kv.name().parse(), Ok(kv));
+        }
+        assert!("shared".parse::<KvLayout>().unwrap_err().contains("per-sequence or unified"));
+    }
 
     fn layers(spec: &[(&str, usize)]) -> Vec<String> {
         spec.iter().flat_map(|(d, n)| std::iter::repeat_n(d.to_string(), *n)).collect()

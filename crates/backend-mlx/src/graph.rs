@@ -18,6 +18,7 @@
 //! the macOS CI job exercises.
 
 use std::borrow::Cow;
+use std::time::{Duration, Instant};
 
 use lx_backend_candle::Gemma3Config;
 use lx_engine::backend::{
@@ -341,6 +342,8 @@ pub struct MlxBackend {
     caches: Vec<SlotCache>,
     lens: Vec<usize>,
     info: BackendInfo,
+    /// How long the last step's graph took to build and evaluate.
+    compute: Option<Duration>,
 }
 
 impl std::fmt::Debug for MlxBackend {
@@ -422,7 +425,7 @@ impl MlxBackend {
                 prefix_copy: true,
             },
         };
-        Ok(Self { model, caches, lens: vec![0; spec.slots], info })
+        Ok(Self { model, caches, lens: vec![0; spec.slots], info, compute: None })
     }
 }
 
@@ -435,6 +438,8 @@ impl Backend for MlxBackend {
         let vocab = self.model.cfg.vocab_size;
         let p = plan::plan(batch, &self.lens, &self.info.capabilities, vocab)?;
         let top = batch.top_logprobs;
+        self.compute = None;
+        let started = Instant::now();
         let result = (|| -> MxResult<(Option<Array>, Option<Array>)> {
             let logits = self.model.forward(&mut self.caches, &p)?;
             let best = logits.as_ref().map(|l| ops::indexing::argmax_axis(l, -1, false)).transpose()?;
@@ -463,6 +468,7 @@ impl Backend for MlxBackend {
                 return Err(step_err(e));
             }
         };
+        self.compute = Some(started.elapsed());
         self.lens = p.lens_after.clone();
         let (Some(logits), Some(best)) = (logits, best) else { return Ok(Vec::new()) };
         let ids = best.try_as_slice::<u32>().map_err(step_err)?;
@@ -485,6 +491,10 @@ impl Backend for MlxBackend {
             r += n;
         }
         Ok(out)
+    }
+
+    fn last_compute(&self) -> Option<Duration> {
+        self.compute
     }
 
     fn clear(&mut self, slot: Slot) {

@@ -5,18 +5,22 @@
 //! ```text
 //! cargo run --release -p lx-cli --example batching -- --tools DIR \
 //!     [--threads 2] [--rounds 3] [--prompt 128] [--gen 128] [--batches 1,2,4,8,16] \
-//!     [--clients 4,8] [--requests-per-client 4] [--out FILE.json]
+//!     [--clients 4,8] [--requests-per-client 4] [--kv per-sequence|unified] [--out FILE.json]
 //! ```
+//!
+//! `--kv` sets the KV layout on every side alike: our worker (`LX_LLAMA_KV`), the bare loop,
+//! batched-bench and llama-server (`-no-kvu` or `-kvu`). Default: one stream per sequence.
 //!
 //! Part 1, aggregate decode at B sequences: `llama-batched-bench` (B prompts of `--prompt`
 //! tokens, then `--gen` passes of B tokens) against our engine running the same work through a
 //! worker process (`continuous`, B clients, B requests). Ours is read from the worker's pass
 //! records (passes of B decode tokens and no prompt tokens: B ÷ median pass time) and from the
-//! client's clock (per-request decode tok/s p50 × B). The profile splits one such pass: the
-//! bare `llama_decode` of B tokens and the greedy choice over B rows, timed here in-process
-//! with the same library and context shape as the worker; the adapter's own work (the pass
-//! less those); and what lies between passes as the client sees them (IPC, scheduling: ITL
-//! p50 less the pass).
+//! client's clock (per-request decode tok/s p50 × B). The profile splits one such pass, as the
+//! worker timed it: `llama_decode` itself, the adapter's own work around it (building the
+//! batch, the greedy choice over B rows: the pass less `llama_decode`), and what lies between
+//! passes as the client sees them (IPC, scheduling: ITL p50 less the pass). Beside it, a bare
+//! `llama_decode` loop in this process with the worker's context shape, tokens in slot order
+//! and reversed (the order llama.cpp's micro-batching is sensitive to).
 //!
 //! Part 2, closed-loop serving at c clients: `llama-server -np c` driven by
 //! `server_load.py` (streaming, EOS ignored, no prompt cache) against our engine with c slots
@@ -40,6 +44,7 @@ use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
+use lx_backend_llamacpp::KvLayout;
 use lx_engine::backend::{choose_greedy, LoadSpec, TokenId};
 use lx_engine::coordinator::{Worker, WorkerCommand};
 use lx_engine::load::{run_closed_loop, PointSpec, Quiet, RunControl};
@@ -60,6 +65,17 @@ struct Args {
     requests_per_client: usize,
     out: Option<PathBuf>,
     python: String,
+    kv: KvLayout,
+}
+
+impl Args {
+    /// llama.cpp's tools' flag for the KV layout.
+    fn kv_flag(&self) -> &'static str {
+        match self.kv {
+            KvLayout::PerSequence => "-no-kvu",
+            KvLayout::Unified => "-kvu",
+        }
+    }
 }
 
 fn parse_args() -> anyhow::Result<Args> {
@@ -82,6 +98,7 @@ fn parse_args() -> anyhow::Result<Args> {
         requests_per_client: num("--requests-per-client", 4)?,
         out: value("--out").map(PathBuf::from),
         python: value("--python").unwrap_or_else(|| "python3".into()),
+        kv: value("--kv").map_or(Ok(KvLayout::PerSequence), |v| v.parse().map_err(|e: String| anyhow!("--kv: {e}")))?,
     })
 }
 
@@ -108,7 +125,7 @@ fn batched_bench(a: &Args, model: &Path, b: usize) -> anyhow::Result<f64> {
     let out = Command::new(a.tools.join("llama-batched-bench"))
         .args(["-m", &model.display().to_string(), "-c", &(b * (a.prompt + a.gen)).to_string(), "-b", "2048", "-ub", "512"])
         .args(["-npp", &a.prompt.to_string(), "-ntg", &a.gen.to_string(), "-npl", &b.to_string()])
-        .args(["-t", &a.threads.to_string(), "-tb", &a.threads.to_string(), "-no-kvu", "--output-format", "jsonl"])
+        .args(["-t", &a.threads.to_string(), "-tb", &a.threads.to_string(), a.kv_flag(), "--output-format", "jsonl"])
         .stderr(Stdio::null())
         .output()
         .context("run llama-batched-bench")?;
@@ -120,11 +137,10 @@ fn batched_bench(a: &Args, model: &Path, b: usize) -> anyhow::Result<f64> {
 
 /// llama.cpp in this process, in a context shaped like the worker's for `b` slots: prefill `b`
 /// prompts, then `gen - 1` passes of `b` decode tokens, added to the batch in slot order or,
-/// with `reversed`, highest slot first. Median ms per pass of `llama_decode`, and of the
-/// greedy choice over the `b` rows. (With one KV stream per sequence, llama.cpp splits a
-/// batch into micro-batches of consecutive sequence ids in arrival order: reversed, every
-/// sequence is a micro-batch of its own.)
-fn bare_pass(rt: &LlamaBackend, model: &LlamaModel, a: &Args, prompts: &[Vec<TokenId>], reversed: bool) -> anyhow::Result<(f64, f64)> {
+/// with `reversed`, highest slot first. Median ms per `llama_decode`. (With one KV stream per
+/// sequence, llama.cpp splits a batch into micro-batches of consecutive sequence ids in
+/// arrival order: reversed, every sequence is a micro-batch of its own.)
+fn bare_pass(rt: &LlamaBackend, model: &LlamaModel, a: &Args, prompts: &[Vec<TokenId>], reversed: bool) -> anyhow::Result<f64> {
     let b = prompts.len();
     let n_batch = (a.prompt * b).clamp(512, 16384);
     let params = LlamaContextParams::default()
@@ -132,7 +148,7 @@ fn bare_pass(rt: &LlamaBackend, model: &LlamaModel, a: &Args, prompts: &[Vec<Tok
         .with_n_batch(n_batch as u32)
         .with_n_ubatch(n_batch.min(512) as u32)
         .with_n_seq_max(b as u32)
-        .with_kv_unified(false)
+        .with_kv_unified(a.kv == KvLayout::Unified)
         .with_n_threads(a.threads as i32)
         .with_n_threads_batch(a.threads as i32);
     let mut ctx = model.new_context(rt, params)?;
@@ -144,7 +160,7 @@ fn bare_pass(rt: &LlamaBackend, model: &LlamaModel, a: &Args, prompts: &[Vec<Tok
     }
     ctx.decode(&mut batch)?;
     let mut next: Vec<TokenId> = (0..b).map(|s| choose_greedy(ctx.get_logits_ith(((s + 1) * a.prompt - 1) as i32), 0).token).collect();
-    let (mut decode_ms, mut choose_ms) = (Vec::new(), Vec::new());
+    let mut decode_ms = Vec::new();
     for k in 0..a.gen - 1 {
         batch.clear();
         let order: Vec<usize> = if reversed { (0..b).rev().collect() } else { (0..b).collect() };
@@ -153,14 +169,12 @@ fn bare_pass(rt: &LlamaBackend, model: &LlamaModel, a: &Args, prompts: &[Vec<Tok
         }
         let t0 = Instant::now();
         ctx.decode(&mut batch)?;
-        let t1 = Instant::now();
+        decode_ms.push(t0.elapsed().as_secs_f64() * 1e3);
         for (row, &s) in order.iter().enumerate() {
             next[s] = choose_greedy(ctx.get_logits_ith(row as i32), 0).token;
         }
-        decode_ms.push((t1 - t0).as_secs_f64() * 1e3);
-        choose_ms.push(t1.elapsed().as_secs_f64() * 1e3);
     }
-    Ok((median(decode_ms), median(choose_ms)))
+    Ok(median(decode_ms))
 }
 
 /// Our engine through a worker process: `clients` closed-loop clients over `clients` slots,
@@ -181,14 +195,15 @@ fn ours(a: &Args, cmd: &WorkerCommand, model: &Path, prompts: &[Vec<TokenId>], c
     Ok(point)
 }
 
-/// Median wall time of the passes that decoded exactly `b` tokens and no prompt tokens.
-fn decode_pass_ms(point: &PointResult, b: usize) -> f64 {
-    let v: Vec<f64> = point.steps.iter().filter(|s| s.decode_tokens as usize == b && s.prefill_tokens == 0).map(|s| s.end_ms - s.start_ms).collect();
-    if v.is_empty() {
-        f64::NAN
-    } else {
-        median(v)
+/// Medians over the passes that decoded exactly `b` tokens and no prompt tokens: wall time,
+/// the part of it inside `llama_decode`, and the rest (the adapter's own work).
+fn decode_pass_ms(point: &PointResult, b: usize) -> [f64; 3] {
+    let passes: Vec<_> = point.steps.iter().filter(|s| s.decode_tokens as usize == b && s.prefill_tokens == 0).collect();
+    if passes.is_empty() {
+        return [f64::NAN; 3];
     }
+    let of = |f: &dyn Fn(f64, f64) -> f64| median(passes.iter().map(|s| f(s.end_ms - s.start_ms, s.compute_ms.unwrap_or(f64::NAN))).collect());
+    [of(&|wall, _| wall), of(&|_, compute| compute), of(&|wall, compute| wall - compute)]
 }
 
 /// llama.cpp's server with `clients` slots, loaded by `server_load.py` with the same prompts.
@@ -196,7 +211,7 @@ fn server(a: &Args, model: &Path, prompts: &[Vec<TokenId>], clients: usize, warm
     let log = std::fs::File::create(std::env::temp_dir().join(format!("lx-llama-server-{port}.log")))?;
     let mut child = Command::new(a.tools.join("llama-server"))
         .args(["-m", &model.display().to_string(), "-np", &clients.to_string(), "-c", &(clients * (a.prompt + a.gen)).to_string()])
-        .args(["-t", &a.threads.to_string(), "-tb", &a.threads.to_string(), "-no-kvu", "--no-cache-prompt", "--cache-ram", "0"])
+        .args(["-t", &a.threads.to_string(), "-tb", &a.threads.to_string(), a.kv_flag(), "--no-cache-prompt", "--cache-ram", "0"])
         .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--no-webui"])
         .stdout(Stdio::null())
         .stderr(log)
@@ -253,6 +268,8 @@ fn main() -> anyhow::Result<()> {
     let lx = exe.parent().and_then(|d| d.parent()).map(|d| d.join("lx")).filter(|p| p.is_file()).ok_or_else(|| anyhow!("build lx first: cargo build --release -p lx-cli"))?;
     let mut cmd = lx_backends::worker_command("llama");
     cmd.program = lx;
+    let kv_name = a.kv.name();
+    cmd.env.push(("LX_LLAMA_KV".into(), kv_name.into()));
 
     // The runtime the llama.cpp backend crate keeps (one per process; the hardware report
     // below asks it for devices too).
@@ -274,16 +291,15 @@ fn main() -> anyhow::Result<()> {
             if reference_first {
                 run_theirs(theirs)?;
             }
-            let (bare_decode, bare_choose) = bare_pass(rt, &lmodel, &a, &p, false)?;
-            let (bare_reversed, _) = bare_pass(rt, &lmodel, &a, &p, true)?;
-            mine.push("bare_reversed_ms", bare_reversed);
+            mine.push("bare_decode_ms", bare_pass(rt, &lmodel, &a, &p, false)?);
+            mine.push("bare_reversed_ms", bare_pass(rt, &lmodel, &a, &p, true)?);
             let point = ours(&a, &cmd, &model, &p, b, 0)?;
-            let pass = decode_pass_ms(&point, b);
+            let [pass, compute, adapter] = decode_pass_ms(&point, b);
             mine.push("pass_tps", b as f64 / (pass / 1e3));
             mine.push("client_tps", point.decode_tps.p50 * b as f64);
-            mine.push("bare_decode_ms", bare_decode);
-            mine.push("bare_choose_ms", bare_choose);
             mine.push("pass_ms", pass);
+            mine.push("llama_decode_ms", compute);
+            mine.push("adapter_ms", adapter);
             mine.push("itl_ms", point.itl_ms.p50);
             if !reference_first {
                 run_theirs(theirs)?;
@@ -314,22 +330,22 @@ fn main() -> anyhow::Result<()> {
         }
     }
 
-    println!("Aggregate decode, prompt {} + {} tokens per sequence, {} threads, medians of {} rounds\n", a.prompt, a.gen, a.threads, a.rounds);
-    println!("| B | batched-bench S_TG | ours, passes | ÷ | ours, client | ÷ | llama_decode ms | same, slots reversed | greedy ms | adapter ms | between passes ms |");
-    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
+    println!("Aggregate decode, prompt {} + {} tokens per sequence, {} threads, KV cache {kv_name}, medians of {} rounds\n", a.prompt, a.gen, a.threads, a.rounds);
+    println!("| B | batched-bench S_TG | ours, passes | ÷ | ours, client | ÷ | pass ms | in llama_decode | adapter | between passes | bare loop, slot order | reversed |");
+    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
     for (b, (theirs, mine)) in a.batches.iter().zip(&decode) {
         let s = theirs.median("s_tg");
-        let (pass, itl) = (mine.median("pass_ms"), mine.median("itl_ms"));
-        let (dec, choose) = (mine.median("bare_decode_ms"), mine.median("bare_choose_ms"));
+        let (pass, compute, itl) = (mine.median("pass_ms"), mine.median("llama_decode_ms"), mine.median("itl_ms"));
         println!(
-            "| {b} | {s:.1} | {:.1} | {:.2} | {:.1} | {:.2} | {dec:.1} | {:.1} | {choose:.2} | {:.2} | {:.2} |",
+            "| {b} | {s:.1} | {:.1} | {:.2} | {:.1} | {:.2} | {pass:.1} | {compute:.1} | {:.2} | {:.2} | {:.1} | {:.1} |",
             mine.median("pass_tps"),
             mine.median("pass_tps") / s,
             mine.median("client_tps"),
             mine.median("client_tps") / s,
+            mine.median("adapter_ms"),
+            itl - pass,
+            mine.median("bare_decode_ms"),
             mine.median("bare_reversed_ms"),
-            pass - dec - choose,
-            itl - pass
         );
     }
     println!("\nClosed-loop serving, {} requests per client after one warm-up request per client, each side\n", a.requests_per_client);
@@ -346,7 +362,7 @@ fn main() -> anyhow::Result<()> {
         let doc = json!({
             "command": std::env::args().collect::<Vec<_>>(),
             "hardware": hw,
-            "settings": { "threads": a.threads, "prompt": a.prompt, "gen": a.gen, "rounds": a.rounds, "requests_per_client": a.requests_per_client },
+            "settings": { "threads": a.threads, "prompt": a.prompt, "gen": a.gen, "rounds": a.rounds, "requests_per_client": a.requests_per_client, "kv": kv_name },
             "decode": a.batches.iter().zip(&decode).map(|(b, (t, m))| json!({ "b": b, "batched_bench": t, "ours": m })).collect::<Vec<_>>(),
             "serving": a.clients.iter().zip(&serving).map(|(c, (t, m))| json!({ "clients": c, "llama_server": t, "ours": m })).collect::<Vec<_>>(),
         });

@@ -184,6 +184,14 @@ pub trait Backend {
     /// in batch order.
     fn step(&mut self, batch: &Batch) -> Result<Vec<ChunkOutput>, BackendError>;
 
+    /// How long the last `step` spent inside the backend's own library (llama.cpp's
+    /// `llama_decode`), so a pass's time splits into the library's compute and the adapter's
+    /// work around it (building the batch, reading logits, the greedy choice). `None` where
+    /// the backend has no such boundary to time.
+    fn last_compute(&self) -> Option<std::time::Duration> {
+        None
+    }
+
     /// Forget everything cached for `slot`, so it can serve a new request.
     fn clear(&mut self, slot: Slot);
 

@@ -225,6 +225,10 @@ pub struct StepRecord {
     pub decode_tokens: u32,
     pub start_ms: f64,
     pub end_ms: f64,
+    /// The part of the pass spent inside the backend's library (llama.cpp's `llama_decode`),
+    /// where the backend times it; the rest of `end_ms - start_ms` is the adapter's own work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_ms: Option<f64>,
 }
 
 /// One point of a sweep: what load to put on the worker.
@@ -547,9 +551,10 @@ fn run_phase(
             _ => continue,
         };
         let id = match &event {
-            SchedEvent::Step { step, seqs, prefill_tokens, decode_tokens, t_start, t_end } => {
+            SchedEvent::Step { step, seqs, prefill_tokens, decode_tokens, t_start, t_end, compute } => {
                 let (start_ms, end_ms) = (ms(worker.to_local(*t_start)), ms(worker.to_local(*t_end)));
-                run.steps.push(StepRecord { step: *step, seqs: *seqs, prefill_tokens: *prefill_tokens, decode_tokens: *decode_tokens, start_ms, end_ms });
+                let compute_ms = compute.map(|ns| ns as f64 / 1e6);
+                run.steps.push(StepRecord { step: *step, seqs: *seqs, prefill_tokens: *prefill_tokens, decode_tokens: *decode_tokens, start_ms, end_ms, compute_ms });
                 continue;
             }
             SchedEvent::Admitted { id, .. }

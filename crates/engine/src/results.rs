@@ -343,8 +343,8 @@ mod tests {
         r.prefill = vec![crate::load::PrefillSlice { step: 1, tokens: 16, start_ms: 1.0, end_ms: 20.0 }];
         r.token_steps = vec![1, 2];
         let steps = vec![
-            StepRecord { step: 1, seqs: 3, prefill_tokens: 16, decode_tokens: 2, start_ms: 6.0, end_ms: 25.0 },
-            StepRecord { step: 2, seqs: 2, prefill_tokens: 0, decode_tokens: 2, start_ms: 40.0, end_ms: 48.0 },
+            StepRecord { step: 1, seqs: 3, prefill_tokens: 16, decode_tokens: 2, start_ms: 6.0, end_ms: 25.0, compute_ms: None },
+            StepRecord { step: 2, seqs: 2, prefill_tokens: 0, decode_tokens: 2, start_ms: 40.0, end_ms: 48.0, compute_ms: Some(7.5) },
         ];
         let mut p = point(vec![r], 100.0);
         p.steps = steps;

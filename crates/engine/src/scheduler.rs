@@ -142,8 +142,18 @@ pub enum SchedEvent {
     /// Something the request's figures should be read with (a server's token counts that
     /// disagree with ours, a retry after HTTP 429). Our scheduler never sends one.
     Warning { id: u64, message: String },
-    /// One forward pass: how many sequences and tokens it carried.
-    Step { step: u64, seqs: u32, prefill_tokens: u32, decode_tokens: u32, t_start: u64, t_end: u64 },
+    /// One forward pass: how many sequences and tokens it carried, and the nanoseconds of it
+    /// spent inside the backend's library where the backend times that.
+    Step {
+        step: u64,
+        seqs: u32,
+        prefill_tokens: u32,
+        decode_tokens: u32,
+        t_start: u64,
+        t_end: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        compute: Option<u64>,
+    },
 }
 
 #[derive(Debug)]
@@ -431,7 +441,8 @@ impl<B: Backend + ?Sized> Scheduler<B> {
         let t_start = self.now();
         let result = self.backend.step(&batch);
         let t_end = self.now();
-        sink(SchedEvent::Step { step, seqs: batch.chunks.len() as u32, prefill_tokens, decode_tokens, t_start, t_end });
+        let compute = result.as_ref().ok().and(self.backend.last_compute()).map(|d| d.as_nanos() as u64);
+        sink(SchedEvent::Step { step, seqs: batch.chunks.len() as u32, prefill_tokens, decode_tokens, t_start, t_end, compute });
 
         let outputs = match result {
             Ok(outputs) => outputs,
