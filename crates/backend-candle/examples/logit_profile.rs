@@ -76,7 +76,7 @@ fn logit_difference_profile() {
         model
             .forward(
                 &[&ids],
-                0,
+                &[0],
                 &mut [&mut cache],
                 &ropes,
                 lx_backend_candle::Rows::All,

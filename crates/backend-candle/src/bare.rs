@@ -34,7 +34,7 @@ impl BareLoop {
         let vocab = self.model.cfg.vocab_size;
         let mut next = 0;
         self.model
-            .forward(&[tokens], pos, &mut [&mut self.cache], &self.ropes, Rows::Last, &mut |_, logits| {
+            .forward(&[tokens], &[pos], &mut [&mut self.cache], &self.ropes, Rows::Last, &mut |_, logits| {
                 let v = logits.flatten_all()?.to_vec1::<f32>()?;
                 next = choose_greedy(&v[..vocab], 0).token;
                 Ok(())

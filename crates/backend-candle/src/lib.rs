@@ -8,9 +8,11 @@
 //!   buffers allocated once (`ctx_per_slot` positions) and written in place.
 //! - Any chunk at any position (chunked prefill, prefix copies); logits only for the rows
 //!   a chunk asks for (`Outputs::Last` never projects the other rows onto the vocabulary).
-//! - Chunks at different positions run one after another inside a step
-//!   (`mixed_position_batches = false`); chunks of equal position, length and outputs in
-//!   distinct slots run as one batched pass, except decode steps on the CPU (measured slower).
+//! - Chunks of equal length and outputs in distinct slots share a pass whatever their
+//!   positions (each sequence attends over its own cache), and one output projection. The
+//!   exception, measured (`examples/batched_decode.rs`): on the CPU, decode steps whose
+//!   layers hold f16 run their layers one sequence at a time, because candle's f16 gemm
+//!   costs more for B rows than B single rows do (`mixed_position_batches` says which).
 //! - Devices: CPU always; the `cuda` and `metal` features add those devices (see [`DeviceChoice`]).
 //!
 //! # Threads
@@ -325,7 +327,9 @@ impl CandleBackend {
             cpu_fallback,
             threads,
             capabilities: Capabilities {
-                mixed_position_batches: false,
+                // Decode tokens at different positions share one pass unless f16 layers
+                // on the CPU make it cheaper to run them apart (`layers_together`).
+                mixed_position_batches: !device.is_cpu() || !model.dequantized_gemm(1),
                 max_batch_tokens: spec.max_batch_tokens.max(1),
                 slots: spec.slots,
                 ctx_per_slot: ctx,
@@ -362,13 +366,10 @@ impl CandleBackend {
         Ok(())
     }
 
-    /// Groups of chunk indices that run as one pass: equal position, length and outputs,
-    /// distinct slots. When a slot appears twice in the batch, everything runs in order.
-    /// On the CPU decode steps (one token per sequence) are not grouped: measured on the
-    /// default model (2 threads, AVX2), four decoding sequences took 227 ms a step as one
-    /// 4-row pass and 119 ms one after another (candle's gemm and quantized output
-    /// projection gain nothing from 4 rows, and the batched attention path costs more).
-    fn plan(batch: &Batch, group_decode: bool) -> Vec<Vec<usize>> {
+    /// Groups of chunk indices that share a step's passes: equal length and outputs, distinct
+    /// slots (positions may differ: each sequence attends over its own cache). When a slot
+    /// appears twice in the batch, everything runs in order.
+    fn plan(batch: &Batch) -> Vec<Vec<usize>> {
         let chunks = &batch.chunks;
         let distinct = chunks.iter().map(|c| c.slot).collect::<HashSet<_>>().len() == chunks.len();
         if !distinct {
@@ -376,20 +377,26 @@ impl CandleBackend {
         }
         let mut groups: Vec<Vec<usize>> = Vec::new();
         for (i, c) in chunks.iter().enumerate() {
-            if c.tokens.len() == 1 && !group_decode {
-                groups.push(vec![i]);
-                continue;
-            }
-            let key = (c.pos, c.tokens.len(), c.outputs);
+            let key = (c.tokens.len(), c.outputs);
             match groups.iter_mut().find(|g| {
                 let f = &chunks[g[0]];
-                (f.pos, f.tokens.len(), f.outputs) == key
+                (f.tokens.len(), f.outputs) == key
             }) {
                 Some(g) => g.push(i),
                 None => groups.push(vec![i]),
             }
         }
         groups
+    }
+
+    /// Whether `b` chunks of `len` tokens take their layers' matrix products together. On
+    /// the CPU, decode steps (one token per sequence) whose B rows would go through the
+    /// dequantized gemm run their layers one sequence at a time instead, sharing only the
+    /// output projection: measured on the default model (`examples/batched_decode.rs`, crate
+    /// README), f16 layers decode 4 sequences in 204 ms a step together and 108 ms apart,
+    /// while Q8_0 layers take 65 ms together and 74 ms apart.
+    fn layers_together(&self, b: usize, len: usize) -> bool {
+        len > 1 || !self.model.device().is_cpu() || !self.model.dequantized_gemm(b)
     }
 }
 
@@ -405,30 +412,23 @@ impl Backend for CandleBackend {
         let mut reading = Duration::ZERO;
         let mut results: Vec<Option<ChunkOutput>> = vec![None; batch.chunks.len()];
         let vocab = self.model.cfg.vocab_size;
-        for group in Self::plan(batch, !self.model.device().is_cpu()) {
+        for group in Self::plan(batch) {
             let first = &batch.chunks[group[0]];
-            let pos = first.pos as usize;
             let len = first.tokens.len();
             let rows = match first.outputs {
                 Outputs::None => Rows::None,
                 Outputs::Last => Rows::Last,
                 Outputs::All => Rows::All,
             };
-            let tokens: Vec<&[u32]> = group
-                .iter()
-                .map(|&i| batch.chunks[i].tokens.as_slice())
-                .collect();
+            let tokens: Vec<&[u32]> = group.iter().map(|&i| batch.chunks[i].tokens.as_slice()).collect();
+            let pos: Vec<usize> = group.iter().map(|&i| batch.chunks[i].pos as usize).collect();
+            let step = if self.layers_together(group.len(), len) { group.len() } else { 1 };
             // Mutable references to the group's caches (distinct slots).
-            let slots: Vec<usize> = group
-                .iter()
-                .map(|&i| batch.chunks[i].slot as usize)
-                .collect();
-            let mut caches: Vec<&mut KvCache> = Vec::with_capacity(slots.len());
+            let mut caches: Vec<&mut KvCache> = Vec::with_capacity(group.len());
             {
-                let mut rest: Vec<Option<&mut KvCache>> =
-                    self.caches.iter_mut().map(Some).collect();
-                for &s in &slots {
-                    caches.push(rest[s].take().expect("distinct slots in a group"));
+                let mut rest: Vec<Option<&mut KvCache>> = self.caches.iter_mut().map(Some).collect();
+                for &i in &group {
+                    caches.push(rest[batch.chunks[i].slot as usize].take().expect("distinct slots in a group"));
                 }
             }
             let mut choices: Vec<Vec<Choice>> = vec![Vec::new(); group.len()];
@@ -446,20 +446,26 @@ impl Backend for CandleBackend {
                 reading += read_start.elapsed();
                 Ok(())
             };
-            let res = self
-                .model
-                .forward(&tokens, pos, &mut caches, &self.ropes, rows, &mut sink);
+            let res = (|| -> candle_core::Result<()> {
+                let mut hidden = Vec::new();
+                for s in (0..group.len()).step_by(step) {
+                    let e = s + step;
+                    hidden.extend(self.model.hidden(&tokens[s..e], &pos[s..e], &mut caches[s..e], &self.ropes, rows)?);
+                }
+                match hidden.len() {
+                    0 => Ok(()),
+                    1 => self.model.project(&hidden[0], rows.first(len), &mut sink),
+                    _ => self.model.project(&Tensor::cat(&hidden, 0)?, rows.first(len), &mut sink),
+                }
+            })();
             // Whatever happened, positions from `pos` on are what this pass wrote (or garbage).
-            for c in caches.iter_mut() {
-                c.len = if res.is_ok() { pos + len } else { pos };
+            for (c, &p) in caches.iter_mut().zip(&pos) {
+                c.len = if res.is_ok() { p + len } else { p };
             }
             res.map_err(step_err)?;
             if rows != Rows::None {
                 for (k, &i) in group.iter().enumerate() {
-                    results[i] = Some(ChunkOutput {
-                        slot: batch.chunks[i].slot,
-                        choices: std::mem::take(&mut choices[k]),
-                    });
+                    results[i] = Some(ChunkOutput { slot: batch.chunks[i].slot, choices: std::mem::take(&mut choices[k]) });
                 }
             }
         }

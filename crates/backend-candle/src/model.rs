@@ -69,6 +69,16 @@ struct Proj {
 }
 
 impl Proj {
+    /// Whether a pass of `rows` rows goes through the dequantized (f16 or f32) gemm rather
+    /// than candle's quantized kernels.
+    fn dequantized_for(&self, rows: usize) -> bool {
+        match (&self.q, &self.f16) {
+            (Some(_), Some(_)) => rows >= DUAL_MIN_ROWS,
+            (Some(q), None) => matches!(q, QMatMul::Tensor(_) | QMatMul::TensorF16(_)),
+            (None, _) => true,
+        }
+    }
+
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let rows = x.elem_count() / x.dim(candle_core::D::Minus1)?;
         match (&self.q, &self.f16) {
@@ -199,6 +209,19 @@ impl RopeTable {
         })
     }
 
+    /// Rotates x (b, heads, l, d) for positions `pos[i] + offset ..` of sequence `i`.
+    fn apply_each(&self, x: &Tensor, pos: &[usize], offset: usize) -> Result<Tensor> {
+        if pos.iter().all(|&p| p == pos[0]) {
+            return self.apply(x, pos[0] + offset);
+        }
+        let parts = pos
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| self.apply(&x.narrow(0, i, 1)?, p + offset))
+            .collect::<Result<Vec<_>>>()?;
+        Tensor::cat(&parts, 0)
+    }
+
     fn apply(&self, x: &Tensor, pos: usize) -> Result<Tensor> {
         let len = x.dim(2)?;
         let cos = self.cos.narrow(0, pos, len)?;
@@ -266,6 +289,16 @@ pub enum Rows {
     None,
     Last,
     All,
+}
+
+impl Rows {
+    /// The first row of an `l`-token chunk whose hidden state is needed after the last layer.
+    pub fn first(self, l: usize) -> usize {
+        match self {
+            Rows::None | Rows::All => 0,
+            Rows::Last => l - 1,
+        }
+    }
 }
 
 /// A model's weights; cheap to share (every slot uses the same copy).
@@ -493,6 +526,12 @@ impl Model {
         })
     }
 
+    /// Whether the layers' matrix products over `rows` rows take a dequantized gemm (f16,
+    /// or f32) rather than candle's quantized kernels.
+    pub fn dequantized_gemm(&self, rows: usize) -> bool {
+        self.layers.first().is_some_and(|l| l.wq.dequantized_for(rows))
+    }
+
     pub fn device(&self) -> &Device {
         &self.device
     }
@@ -522,23 +561,42 @@ impl Model {
         Ok((local, global))
     }
 
-    /// Runs `tokens` (B sequences of L tokens each, all at position `pos`) through the model,
-    /// writing K/V into `caches[b]` at `pos..pos + L`, and calls `sink` with the logits of
-    /// the requested rows, in tiles of shape (B, rows, vocab) together with the first row's index.
+    /// Runs `tokens` (B sequences of L tokens each, sequence `b` at position `pos[b]`) through
+    /// the model, writing K/V into `caches[b]` at `pos[b]..pos[b] + L`, and calls `sink` with
+    /// the logits of the requested rows, in tiles of shape (B, rows, vocab) together with the
+    /// first row's index.
     #[allow(clippy::too_many_arguments)]
     pub fn forward(
         &self,
         tokens: &[&[u32]],
-        pos: usize,
+        pos: &[usize],
         caches: &mut [&mut KvCache],
         ropes: &(RopeTable, RopeTable),
         rows: Rows,
         sink: &mut dyn FnMut(usize, &Tensor) -> Result<()>,
     ) -> Result<()> {
+        match self.hidden(tokens, pos, caches, ropes, rows)? {
+            Some(x) => self.project(&x, rows.first(tokens[0].len()), sink),
+            None => Ok(()),
+        }
+    }
+
+    /// The layers of [`forward`](Self::forward): K/V written as there, and the last layer's
+    /// output for the requested rows, (B, rows, hidden), before the final norm (`None` for
+    /// [`Rows::None`]). Sequences attend each over their own cache, so they may sit at
+    /// different positions; the matrix products take all B together.
+    pub fn hidden(
+        &self,
+        tokens: &[&[u32]],
+        pos: &[usize],
+        caches: &mut [&mut KvCache],
+        ropes: &(RopeTable, RopeTable),
+        rows: Rows,
+    ) -> Result<Option<Tensor>> {
         let c = &self.cfg;
         let b = tokens.len();
         let l = tokens[0].len();
-        assert_eq!(caches.len(), b);
+        assert_eq!((caches.len(), pos.len()), (b, b));
         let flat: Vec<u32> = tokens.iter().flat_map(|t| t.iter().copied()).collect();
         let ids = Tensor::from_vec(flat, (b, l), &self.device)?;
         let mut x = self.embed.embedding(&ids)?;
@@ -548,11 +606,7 @@ impl Model {
         let (nh, nkv, dk, dv) = (c.head_count, c.head_count_kv, c.key_length, c.value_length);
         let eps = c.rms_eps as f32;
         let n_layers = self.layers.len();
-        // Rows (of the chunk) whose hidden state is needed after the last layer.
-        let first_out = match rows {
-            Rows::None | Rows::All => 0,
-            Rows::Last => l - 1,
-        };
+        let first_out = rows.first(l);
 
         for (il, layer) in self.layers.iter().enumerate() {
             let last = il + 1 == n_layers;
@@ -563,19 +617,19 @@ impl Model {
             let k = opt_rms_norm(k, &layer.k_norm, eps)?
                 .transpose(1, 2)?
                 .contiguous()?;
-            let k = rope.apply(&k, pos)?;
+            let k = rope.apply_each(&k, pos, 0)?;
             let v = add_bias(layer.wv.forward(&h)?, &layer.bv)?
                 .reshape((b, l, nkv, dv))?
                 .transpose(1, 2)?
                 .contiguous()?;
             for (bi, cache) in caches.iter_mut().enumerate() {
                 let (ck, cv) = &cache.layers[il];
-                ck.slice_set(&k.narrow(0, bi, 1)?, 2, pos)?;
-                cv.slice_set(&v.narrow(0, bi, 1)?, 2, pos)?;
+                ck.slice_set(&k.narrow(0, bi, 1)?, 2, pos[bi])?;
+                cv.slice_set(&v.narrow(0, bi, 1)?, 2, pos[bi])?;
             }
             if last && rows == Rows::None {
                 // Only this layer's K/V were needed.
-                return Ok(());
+                return Ok(None);
             }
             // In the last layer only the output rows go on (as llama.cpp's inp_out_ids).
             let (q_first, h, x_res) = if last && first_out > 0 {
@@ -593,13 +647,13 @@ impl Model {
             let q = opt_rms_norm(q, &layer.q_norm, eps)?
                 .transpose(1, 2)?
                 .contiguous()?;
-            let q = (rope.apply(&q, pos + q_first)? * c.attn_scale)?;
+            let q = (rope.apply_each(&q, pos, q_first)? * c.attn_scale)?;
 
             let mut outs = Vec::with_capacity(b);
             for (bi, cache) in caches.iter().enumerate() {
                 let (ck, cv) = &cache.layers[il];
                 let qb = q.narrow(0, bi, 1)?;
-                outs.push(self.attend(&qb, ck, cv, pos + q_first, layer.local)?);
+                outs.push(self.attend(&qb, ck, cv, pos[bi] + q_first, layer.local)?);
             }
             let attn = if b == 1 {
                 outs.pop().unwrap()
@@ -622,10 +676,24 @@ impl Model {
             let f = opt_rms_norm(f, &layer.post_ffn_norm, eps)?;
             x = (f + sa)?;
         }
+        Ok(Some(x))
+    }
 
-        // x: (b, rows, hidden). Project in tiles so that `Outputs::All` over a long chunk
-        // never holds more than a tile's worth of 262k-wide logits.
-        let x = candle_nn::ops::rms_norm(&x, &self.output_norm, eps)?;
+    /// The final norm and the output projection of [`hidden`](Self::hidden)'s rows
+    /// (B, rows, hidden), whose first row is row `first_row` of the chunk: `sink` as in
+    /// [`forward`](Self::forward). The vocabulary's matrix is read once for all B × rows
+    /// (candle's quantized matmul tiles the rows), so sequences that share this call share
+    /// its cost, whichever way their layers ran.
+    pub fn project(
+        &self,
+        x: &Tensor,
+        first_row: usize,
+        sink: &mut dyn FnMut(usize, &Tensor) -> Result<()>,
+    ) -> Result<()> {
+        let c = &self.cfg;
+        // Project in tiles so that `Outputs::All` over a long chunk never holds more than a
+        // tile's worth of 262k-wide logits.
+        let x = candle_nn::ops::rms_norm(x, &self.output_norm, c.rms_eps as f32)?;
         let n_rows = x.dim(1)?;
         const OUT_TILE: usize = 32;
         let mut r0 = 0;
@@ -640,7 +708,7 @@ impl Model {
             if let Some(cap) = c.final_logit_softcap {
                 logits = ((logits / cap)?.tanh()? * cap)?;
             }
-            sink(first_out + r0, &logits)?;
+            sink(first_row + r0, &logits)?;
             r0 += n;
         }
         Ok(())

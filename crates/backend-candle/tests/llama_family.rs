@@ -300,7 +300,7 @@ fn candle_logits(b: &CandleBackend, toks: &[TokenId]) -> Vec<Vec<f32>> {
     model
         .forward(
             &[toks],
-            0,
+            &[0],
             &mut [&mut cache],
             &ropes,
             Rows::All,

@@ -188,7 +188,10 @@ fn loads_and_reads_config() {
     let info = b.info();
     assert_eq!(info.name, "candle");
     assert!(info.device.starts_with("CPU ("), "{}", info.device);
-    assert!(!info.capabilities.mixed_position_batches);
+    // Q8_0 layers decode sequences at different positions in one pass; f16 layers on the
+    // CPU run them apart.
+    assert!(info.capabilities.mixed_position_batches);
+    assert!(!load_as(&p, 2, 64, WeightFormat::F16).info().capabilities.mixed_position_batches);
     assert_eq!(
         (info.capabilities.slots, info.capabilities.ctx_per_slot),
         (2, 64)
@@ -544,6 +547,61 @@ fn weight_formats_agree() {
                     "{w:?} row {i}: log-probs differ from the stored format's by {d}"
                 );
             }
+        }
+    }
+}
+
+/// The model's one-pass path for sequences at different positions (what the backend takes
+/// on a GPU, and on any device for equal-length prompt chunks): three sequences whose
+/// prompts differ in length, so their decode tokens sit at positions 5, 9 and 14 (on both
+/// sides of the local layer's 4-token window), give each sequence the logits it gets alone,
+/// for decode tokens and for 2-token chunks.
+#[test]
+fn one_pass_at_mixed_positions_matches_each_alone() {
+    use lx_backend_candle::{KvCache, Rows};
+    let (_d, p) = good();
+    let b = load(&p, 1, 64);
+    let model = b.model();
+    let ropes = model.rope_tables(64).unwrap();
+    let prompts: Vec<Vec<TokenId>> = [5usize, 9, 14].iter().enumerate().map(|(i, &n)| prompt(n, i as u32 + 7)).collect();
+    let fresh = || -> Vec<KvCache> {
+        prompts
+            .iter()
+            .map(|pr| {
+                let mut c = KvCache::new(&model.cfg, 64, model.device()).unwrap();
+                model.forward(&[pr], &[0], &mut [&mut c], &ropes, Rows::Last, &mut |_, _| Ok(())).unwrap();
+                c
+            })
+            .collect()
+    };
+    let rows_of = |t: &candle_core::Tensor| -> Vec<Vec<f32>> { t.flatten_all().unwrap().to_vec1::<f32>().unwrap().chunks(VOCAB).map(<[f32]>::to_vec).collect() };
+    let (mut alone, mut together) = (fresh(), fresh());
+    let mut pos: Vec<usize> = prompts.iter().map(Vec::len).collect();
+    for (step, len) in [1usize, 2, 1, 2, 1].into_iter().enumerate() {
+        let toks: Vec<Vec<TokenId>> = (0..3).map(|s| prompt(len, (10 * step + s) as u32)).collect();
+        let mut want = Vec::new();
+        for s in 0..3 {
+            model.forward(&[&toks[s]], &pos[s..=s], &mut [&mut alone[s]], &ropes, Rows::All, &mut |_, t| {
+                want.extend(rows_of(t));
+                Ok(())
+            })
+            .unwrap();
+        }
+        let mut got = Vec::new();
+        let refs: Vec<&[TokenId]> = toks.iter().map(Vec::as_slice).collect();
+        let mut caches: Vec<&mut KvCache> = together.iter_mut().collect();
+        model.forward(&refs, &pos, &mut caches, &ropes, Rows::All, &mut |_, t| {
+            got.extend(rows_of(t));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(got.len(), want.len());
+        for (r, (g, w)) in got.iter().zip(&want).enumerate() {
+            let diff = g.iter().zip(w).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+            assert!(diff < 2e-4, "step {step} (chunks of {len}), row {r}: logits differ by {diff}");
+        }
+        for p in &mut pos {
+            *p += len;
         }
     }
 }
