@@ -6,7 +6,9 @@
 //!   per sequence, one output projection (what the backend does on a GPU);
 //! - **apart, shared projection**: the layers one sequence at a time, one output projection
 //!   for all B rows (what the backend does for decode on the CPU);
-//! - **apart**: the layers and the projection one sequence at a time (no batching at all).
+//! - **apart**: the layers and the projection one sequence at a time (no batching at all);
+//! - **backend step**: the same tokens through `CandleBackend::step`, which picks one of the
+//!   first two for this device and weight format (what the engine's worker runs, less IPC).
 //!
 //! ```text
 //! cargo run --release -p lx-backend-candle --example batched_decode -- \
@@ -18,7 +20,7 @@
 
 use candle_core::Tensor;
 use lx_backend_candle::{set_thread_env, CandleBackend, DeviceChoice, KvCache, Options, Rows, WeightFormat};
-use lx_engine::backend::{choose_greedy, LoadSpec, TokenId};
+use lx_engine::backend::{choose_greedy, Backend, Batch, Chunk, LoadSpec, Outputs, Slot, TokenId};
 use std::time::Instant;
 
 #[derive(Clone, Copy, PartialEq)]
@@ -26,9 +28,10 @@ enum Way {
     Together,
     ApartSharedProjection,
     Apart,
+    BackendStep,
 }
 
-const WAYS: [(Way, &str); 3] = [(Way::Together, "together"), (Way::ApartSharedProjection, "apart, shared projection"), (Way::Apart, "apart")];
+const WAYS: [(Way, &str); 4] = [(Way::Together, "together"), (Way::ApartSharedProjection, "apart, shared projection"), (Way::Apart, "apart"), (Way::BackendStep, "backend step")];
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -56,11 +59,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let max_b = *batches.iter().max().ok_or("--batches is empty")?;
     let ctx = prompt + 8 * max_b + steps + 1;
     let spec = LoadSpec { model_path: lx_models::default_model_path(), threads, slots: 1, ctx_per_slot: ctx, max_batch_tokens: ctx, gpu_layers: None };
-    let backend = CandleBackend::load_with(&spec, &Options { device: DeviceChoice::Auto, layer_weights: weights })?;
+    let options = Options { device: DeviceChoice::Auto, layer_weights: weights };
+    let backend = CandleBackend::load_with(&spec, &options)?;
+    // A second copy with a slot per sequence, driven through its step interface.
+    let mut stepper = CandleBackend::load_with(&LoadSpec { slots: max_b, ..spec.clone() }, &options)?;
     let model = backend.model();
     let ropes = model.rope_tables(ctx)?;
     let vocab = model.cfg.vocab_size;
-    println!("candle batched decode on {}: prompts of {prompt} + 8·i tokens, {steps} steps, {rounds} rounds\n", lx_engine::backend::Backend::info(&backend).device);
+    println!("candle batched decode on {}: prompts of {prompt} + 8·i tokens, {steps} steps, {rounds} rounds\n", backend.info().device);
 
     // Greedy tokens from logits tiles (B, 1, vocab).
     let choose = |logits: &Tensor, out: &mut Vec<TokenId>| -> candle_core::Result<()> {
@@ -79,6 +85,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let ids: Vec<TokenId> = std::iter::once(2).chain((0..prompt + 8 * i - 1).map(|k| 1000 + (k * 37 + i * 11) as TokenId % 20000)).collect();
             let mut next = Vec::new();
             model.forward(&[&ids], &[0], &mut [cache], &ropes, Rows::Last, &mut |_, l| choose(l, &mut next))?;
+            stepper.step(&Batch { chunks: vec![Chunk { slot: i as Slot, pos: 0, tokens: ids.clone(), outputs: Outputs::Last }], top_logprobs: 0 })?;
             start_pos.push(ids.len());
             first_token.push(next[0]);
         }
@@ -110,6 +117,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                             for i in 0..b {
                                 model.forward(&toks[i..=i], &pos[i..=i], &mut refs[i..=i], &ropes, Rows::Last, &mut |_, l| choose(l, &mut chosen))?;
                             }
+                        }
+                        Way::BackendStep => {
+                            let chunks = (0..b).map(|i| Chunk { slot: i as Slot, pos: pos[i] as u32, tokens: toks[i].to_vec(), outputs: Outputs::Last }).collect();
+                            let outputs = stepper.step(&Batch { chunks, top_logprobs: 0 })?;
+                            chosen.extend(outputs.iter().map(|o| o.choices[0].token));
                         }
                     }
                     per_step.push(t0.elapsed().as_secs_f64() * 1e3);

@@ -41,7 +41,7 @@ fn logit_difference_profile() {
     let mut impls: Vec<(String, Vec<Vec<f32>>)> = Vec::new();
     for precise in [false, true] {
         let mut ctx = llama_context(&l, n + 8, precise);
-        prefill(&mut ctx, &prompt, n, &sample);
+        prefill(&mut ctx, &prompt, n, sample);
         let name = if precise {
             "llama.cpp (no FA, f32 KV)"
         } else {
@@ -132,7 +132,7 @@ fn llama_cpp_self_difference_profile() {
     let mut ctxs = Vec::new();
     for precise in [false, true] {
         let mut ctx = llama_context(&l, n + 8, precise);
-        prefill(&mut ctx, &prompt, n, &sample);
+        prefill(&mut ctx, &prompt, n, sample);
         ctxs.push(ctx);
     }
     for i in (0..n).filter(|&i| sample(i)) {
