@@ -27,8 +27,9 @@
 //! and c clients: TTFT p50, per-request decode tok/s p50, throughput. Both sides get the same
 //! prompt ids, warm-up (c requests) and request count.
 //!
-//! Prints the tables with ratios ours ÷ llama.cpp (medians over rounds) and writes every
-//! round's figures to `--out`.
+//! Prints the tables: each figure's median over rounds, and ours ÷ llama.cpp as the median of
+//! the rounds' own ratios (both sides of a round run minutes apart); writes every round's
+//! figures to `--out`.
 
 use std::io::{BufRead, Write};
 use std::net::TcpStream;
@@ -117,6 +118,11 @@ impl Rounds {
     }
     fn median(&self, key: &str) -> f64 {
         median(self.0[key].clone())
+    }
+    /// The median over rounds of ours ÷ theirs, each round's pair taken minutes apart: a
+    /// machine that drifts between rounds moves both sides of a pair alike.
+    fn paired_ratio(&self, key: &str, theirs: &Rounds, their_key: &str) -> f64 {
+        median(self.0[key].iter().zip(&theirs.0[their_key]).map(|(o, t)| o / t).collect())
     }
 }
 
@@ -339,9 +345,9 @@ fn main() -> anyhow::Result<()> {
         println!(
             "| {b} | {s:.1} | {:.1} | {:.2} | {:.1} | {:.2} | {pass:.1} | {compute:.1} | {:.2} | {:.2} | {:.1} | {:.1} |",
             mine.median("pass_tps"),
-            mine.median("pass_tps") / s,
+            mine.paired_ratio("pass_tps", theirs, "s_tg"),
             mine.median("client_tps"),
-            mine.median("client_tps") / s,
+            mine.paired_ratio("client_tps", theirs, "s_tg"),
             mine.median("adapter_ms"),
             itl - pass,
             mine.median("bare_decode_ms"),
@@ -354,7 +360,7 @@ fn main() -> anyhow::Result<()> {
     for (c, (theirs, mine)) in a.clients.iter().zip(&serving) {
         for (key, label) in [("ttft_ms", "TTFT p50 ms"), ("decode_tps", "decode tok/s per request p50"), ("throughput_tps", "throughput tok/s")] {
             let (t, m) = (theirs.median(key), mine.median(key));
-            println!("| {c} | {label} | {t:.1} | {m:.1} | {:.3} |", m / t);
+            println!("| {c} | {label} | {t:.1} | {m:.1} | {:.3} |", mine.paired_ratio(key, theirs, key));
         }
     }
     if let Some(out) = &a.out {
