@@ -123,6 +123,59 @@ fn sweep_figures_are_sane() {
     let tput = |policy| point(&run, policy, 64, 4)["throughput_tps"].as_f64().unwrap();
     assert!(tput("continuous") > tput("serial"), "continuous ({}) should beat serial ({}) at concurrency 4", tput("continuous"), tput("serial"));
     eprintln!("throughput at c4 pp64: continuous {:.1} tok/s, serial {:.1} tok/s", tput("continuous"), tput("serial"));
+    compare_runs(&out, &run);
+}
+
+/// `lx compare` on a real run: against itself every ratio is 1 and nothing exceeds the
+/// spread; against a copy whose continuous points answered later (every token shifted, so
+/// TTFT moves and decode does not) and that lacks the serial points, TTFT is beyond the
+/// spread, decode is not, and the serial points are listed as unmatched.
+fn compare_runs(path: &std::path::Path, run: &Value) {
+    let p = path.to_str().unwrap();
+    let same = lx(&["compare", p, p]).ok().stdout();
+    let rows: Vec<&str> = same.lines().filter(|l| l.starts_with("| pp")).collect();
+    assert_eq!(rows.len(), 4, "{same}");
+    assert!(rows.iter().all(|r| r.contains("(1.00×)") && !r.contains('*')), "{same}");
+
+    // Each point's answers shifted by twice its slowest first token: its TTFT range then
+    // lies wholly above the old one, whatever the spread.
+    let shift = |point: &Value| 2.0 * point["ttft_ms"]["max"].as_f64().unwrap();
+    let mut later = run.clone();
+    let points = later["points"].as_array_mut().unwrap();
+    points.retain(|p| p["policy"] == "continuous");
+    for point in points.iter_mut() {
+        let by = shift(point);
+        for sample in point["samples"].as_array_mut().unwrap() {
+            for t in sample["token_ms"].as_array_mut().unwrap() {
+                *t = serde_json::json!(t.as_f64().unwrap() + by);
+            }
+        }
+    }
+    let dir = path.parent().unwrap();
+    let later_path = dir.join("later.json");
+    std::fs::write(&later_path, serde_json::to_vec(&later).unwrap()).unwrap();
+    let c: Value = serde_json::from_str(&lx(&["compare", p, later_path.to_str().unwrap(), "--format", "json"]).ok().stdout()).unwrap();
+    let diffs = c["points"].as_array().unwrap();
+    assert_eq!(diffs.len(), 2, "{c}");
+    for d in diffs {
+        assert_eq!(d["policy"], "continuous");
+        let (ttft, decode) = (&d["figures"][0], &d["figures"][2]);
+        let base = point(run, "continuous", d["test"].as_str().unwrap()[2..].split('+').next().unwrap().parse::<u64>().unwrap(), 4);
+        assert!((ttft["other"].as_f64().unwrap() - ttft["base"].as_f64().unwrap() - shift(base)).abs() < 1e-6, "{d}");
+        assert_eq!(ttft["beyond_spread"], true, "{d}");
+        assert_eq!((decode["ratio"].as_f64().unwrap() * 1e6).round(), 1e6, "{d}");
+        assert_eq!(decode["beyond_spread"], false, "{d}");
+    }
+    let unmatched = c["unmatched"].as_array().unwrap();
+    assert_eq!(unmatched.len(), 2, "{c}");
+    assert!(unmatched.iter().all(|u| u.as_str().unwrap().contains("serial")), "{c}");
+
+    let csv = lx(&["compare", p, later_path.to_str().unwrap(), "--format", "csv"]).ok().stdout();
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+    // Not a run file: a clear error, not a table.
+    let garbage = dir.join("garbage.json");
+    std::fs::write(&garbage, b"{\"hello\": 1}").unwrap();
+    lx(&["compare", p, garbage.to_str().unwrap()]).fails_with("not a Latency Explorer run file");
 }
 
 #[test]

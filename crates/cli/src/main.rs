@@ -29,6 +29,9 @@ enum Cmd {
     /// Measure a grid of prompt lengths × concurrencies × policies × backends.
     // Boxed: clap's argument structs are big, and this one is much the biggest.
     Sweep(Box<commands::sweep::SweepArgs>),
+    /// Compare saved runs point by point: ratios to the first run, and whether each
+    /// difference exceeds the runs' own spread.
+    Compare(commands::compare::CompareArgs),
     /// Show one serving trade-off live: prompt-length, batching, static-vs-continuous,
     /// chunked-prefill, prefix-cache (--list). Exits 1 when the point did not hold.
     Demo(commands::demo::DemoArgs),
@@ -48,6 +51,7 @@ fn main() {
         Cmd::Generate(args) => commands::generate::run(args),
         Cmd::Sweep(args) => commands::sweep::run(*args),
         Cmd::Demo(args) => commands::demo::run(args),
+        Cmd::Compare(args) => commands::compare::run(args),
         Cmd::Serve(args) => commands::serve::run(args),
         Cmd::Worker(args) => commands::worker::run(args),
     };

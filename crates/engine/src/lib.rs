@@ -4,8 +4,8 @@
 //! interface in their own crates; this crate schedules requests over it
 //! ([`scheduler`]), runs it in a worker process ([`worker`], [`protocol`]), generates
 //! load and stamps time on the client side ([`coordinator`], [`load`]), and turns the
-//! stamps into distributions ([`stats`]), result files ([`results`]) and tables
-//! ([`printers`]). It has no dependency on any backend library.
+//! stamps into distributions ([`stats`]), result files ([`results`]), tables
+//! ([`printers`]) and comparisons of runs ([`compare`]). It has no dependency on any backend library.
 
 pub mod backend;
 pub mod gguf;
@@ -21,6 +21,7 @@ pub mod target;
 pub mod load;
 pub mod printers;
 pub mod results;
+pub mod compare;
 pub mod sweep;
 pub mod live;
 pub mod parity;
