@@ -7,7 +7,7 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
 
@@ -71,6 +71,9 @@ pub struct Scripted {
     pub requests: Arc<Mutex<Vec<Request>>>,
     /// Streams whose client went away before the script ended.
     pub abandoned: Arc<AtomicUsize>,
+    /// When each `Step::Send` of a stream went out: (request number, instant), the truth a
+    /// client's own stamps are checked against.
+    pub sent: Arc<Mutex<Vec<(usize, Instant)>>>,
     stop: Arc<AtomicBool>,
 }
 
@@ -87,24 +90,25 @@ pub fn serve(handler: impl Fn(usize, &Request) -> Script + Send + Sync + 'static
     let url = format!("http://{}/v1", listener.local_addr().unwrap());
     let requests: Arc<Mutex<Vec<Request>>> = Default::default();
     let abandoned = Arc::new(AtomicUsize::new(0));
+    let sent: Arc<Mutex<Vec<(usize, Instant)>>> = Default::default();
     let stop = Arc::new(AtomicBool::new(false));
     let handler: Arc<Handler> = Arc::new(handler);
-    let (b, a, s) = (requests.clone(), abandoned.clone(), stop.clone());
+    let (b, a, t, s) = (requests.clone(), abandoned.clone(), sent.clone(), stop.clone());
     std::thread::spawn(move || {
         while !s.load(Ordering::SeqCst) {
             match listener.accept() {
                 Ok((conn, _)) => {
-                    let (b, a, h) = (b.clone(), a.clone(), handler.clone());
-                    std::thread::spawn(move || connection(conn, &b, &a, h.as_ref()));
+                    let (b, a, t, h) = (b.clone(), a.clone(), t.clone(), handler.clone());
+                    std::thread::spawn(move || connection(conn, &b, &a, &t, h.as_ref()));
                 }
                 Err(_) => std::thread::sleep(Duration::from_millis(2)),
             }
         }
     });
-    Scripted { url, requests, abandoned, stop }
+    Scripted { url, requests, abandoned, sent, stop }
 }
 
-fn connection(conn: TcpStream, requests: &Mutex<Vec<Request>>, abandoned: &AtomicUsize, handler: &Handler) {
+fn connection(conn: TcpStream, requests: &Mutex<Vec<Request>>, abandoned: &AtomicUsize, sent_at: &Mutex<Vec<(usize, Instant)>>, handler: &Handler) {
     let _ = conn.set_nonblocking(false);
     let _ = conn.set_nodelay(true);
     let Ok(read_half) = conn.try_clone() else { return };
@@ -167,7 +171,12 @@ fn connection(conn: TcpStream, requests: &Mutex<Vec<Request>>, abandoned: &Atomi
                         std::thread::sleep(Duration::from_millis(ms));
                         Ok(())
                     }
-                    Step::Send(bytes) => out.write_all(bytes.as_bytes()).and_then(|_| out.flush()),
+                    Step::Send(bytes) => {
+                        let r = out.write_all(bytes.as_bytes()).and_then(|_| out.flush());
+                        let at = Instant::now();
+                        sent_at.lock().unwrap_or_else(|e| e.into_inner()).push((n, at));
+                        r
+                    }
                 };
                 if sent.is_err() {
                     abandoned.fetch_add(1, Ordering::SeqCst);
