@@ -80,7 +80,7 @@ pub fn plan(demo: Demo, backend: &str, threads: usize) -> Plan {
         warmup: 1,
         threads,
         stop_at_eos: false,
-        chunk_tokens: 256,
+        chunk_tokens: crate::scheduler::DEFAULT_CHUNK_TOKENS,
         gpu_layers: None,
         servers: Vec::new(),
     };

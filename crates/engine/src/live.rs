@@ -104,7 +104,7 @@ impl Default for LiveSettings {
             concurrency: 1,
             max_tokens: 64,
             policy: Policy::Continuous,
-            chunk_tokens: 256,
+            chunk_tokens: crate::scheduler::DEFAULT_CHUNK_TOKENS,
             threads: 0,
             gpu_layers: None,
             rotate_after_s: 8.0,
@@ -165,7 +165,7 @@ impl LiveSettings {
     /// sweep point with the same setting gets (see `SweepSpec::load_spec`), within what the
     /// loaded context allows.
     fn step_budget(&self, capacity: &Capacity) -> usize {
-        (self.prompt_tokens as usize * self.concurrency).clamp(512, 16384).min(capacity.max_batch_tokens)
+        crate::scheduler::batch_tokens_for(self.prompt_tokens as usize, self.concurrency).min(capacity.max_batch_tokens)
     }
 
     fn scheduler(&self, capacity: &Capacity) -> SchedulerConfig {
@@ -224,7 +224,7 @@ impl Capacity {
         Capacity {
             slots,
             ctx_per_slot: ctx,
-            max_batch_tokens: (ctx * slots).clamp(512, 16384),
+            max_batch_tokens: crate::scheduler::batch_tokens_for(ctx, slots),
             threads: s.threads,
             gpu_layers: s.gpu_layers,
         }

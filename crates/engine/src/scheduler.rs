@@ -76,9 +76,19 @@ pub struct SchedulerConfig {
     pub prefix_cache: bool,
 }
 
+/// Prompt tokens per pass for the `chunked` policy unless told otherwise.
+pub const DEFAULT_CHUNK_TOKENS: usize = 256;
+
+/// The tokens-per-pass limit for `slots` sequences of up to `tokens_per_slot` tokens each:
+/// room for all of them in one pass, but at least 512 (so a prompt chunk and the decode
+/// tokens beside it fit) and at most 16384 (the backend's scratch buffers grow with it).
+pub fn batch_tokens_for(tokens_per_slot: usize, slots: usize) -> usize {
+    (tokens_per_slot * slots).clamp(512, 16384)
+}
+
 impl SchedulerConfig {
     pub fn new(policy: Policy, max_batch_seqs: usize, max_batch_tokens: usize) -> Self {
-        Self { policy, max_batch_seqs, max_batch_tokens, chunk_tokens: 256, static_form_up_ms: 50, prefix_cache: false }
+        Self { policy, max_batch_seqs, max_batch_tokens, chunk_tokens: DEFAULT_CHUNK_TOKENS, static_form_up_ms: 50, prefix_cache: false }
     }
 
     pub fn validate(&self) -> Result<(), String> {

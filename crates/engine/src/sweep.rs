@@ -229,7 +229,7 @@ impl SweepSpec {
         };
         let ctx_per_slot = points.iter().map(longest).map(|(a, b)| (a + b) as usize).max().unwrap_or(1);
         let longest_prompt = points.iter().map(|p| longest(p).0 as usize).max().unwrap_or(1);
-        let max_batch_tokens = extras.max_batch_tokens.unwrap_or((longest_prompt * slots).clamp(512, 16384));
+        let max_batch_tokens = extras.max_batch_tokens.unwrap_or(crate::scheduler::batch_tokens_for(longest_prompt, slots));
         if points.iter().any(|p| p.load.prefix_cache) {
             slots += 1;
         }
@@ -489,7 +489,7 @@ mod tests {
             warmup: 0,
             threads: 0,
             stop_at_eos: false,
-            chunk_tokens: 256,
+            chunk_tokens: crate::scheduler::DEFAULT_CHUNK_TOKENS,
             gpu_layers: None,
             servers: Vec::new(),
         }

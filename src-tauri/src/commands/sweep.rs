@@ -48,7 +48,7 @@ pub struct SweepRequest {
 }
 
 fn default_chunk() -> usize {
-    256
+    lx_engine::scheduler::DEFAULT_CHUNK_TOKENS
 }
 
 impl SweepRequest {
@@ -223,7 +223,7 @@ mod tests {
         let spec = r.spec().unwrap();
         assert_eq!(spec.backends, vec!["llama"]);
         assert_eq!(spec.warmup, 4);
-        assert_eq!(spec.chunk_tokens, 256);
+        assert_eq!(spec.chunk_tokens, lx_engine::scheduler::DEFAULT_CHUNK_TOKENS);
         assert_eq!(spec.threads, lx_engine::hardware::threads_beside_a_window(), "auto leaves the window a core where needed");
         assert_eq!(SweepRequest { threads: 3, ..r.clone() }.spec().unwrap().threads, 3);
         assert_eq!(spec.points_with(&lx_engine::sweep::SweepExtras::default()).len(), 2 * 2 * 2);

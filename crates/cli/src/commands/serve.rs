@@ -27,7 +27,7 @@ pub struct ServeArgs {
     #[arg(long)]
     ctx: Option<usize>,
     /// Prompt tokens per pass for the chunked policy.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = lx_engine::scheduler::DEFAULT_CHUNK_TOKENS)]
     chunk_tokens: usize,
     /// Compute threads (default: physical cores).
     #[arg(long, default_value_t = 0)]
@@ -71,7 +71,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
         threads: args.threads,
         slots: args.slots,
         ctx_per_slot,
-        max_batch_tokens: (ctx_per_slot * args.slots).clamp(512, 16384),
+        max_batch_tokens: lx_engine::scheduler::batch_tokens_for(ctx_per_slot, args.slots),
         gpu_layers: args.gpu_layers,
     };
     let mut config = SchedulerConfig::new(args.policy, args.slots, load.max_batch_tokens);

@@ -123,7 +123,7 @@ pub struct SweepArgs {
     #[arg(long, default_value_t = 0)]
     threads: usize,
     /// Prompt tokens per pass for the chunked policy.
-    #[arg(long, default_value_t = 256)]
+    #[arg(long, default_value_t = lx_engine::scheduler::DEFAULT_CHUNK_TOKENS)]
     chunk_tokens: usize,
     /// Stop at end-of-sequence instead of always generating --max-tokens.
     #[arg(long)]
