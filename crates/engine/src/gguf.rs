@@ -1700,39 +1700,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let valid = tiny().kv("tokenizer.ggml.model", "llama").kv("tokenizer.ggml.scores", vec![0f32, 0.0, 0.0, -1.0]).to_bytes().unwrap();
         let path = dir.path().join("fuzz.gguf");
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move || {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state
-        };
+        let mut m = crate::fuzz::Mutator::new(0x9e37_79b9_7f4a_7c15);
         let (mut opened, mut refused) = (0, 0);
         for case in 0..3000u32 {
             let mut bytes = valid.clone();
-            for _ in 0..1 + next() % 4 {
-                let at = (next() as usize) % bytes.len();
-                match next() % 6 {
-                    0 => bytes[at] = next() as u8,
-                    1 => bytes[at] ^= 1 << (next() % 8),
-                    // Lengths and counts are u64s: plant extremes where one may be.
-                    2 => {
-                        let v = [u64::MAX, u64::MAX / 2, 1 << 40, u32::MAX as u64, 0][(next() % 5) as usize];
-                        let end = (at + 8).min(bytes.len());
-                        bytes[at..end].copy_from_slice(&v.to_le_bytes()[..end - at]);
-                    }
-                    3 => bytes.truncate(at.max(4)),
-                    4 => {
-                        let len = ((next() % 32) as usize).min(bytes.len() - at);
-                        bytes.drain(at..at + len);
-                    }
-                    _ => {
-                        let len = ((next() % 32) as usize).min(bytes.len() - at);
-                        let span: Vec<u8> = bytes[at..at + len].to_vec();
-                        bytes.splice(at..at, span);
-                    }
-                }
-            }
+            m.mutate(&mut bytes, 4);
             std::fs::write(&path, &bytes).unwrap();
             let outcome = std::panic::catch_unwind(|| match GgufFile::open(&path) {
                 Ok(g) => {

@@ -25,4 +25,5 @@ pub mod compare;
 pub mod sweep;
 pub mod live;
 pub mod parity;
+pub mod fuzz;
 pub mod demo;

@@ -67,4 +67,34 @@ mod tests {
         let line = serde_json::to_string(&r).unwrap();
         assert_eq!(serde_json::from_str::<Reply>(&line).unwrap(), r);
     }
+
+    /// Damaged lines in either direction (the worker reading commands, the coordinator reading
+    /// replies) parse or are refused with an error, never a panic.
+    #[test]
+    fn damaged_lines_are_refused_never_a_panic() {
+        let lines: Vec<String> = [
+            serde_json::to_string(&Command::Submit { request: WorkRequest { id: 3, prompt: vec![2, 5, 7], max_tokens: 4, stop_tokens: vec![1], top_logprobs: 2, prefix_tokens: 0 } }),
+            serde_json::to_string(&Command::Configure { scheduler: SchedulerConfig::new(Policy::Chunked, 4, 512) }),
+            serde_json::to_string(&Reply::Event(SchedEvent::Step { step: 4, seqs: 2, prefill_tokens: 16, decode_tokens: 1, t_start: 10, t_end: 20, compute: Some(9) })),
+            serde_json::to_string(&Reply::Event(SchedEvent::Failed { id: 9, error: "backend step failed".into() })),
+        ]
+        .into_iter()
+        .map(Result::unwrap)
+        .collect();
+        let mut m = crate::fuzz::Mutator::new(0x0bad_11fe);
+        let mut refused = 0;
+        for case in 0..4000 {
+            let mut bytes = lines[case % lines.len()].clone().into_bytes();
+            m.mutate(&mut bytes, 0);
+            let parsed = std::panic::catch_unwind(|| {
+                (serde_json::from_slice::<Command>(&bytes).is_err(), serde_json::from_slice::<Reply>(&bytes).is_err())
+            });
+            match parsed {
+                Ok((true, true)) => refused += 1,
+                Ok(_) => {}
+                Err(_) => panic!("case {case} panicked"),
+            }
+        }
+        assert!(refused > 0);
+    }
 }

@@ -250,8 +250,13 @@ impl RunFile {
 
     /// Read a run file, refusing other schemas and newer versions.
     pub fn read(path: &Path) -> anyhow::Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-        let head: serde_json::Value = serde_json::from_str(&text).map_err(|e| anyhow::anyhow!("{} is not JSON: {e}", path.display()))?;
+        let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        Self::read_bytes(&bytes, path)
+    }
+
+    /// [`read`](Self::read) for a file's contents; `path` names it in messages.
+    pub fn read_bytes(bytes: &[u8], path: &Path) -> anyhow::Result<Self> {
+        let head: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| anyhow::anyhow!("{} is not JSON: {e}", path.display()))?;
         if head.get("schema").and_then(|s| s.as_str()) != Some(SCHEMA) {
             anyhow::bail!("{} is not a Latency Explorer run file", path.display());
         }
@@ -371,6 +376,31 @@ mod tests {
         let path = dir.path().join("future.json");
         std::fs::write(&path, format!(r#"{{"schema": "{SCHEMA}", "schema_version": {}}}"#, SCHEMA_VERSION + 1)).unwrap();
         assert!(RunFile::read(&path).unwrap_err().to_string().contains("schema version"));
+    }
+
+    /// Damaged run files (a real one from docs/results, edited at random: bytes, bits,
+    /// planted lengths, cut short, spans dropped or repeated) are read or refused with a
+    /// message naming the file, never a panic.
+    #[test]
+    fn damaged_run_files_are_read_or_refused_never_a_panic() {
+        let valid = include_bytes!("../../../docs/results/mlx-cpu-pp64-256-c1-4.json").to_vec();
+        RunFile::read_bytes(&valid, Path::new("valid.json")).expect("the real file reads");
+        let mut m = crate::fuzz::Mutator::new(0x5eed_0f_4a11);
+        let (mut read, mut refused) = (0, 0);
+        for case in 0..1000 {
+            let mut bytes = valid.clone();
+            m.mutate(&mut bytes, 0);
+            match std::panic::catch_unwind(|| RunFile::read_bytes(&bytes, Path::new("damaged.json"))) {
+                Ok(Ok(_)) => read += 1,
+                Ok(Err(e)) => {
+                    assert!(e.to_string().contains("damaged.json"), "case {case}: {e}");
+                    refused += 1;
+                }
+                Err(_) => panic!("case {case} panicked"),
+            }
+        }
+        eprintln!("1000 damaged run files: {read} read, {refused} refused");
+        assert!(read > 0 && refused > 0, "read {read}, refused {refused}");
     }
 
     #[test]
