@@ -78,8 +78,9 @@ fn zero_concurrency_and_other_nonsense() {
     lx(&sweep_args(m, &["--prompt-tokens", "abc"])).fails_with("'abc'");
 }
 
-#[test]
-fn worker_killed_mid_sweep_keeps_completed_points() {
+/// A three-point sweep whose worker gets `signal` once the first point is in the run file:
+/// (exit status, stdout, stderr, the run file).
+fn sweep_with_worker_signalled(signal: &str, extra: &[&str]) -> (Option<i32>, String, String, Json) {
     let _lock = heavy();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run.json");
@@ -87,11 +88,12 @@ fn worker_killed_mid_sweep_keeps_completed_points() {
     let child = Command::new(lx_bin())
         .args(["sweep", "--model", model.to_str().unwrap(), "--prompt-tokens", "32,48,64", "--concurrency", "1", "--max-tokens", "16"])
         .args(["--requests", "6", "--warmup", "0", "--threads", "2", "--format", "md", "--out", out.to_str().unwrap()])
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait for the first point to land in the run file, then kill the worker of the second.
+    // Wait for the first point to land in the run file, then signal the worker of the second.
     let started = Instant::now();
     loop {
         assert!(started.elapsed() < Duration::from_secs(120), "the first point never finished");
@@ -104,22 +106,40 @@ fn worker_killed_mid_sweep_keeps_completed_points() {
     let workers = Command::new("pgrep").args(["-P", &child.id().to_string()]).output().unwrap();
     let pid = String::from_utf8_lossy(&workers.stdout).trim().to_string();
     assert!(!pid.is_empty(), "no worker process found");
-    assert!(Command::new("kill").args(["-9", &pid]).status().unwrap().success());
+    assert!(Command::new("kill").args([signal, &pid]).status().unwrap().success());
     let output = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert_eq!(output.status.code(), Some(2), "a sweep with a failed point exits 2\n{stdout}\n{stderr}");
+    let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(!stderr.contains("panicked"), "{stderr}");
     let run: Json = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    (output.status.code(), stdout, stderr, run)
+}
+
+/// The first point is whole, the second failed saying `why`, the third ran on a fresh worker.
+fn only_the_signalled_point_failed(code: Option<i32>, stdout: &str, stderr: &str, run: &Json, why: &str) {
+    assert_eq!(code, Some(2), "a sweep with a failed point exits 2\n{stdout}\n{stderr}");
     let points = run["points"].as_array().unwrap();
     assert_eq!(points.len(), 3, "{run}");
-    assert_eq!(points[0]["errors"], 0);
-    assert_eq!(points[0]["requests"], 6);
+    assert_eq!((points[0]["errors"].as_u64(), points[0]["requests"].as_u64()), (Some(0), Some(6)));
     assert!(points[1]["errors"].as_u64().unwrap() >= 1);
-    let why = points[1]["error_messages"].to_string();
-    assert!(why.contains("signal 9"), "the failed point should say the worker was killed: {why}");
-    assert!(stdout.contains("signal 9"), "the table should show the error row\n{stdout}");
-    // The next point ran on a fresh worker.
-    assert_eq!(points[2]["errors"], 0, "{}", points[2]);
-    assert_eq!(points[2]["requests"], 6);
+    let said = points[1]["error_messages"].to_string();
+    assert!(said.contains(why), "the failed point should say {why:?}: {said}");
+    assert!(stdout.contains(why), "the table should show the error row\n{stdout}");
+    assert_eq!((points[2]["errors"].as_u64(), points[2]["requests"].as_u64()), (Some(0), Some(6)), "{}", points[2]);
+}
+
+#[test]
+fn worker_killed_mid_sweep_keeps_completed_points() {
+    let (code, stdout, stderr, run) = sweep_with_worker_signalled("-KILL", &[]);
+    only_the_signalled_point_failed(code, &stdout, &stderr, &run, "signal 9");
+}
+
+/// A worker that stops answering (SIGSTOP: alive, silent) is given up after the hang
+/// timeout, killed, and replaced for the next point.
+#[test]
+fn worker_stopped_mid_sweep_is_given_up_after_the_hang_timeout() {
+    let started = Instant::now();
+    let (code, stdout, stderr, run) = sweep_with_worker_signalled("-STOP", &["--hang-timeout", "3"]);
+    only_the_signalled_point_failed(code, &stdout, &stderr, &run, "stopped answering");
+    assert!(started.elapsed() < Duration::from_secs(120), "the hang was not cut short");
 }
