@@ -8,6 +8,7 @@ use lx_engine::backend::TokenId;
 use lx_engine::coordinator::Worker;
 use lx_engine::load::{run_closed_loop, Observer, PointSpec, RunControl};
 use lx_engine::scheduler::{Policy, SchedulerConfig};
+use lx_engine::tokenizer::PieceDecoder;
 
 #[derive(Args)]
 pub struct GenerateArgs {
@@ -34,24 +35,18 @@ pub struct GenerateArgs {
     threads: usize,
 }
 
-/// Prints text as tokens arrive, holding back an incomplete UTF-8 sequence.
+/// Prints each token's text as it arrives, as the continuation of the printed prompt.
 struct Stream<'a> {
     tokenizer: &'a lx_engine::tokenizer::Tokenizer,
-    ids: Vec<TokenId>,
-    printed: usize,
+    decoder: PieceDecoder,
 }
 
 impl Observer for Stream<'_> {
     fn token(&mut self, _id: u64, _index: u32, token: TokenId, _at_ms: f64) {
-        self.ids.push(token);
-        let text = self.tokenizer.decode(&self.ids);
-        if text.ends_with('\u{FFFD}') || text.len() < self.printed || !text.is_char_boundary(self.printed) {
-            return;
-        }
+        let text = self.decoder.push(self.tokenizer.token_bytes(token));
         let mut out = std::io::stdout().lock();
-        let _ = out.write_all(&text.as_bytes()[self.printed..]);
+        let _ = out.write_all(text.as_bytes());
         let _ = out.flush();
-        self.printed = text.len();
     }
 }
 
@@ -88,7 +83,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<i32> {
 
     let spec = PointSpec { prompt_tokens: prompt.len() as u32, max_tokens: args.max_tokens, concurrency: 1, requests: 1, warmup: 0, stop_at_eos: !args.ignore_eos, top_logprobs: 0 };
     print!("{}", args.prompt);
-    let mut stream = Stream { tokenizer: &model.tokenizer, ids: Vec::new(), printed: 0 };
+    let mut stream = Stream { tokenizer: &model.tokenizer, decoder: PieceDecoder::default() };
     let run = run_closed_loop(&mut worker, &spec, &|_| prompt.clone(), model.tokenizer.eos_tokens(), &RunControl::default(), &mut stream);
     println!();
     let record = run.records.first().ok_or_else(|| anyhow::anyhow!("the worker returned no result"))?;

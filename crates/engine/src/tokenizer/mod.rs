@@ -54,8 +54,11 @@
 mod bpe;
 mod pretok;
 mod spm;
+mod stream;
 mod unicode;
 mod unicode_tables;
+
+pub use stream::PieceDecoder;
 
 #[cfg(test)]
 mod tests;

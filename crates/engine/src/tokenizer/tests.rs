@@ -329,3 +329,16 @@ fn any_text_encodes_and_any_ids_decode() {
         }
     }
 }
+
+/// Streamed text continues what came before it: token by token through the piece decoder,
+/// a generated "▁hello" keeps its space, where `decode` of the same ids starts a new text
+/// and drops the space the encoder would have added (SPM with a space prefix).
+#[test]
+fn streamed_pieces_continue_a_text_where_decode_starts_one() {
+    let (_dir, t) = toy(|w| w);
+    let ids = t.encode_with("hello hello", false, false);
+    assert_eq!(t.decode(&ids), "hello hello");
+    let mut d = PieceDecoder::default();
+    let streamed: String = ids.iter().map(|&id| d.push(t.token_bytes(id))).collect();
+    assert_eq!(streamed, " hello hello");
+}
