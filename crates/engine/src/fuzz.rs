@@ -13,7 +13,7 @@ impl Mutator {
         Mutator { state: seed.max(1) }
     }
 
-    pub fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.state ^= self.state << 13;
         self.state ^= self.state >> 7;
         self.state ^= self.state << 17;
@@ -22,7 +22,7 @@ impl Mutator {
 
     /// A number in `0..n` (`n` > 0).
     pub fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
+        (self.next_u64() % n as u64) as usize
     }
 
     /// One to four edits of `bytes` (not empty): a byte overwritten, a bit flipped, an extreme
@@ -35,7 +35,7 @@ impl Mutator {
             }
             let at = self.below(bytes.len());
             match self.below(6) {
-                0 => bytes[at] = self.next() as u8,
+                0 => bytes[at] = self.next_u64() as u8,
                 1 => bytes[at] ^= 1 << self.below(8),
                 2 => {
                     let v = [u64::MAX, u64::MAX / 2, 1 << 40, u32::MAX as u64, 0][self.below(5)];
