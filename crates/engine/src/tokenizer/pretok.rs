@@ -10,6 +10,8 @@
 //! - [`PreTokenizer::Gpt2`]: `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`
 //! - [`PreTokenizer::Llama3`]: `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`
 //! - [`PreTokenizer::Qwen2`]: as Llama 3 but `\p{N}` (single digits) instead of `\p{N}{1,3}`
+//! - [`PreTokenizer::DigitsGpt2`] (SmolLM, StarCoder, Command R, ...): two passes, each digit
+//!   cut out on its own (`\p{N}`), then the GPT-2 pattern inside each piece
 //! - [`PreTokenizer::Default`] (llama.cpp's fallback for `default` or a missing name): four
 //!   passes, each cutting the pieces of the one before: runs of `[\p{P}$+<=>^~|]`, the GPT-2
 //!   pattern, runs of `\p{N}`, and `[0-9]{3}` from the left.
@@ -22,6 +24,7 @@ pub(super) enum PreTokenizer {
     Gpt2,
     Llama3,
     Qwen2,
+    DigitsGpt2,
     Default,
 }
 
@@ -41,11 +44,13 @@ const LLAMA3_NAMES: &[&str] =
     &["llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano"];
 const QWEN2_NAMES: &[&str] = &["qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez"];
 const GPT2_NAMES: &[&str] = &["gpt-2", "phi-2", "gigachat", "a.x-4.0", "mellum", "exaone4", "roberta-bpe", "jina-v1-en"];
+const DIGITS_GPT2_NAMES: &[&str] =
+    &["smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b", "mellum2"];
 
 /// The supported names, for error messages.
 pub(super) fn supported_names() -> String {
     let mut all = vec!["default"];
-    all.extend(LLAMA3_NAMES.iter().chain(QWEN2_NAMES).chain(GPT2_NAMES));
+    all.extend(LLAMA3_NAMES.iter().chain(QWEN2_NAMES).chain(GPT2_NAMES).chain(DIGITS_GPT2_NAMES));
     all.join(", ")
 }
 
@@ -59,6 +64,7 @@ impl PreConfig {
             Some(n) if LLAMA3_NAMES.contains(&n) => cfg(PreTokenizer::Llama3, true, true),
             Some(n) if QWEN2_NAMES.contains(&n) => cfg(PreTokenizer::Qwen2, false, false),
             Some(n) if GPT2_NAMES.contains(&n) => cfg(PreTokenizer::Gpt2, false, false),
+            Some(n) if DIGITS_GPT2_NAMES.contains(&n) => cfg(PreTokenizer::DigitsGpt2, false, false),
             Some(_) => None,
         }
     }
@@ -150,6 +156,10 @@ impl PreTokenizer {
             PreTokenizer::Gpt2 => gpt2(&Seg { c: &chars, ini: 0, end: n }, &mut ends),
             PreTokenizer::Llama3 => llama3(&Seg { c: &chars, ini: 0, end: n }, false, &mut ends),
             PreTokenizer::Qwen2 => llama3(&Seg { c: &chars, ini: 0, end: n }, true, &mut ends),
+            PreTokenizer::DigitsGpt2 => {
+                let digits = refine(&chars, &[n], |s, out| by_matches(s, out, |s, i| s.is(i, N).then_some(1)));
+                ends = refine(&chars, &digits, gpt2);
+            }
             PreTokenizer::Default => {
                 let is_punct = |s: &Seg, i: usize| s.is(i, P) || matches!(s.cp(i), Some('$' | '+' | '<' | '=' | '>' | '^' | '~' | '|'));
                 let ends1 = refine(&chars, &[n], |s, out| by_matches(s, out, |s, i| run(s, i, is_punct)));
@@ -336,7 +346,7 @@ mod tests {
         pre.split(text).into_iter().map(|(a, b)| &text[a..b]).collect()
     }
 
-    use PreTokenizer::{Default, Gpt2, Llama3, Qwen2};
+    use PreTokenizer::{Default, DigitsGpt2, Gpt2, Llama3, Qwen2};
 
     #[test]
     fn names() {
@@ -346,6 +356,8 @@ mod tests {
         assert_eq!(PreConfig::from_name(Some("qwen2")).unwrap().pre, Qwen2);
         assert!(!PreConfig::from_name(Some("qwen2")).unwrap().add_bos_default);
         assert_eq!(PreConfig::from_name(Some("gpt-2")).unwrap().pre, Gpt2);
+        let smollm = PreConfig::from_name(Some("smollm")).unwrap();
+        assert_eq!((smollm.pre, smollm.ignore_merges, smollm.add_bos_default), (DigitsGpt2, false, false));
         assert_eq!(PreConfig::from_name(Some("default")).unwrap().pre, Default);
         assert_eq!(PreConfig::from_name(None).unwrap().pre, Default);
         assert_eq!(PreConfig::from_name(Some("tekken")), None);
@@ -372,6 +384,9 @@ mod tests {
         assert_eq!(words(Llama3, "1 12 123 1234 1234567"), ["1", " ", "12", " ", "123", " ", "123", "4", " ", "123", "456", "7"]);
         assert_eq!(words(Qwen2, "2024 x1"), ["2", "0", "2", "4", " x", "1"]);
         assert_eq!(words(Gpt2, "2024 x1 12345"), ["2024", " x", "1", " 12345"]);
+        // each digit alone first, so a space before a number stays a word of its own
+        assert_eq!(words(DigitsGpt2, "2024 x1 12"), ["2", "0", "2", "4", " x", "1", " ", "1", "2"]);
+        assert_eq!(words(DigitsGpt2, "a 1 b ²"), ["a", " ", "1", " b", " ", "²"]);
         // non-ASCII numbers count too: ² ½ Ⅻ and Devanagari digits
         assert_eq!(words(Llama3, "x²½Ⅻ१२३४"), ["x", "²½Ⅻ", "१२३", "४"]);
         assert_eq!(words(Default, "12345 a1234"), ["123", "45", " a", "123", "4"]);
