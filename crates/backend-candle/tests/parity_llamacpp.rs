@@ -1,4 +1,5 @@
-//! Teacher-forced parity with llama.cpp (llama-cpp-2) on the default model.
+//! Teacher-forced parity with llama.cpp (llama-cpp-2) on both real models: the default
+//! (Gemma 3 270M Q4_K_M) and SmolLM2 135M Q4_1 (llama architecture, byte-level BPE).
 //!
 //! For each of three prompts (one longer than the 512-token sliding window of Gemma 3's
 //! local layers), llama.cpp tokenizes the prompt and greedily continues it for 64 tokens
@@ -10,16 +11,18 @@
 //! so no fixed agreement rate holds everywhere: llama.cpp's own agreement with its greedy
 //! stream, measured here in the same run, sets the bar. candle must agree at most `MARGIN`
 //! less often than that, and wherever candle's argmax is not llama.cpp's token the two must
-//! be a near-tie in candle's logits (within `NEAR_TIE`). llama.cpp's own disagreements have
-//! gaps of up to about 0.22 nats on this model, so a bound of 0.15 would fail llama.cpp
-//! against itself; the bound is 0.25. How far apart the logits are, position by position,
+//! be a near-tie in candle's logits: within `NEAR_TIE` (0.25 nats), or within the largest gap
+//! llama.cpp has against itself in the same run where that is larger. llama.cpp's own
+//! disagreements reach about 0.22 nats on Gemma 3 and 0.32 on SmolLM2 here, so a fixed bound
+//! of 0.15 would fail llama.cpp against itself. How far apart the logits are, position by position,
 //! is printed by `cargo run --release --example logit_profile` (a diagnostic, not a test).
 
 mod common;
-use common::llama_ref::{forced, greedy, llama, long_prompt};
+use common::llama_ref::{forced, greedy, llama_at, long_prompt};
 use common::*;
 use lx_backend_candle::CandleBackend;
 use lx_engine::backend::{choose_greedy, Backend, Batch, Outputs};
+use std::path::Path;
 
 const N_GEN: usize = 64;
 const NEAR_TIE: f32 = 0.25;
@@ -56,7 +59,16 @@ const MARGIN: f64 = 0.05;
 
 #[test]
 fn teacher_forced_parity_with_llama_cpp() {
-    let l = llama();
+    teacher_forced(&model_path());
+}
+
+#[test]
+fn teacher_forced_parity_with_llama_cpp_smollm2() {
+    teacher_forced(&smollm2_path());
+}
+
+fn teacher_forced(path: &Path) {
+    let l = llama_at(path);
     let long = long_prompt();
     let prompts = [
         "Once upon a time, in a small village,".to_string(),
@@ -64,7 +76,7 @@ fn teacher_forced_parity_with_llama_cpp() {
             .to_string(),
         long,
     ];
-    let mut b = CandleBackend::load(&spec(1, 1024)).expect("candle load");
+    let mut b = CandleBackend::load(&spec_at(path.to_path_buf(), 1, 1024)).expect("candle load");
     let (mut candle, mut itself) = (Forced::default(), Forced::default());
     for (pi, text) in prompts.iter().enumerate() {
         let (prompt, cont, llama_gaps) = greedy(&l, text, N_GEN);
@@ -99,14 +111,16 @@ fn teacher_forced_parity_with_llama_cpp() {
             itself.add(pi, i, logits[best] - logits[want as usize]);
         }
         eprintln!(
-            "prompt {pi}: {} prompt tokens; continuation {:?}{}",
+            "{}: prompt {pi}: {} prompt tokens; continuation {:?}{}",
+            path.display(),
             prompt.len(),
-            detokenize(&model_path(), &cont[..16]),
+            detokenize(path, &cont[..16]),
             if line.is_empty() { " — all agree".to_string() } else { line }
         );
     }
     eprintln!(
-        "argmax agreement with llama.cpp's greedy stream: candle {}/{} = {:.1}%; llama.cpp's precise configuration {}/{} = {:.1}% (gaps {:?})",
+        "{}: argmax agreement with llama.cpp's greedy stream: candle {}/{} = {:.1}%; llama.cpp's precise configuration {}/{} = {:.1}% (gaps {:?})",
+        path.display(),
         candle.agree,
         candle.total,
         candle.rate() * 100.0,
@@ -115,8 +129,9 @@ fn teacher_forced_parity_with_llama_cpp() {
         itself.rate() * 100.0,
         itself.gaps.iter().map(|g| format!("{:.3}", g.2)).collect::<Vec<_>>()
     );
-    let not_ties: Vec<_> = candle.gaps.iter().filter(|g| g.2 > NEAR_TIE).collect();
-    assert!(not_ties.is_empty(), "disagreements that are not near-ties (prompt, position, gap): {not_ties:?}");
+    let bound = itself.gaps.iter().map(|g| g.2).fold(NEAR_TIE, f32::max);
+    let not_ties: Vec<_> = candle.gaps.iter().filter(|g| g.2 > bound).collect();
+    assert!(not_ties.is_empty(), "disagreements that are not near-ties (within {bound:.3} nats): (prompt, position, gap) {not_ties:?}");
     assert!(
         candle.rate() >= itself.rate() - MARGIN,
         "candle agrees at {:.1}%, more than {:.0} points below llama.cpp's agreement with itself ({:.1}%)",

@@ -13,6 +13,7 @@ use llama_cpp_2::token::LlamaToken;
 use lx_engine::backend::{choose_greedy, TokenId};
 use std::num::NonZeroU32;
 use std::path::Path;
+use std::sync::OnceLock;
 
 use super::model_path;
 
@@ -56,8 +57,18 @@ pub fn long_prompt() -> String {
 }
 
 pub struct Llama {
-    pub _backend: LlamaBackend,
+    pub backend: &'static LlamaBackend,
     pub model: &'static LlamaModel,
+}
+
+/// llama.cpp may be initialised once per process: every model in a test binary shares it.
+fn llama_backend() -> &'static LlamaBackend {
+    static BACKEND: OnceLock<LlamaBackend> = OnceLock::new();
+    BACKEND.get_or_init(|| {
+        let mut backend = LlamaBackend::init().expect("llama backend");
+        backend.void_logs();
+        backend
+    })
 }
 
 /// llama.cpp with the default model.
@@ -67,14 +78,12 @@ pub fn llama() -> Llama {
 
 /// llama.cpp with the model at `path`.
 pub fn llama_at(path: &Path) -> Llama {
-    let mut backend = LlamaBackend::init().expect("llama backend");
-    backend.void_logs();
-    let model = LlamaModel::load_from_file(&backend, path, &LlamaModelParams::default())
+    let backend = llama_backend();
+    let model = LlamaModel::load_from_file(backend, path, &LlamaModelParams::default())
         .unwrap_or_else(|e| panic!("llama.cpp cannot load {}: {e}", path.display()));
-    let model: &'static LlamaModel = Box::leak(Box::new(model));
     Llama {
-        _backend: backend,
-        model,
+        backend,
+        model: Box::leak(Box::new(model)),
     }
 }
 
@@ -97,7 +106,7 @@ pub fn llama_context(l: &Llama, n_ctx: usize, precise: bool) -> LlamaContext<'st
         params
     };
     l.model
-        .new_context(&l._backend, params)
+        .new_context(l.backend, params)
         .expect("llama context")
 }
 

@@ -20,9 +20,21 @@ pub fn model_path() -> PathBuf {
     p
 }
 
+/// The second real model (SmolLM2 135M Instruct Q4_1, llama architecture, byte-level BPE)
+/// in the model cache. Panics with what to do when it is absent.
+pub fn smollm2_path() -> PathBuf {
+    let p = lx_models::catalog_model_path("smollm2").expect("the catalog names smollm2");
+    assert!(p.is_file(), "this test needs SmolLM2 at {}; fetch it (`lx models fetch smollm2`)", p.display());
+    p
+}
+
 pub fn spec(slots: usize, ctx: usize) -> LoadSpec {
+    spec_at(model_path(), slots, ctx)
+}
+
+pub fn spec_at(model_path: PathBuf, slots: usize, ctx: usize) -> LoadSpec {
     LoadSpec {
-        model_path: model_path(),
+        model_path,
         threads: 2,
         slots,
         ctx_per_slot: ctx,
@@ -31,17 +43,9 @@ pub fn spec(slots: usize, ctx: usize) -> LoadSpec {
     }
 }
 
-/// Token pieces from the GGUF vocabulary, for printing only.
+/// The text of `ids` in the model at `path`, for printing only.
 pub fn detokenize(path: &std::path::Path, ids: &[TokenId]) -> String {
-    let g = lx_engine::gguf::GgufFile::open(path).expect("gguf");
-    let toks = g.get_str_array("tokenizer.ggml.tokens").expect("tokens");
-    ids.iter()
-        .map(|&i| {
-            toks.get(i as usize)
-                .map(|s| s.replace('\u{2581}', " "))
-                .unwrap_or_default()
-        })
-        .collect()
+    lx_engine::tokenizer::Tokenizer::from_path(path).expect("tokenizer").decode(ids)
 }
 
 pub fn chunk(slot: Slot, pos: usize, tokens: &[TokenId], outputs: Outputs) -> Chunk {
