@@ -1,11 +1,15 @@
-//! Gemma 3 over mlx-rs (with the `mlx` feature, on macOS aarch64 and Linux x86_64).
+//! Gemma 3 and the llama family (`llama`, `qwen2`, `qwen3`) over mlx-rs (with the `mlx`
+//! feature, on macOS aarch64 and Linux x86_64).
 //!
-//! The same graph as the candle backend (crates/backend-candle/src/model.rs) and llama.cpp's
-//! `gemma3`: embedding scaled by `sqrt(hidden)`; per layer RMS norm → Q/K/V → per-head RMS
-//! norm of Q and K → NeoX RoPE (local base on sliding-window layers, global base and linear
+//! The same graph as the candle backend (crates/backend-candle/src/model.rs), from the same
+//! configuration, and llama.cpp's: embedding (scaled by `sqrt(hidden)` for Gemma); per layer
+//! RMS norm → Q/K/V (with biases where the file has them) → per-head RMS norm of Q and K
+//! (Gemma 3, Qwen 3) → RoPE, NeoX halves or llama's adjacent pairs, with llama 3's frequency
+//! factors where present (Gemma: local base on sliding-window layers, global base and linear
 //! scale on the others) → attention with queries scaled by `attn_scale` → output projection →
-//! post-attention norm → residual; RMS norm → `gelu_tanh(gate) * up` → down → post-FFN norm →
-//! residual; final norm → tied output projection (optional soft-capping).
+//! post-attention norm (Gemma) → residual; RMS norm → `act(gate) * up` (GELU-tanh for Gemma,
+//! SiLU otherwise) → down → post-FFN norm (Gemma) → residual; final norm → output projection
+//! (tied or not, optional bias and soft-capping).
 //!
 //! One step is one lazy MLX graph: all chunks' rows go through the projections and the FFN
 //! together (see [`crate::plan`]); RoPE, the KV-cache write and attention run per chunk. The
@@ -20,7 +24,7 @@
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
-use lx_backend_candle::Gemma3Config;
+use lx_backend_candle::config::{Activation, Config, RopeStyle};
 use lx_engine::backend::{
     choose_greedy, Backend, BackendError, BackendInfo, Batch, Capabilities, Choice, ChunkOutput, LoadSpec, Outputs,
     Slot,
@@ -108,20 +112,36 @@ impl Linear {
     }
 }
 
+/// A projection and its bias, when the file has one.
+struct Affinely {
+    w: Linear,
+    b: Option<Array>,
+}
+
+impl Affinely {
+    fn forward(&self, x: &Array) -> MxResult<Array> {
+        let y = self.w.forward(x)?;
+        match &self.b {
+            Some(b) => ops::add(&y, b),
+            None => Ok(y),
+        }
+    }
+}
+
 struct Layer {
     attn_norm: Array,
-    wq: Linear,
-    wk: Linear,
-    wv: Linear,
-    wo: Linear,
-    q_norm: Array,
-    k_norm: Array,
-    post_attn_norm: Array,
+    wq: Affinely,
+    wk: Affinely,
+    wv: Affinely,
+    wo: Affinely,
+    q_norm: Option<Array>,
+    k_norm: Option<Array>,
+    post_attn_norm: Option<Array>,
     ffn_norm: Array,
-    gate: Linear,
-    up: Linear,
-    down: Linear,
-    post_ffn_norm: Array,
+    gate: Affinely,
+    up: Affinely,
+    down: Affinely,
+    post_ffn_norm: Option<Array>,
     local: bool,
 }
 
@@ -142,15 +162,18 @@ struct Counts {
 }
 
 struct Model {
-    cfg: Gemma3Config,
+    cfg: Config,
     embed: Linear,
     /// `output.weight` when the file has one; else the tied embedding.
     output: Option<Linear>,
+    output_bias: Option<Array>,
     output_norm: Array,
     layers: Vec<Layer>,
-    embed_scale: f32,
     /// MLX multiplies positions by this (candle divides by `rope_scale_global`).
     rope_scale_global: f32,
+    /// Global layers' RoPE as MLX's `freqs` (`base^(2i/d) × factor_i`), where the file has
+    /// llama 3's frequency factors (`rope_freqs.weight`, which llama.cpp divides by).
+    rope_freqs: Option<Array>,
 }
 
 /// Reads one GGUF tensor to host f32 (through candle's dequantization for quantized types).
@@ -186,6 +209,11 @@ fn vector(g: &GgufFile, name: &str, len: usize) -> Result<Array, BackendError> {
     Ok(v)
 }
 
+/// A vector some files of an architecture have and others lack (biases).
+fn optional_vector(g: &GgufFile, name: &str, len: usize) -> Result<Option<Array>, BackendError> {
+    g.tensor(name).map(|_| vector(g, name, len)).transpose()
+}
+
 fn matrix(g: &GgufFile, name: &str, rows: usize, cols: usize, mode: WeightMode, counts: &mut Counts) -> Result<Linear, BackendError> {
     let t = check_shape(g, name, rows, cols)?;
     let lin = if mode == WeightMode::AsLoaded && repack::repackable(t) {
@@ -210,15 +238,8 @@ fn matrix(g: &GgufFile, name: &str, rows: usize, cols: usize, mode: WeightMode, 
 
 impl Model {
     fn load(g: &GgufFile, mode: WeightMode, counts: &mut Counts) -> Result<Self, BackendError> {
-        let cfg = Gemma3Config::from_gguf(g)?;
-        // The shared config parser also reads the llama family, which this graph does not
-        // implement yet: say so instead of failing on a missing Gemma tensor.
-        if cfg.arch != lx_backend_candle::config::Arch::Gemma3 {
-            return Err(BackendError::Unsupported(format!(
-                "the MLX backend implements gemma3 only, not {}",
-                cfg.architecture
-            )));
-        }
+        // The candle backend's parser: the same architectures, read the same way.
+        let cfg = Config::from_gguf(g)?;
         let h = cfg.embedding_length;
         let (nh, nkv, dk, dv, ff, vocab) =
             (cfg.head_count, cfg.head_count_kv, cfg.key_length, cfg.value_length, cfg.feed_forward_length, cfg.vocab_size);
@@ -227,11 +248,27 @@ impl Model {
             Some(_) => Some(matrix(g, "output.weight", vocab, h, mode, counts)?),
             None => None,
         };
+        let output_bias = optional_vector(g, "output.bias", vocab)?;
         let output_norm = vector(g, "output_norm.weight", h)?;
+        let rope_freqs = match g.tensor("rope_freqs.weight") {
+            Some(_) => {
+                let t = check_shape(g, "rope_freqs.weight", 1, dk / 2)?;
+                let factors = host_f32(g, "rope_freqs.weight", t, 1, dk / 2)?;
+                let base = cfg.rope_base_global;
+                let freqs: Vec<f32> =
+                    factors.iter().enumerate().map(|(i, f)| (base.powf(2.0 * i as f64 / dk as f64) * *f as f64) as f32).collect();
+                Some(Array::from_slice(&freqs, &[freqs.len() as i32]))
+            }
+            None => None,
+        };
         let mut layers = Vec::with_capacity(cfg.block_count);
         for il in 0..cfg.block_count {
             let n = |s: &str| format!("blk.{il}.{s}.weight");
-            let mut m = |s: &str, rows: usize, cols: usize| matrix(g, &n(s), rows, cols, mode, counts);
+            let mut m = |s: &str, rows: usize, cols: usize| -> Result<Affinely, BackendError> {
+                let w = matrix(g, &n(s), rows, cols, mode, counts)?;
+                Ok(Affinely { w, b: optional_vector(g, &format!("blk.{il}.{s}.bias"), rows)? })
+            };
+            let norm = |s: &str, len: usize, present: bool| present.then(|| vector(g, &n(s), len)).transpose();
             layers.push(Layer {
                 wq: m("attn_q", nh * dk, h)?,
                 wk: m("attn_k", nkv * dk, h)?,
@@ -241,22 +278,23 @@ impl Model {
                 up: m("ffn_up", ff, h)?,
                 down: m("ffn_down", h, ff)?,
                 attn_norm: vector(g, &n("attn_norm"), h)?,
-                q_norm: vector(g, &n("attn_q_norm"), dk)?,
-                k_norm: vector(g, &n("attn_k_norm"), dk)?,
-                post_attn_norm: vector(g, &n("post_attention_norm"), h)?,
+                q_norm: norm("attn_q_norm", dk, cfg.qk_norm)?,
+                k_norm: norm("attn_k_norm", dk, cfg.qk_norm)?,
+                post_attn_norm: norm("post_attention_norm", h, cfg.post_norms)?,
                 ffn_norm: vector(g, &n("ffn_norm"), h)?,
-                post_ffn_norm: vector(g, &n("post_ffw_norm"), h)?,
+                post_ffn_norm: norm("post_ffw_norm", h, cfg.post_norms)?,
                 local: cfg.is_local[il],
             });
         }
         Ok(Self {
-            embed_scale: (h as f32).sqrt(),
             rope_scale_global: (1.0 / cfg.rope_scale_global) as f32,
             cfg,
             embed,
             output,
+            output_bias,
             output_norm,
             layers,
+            rope_freqs,
         })
     }
 
@@ -267,30 +305,41 @@ impl Model {
         let (nh, nkv, dk, dv) = (c.head_count as i32, c.head_count_kv as i32, c.key_length as i32, c.value_length as i32);
         let eps = c.rms_eps as f32;
         let ids = Array::from_slice(&p.tokens, &[p.tokens.len() as i32]);
-        let mut x = ops::multiply(self.embed.rows(&ids)?, Array::from_f32(self.embed_scale))?;
+        let mut x = self.embed.rows(&ids)?;
+        if c.embed_scale != 1.0 {
+            x = ops::multiply(&x, Array::from_f32(c.embed_scale as f32))?;
+        }
+        // MLX's `traditional` RoPE rotates adjacent pairs, llama.cpp's "normal" style.
+        let traditional = c.rope_style == RopeStyle::Interleaved;
+        // Optional RMS norm: the norms only some architectures have.
+        let norm = |t: Array, w: Option<&Array>| -> MxResult<Array> {
+            match w {
+                Some(w) => fast::rms_norm(&t, Some(w), eps),
+                None => Ok(t),
+            }
+        };
         for (il, layer) in self.layers.iter().enumerate() {
             let h = fast::rms_norm(&x, Some(&layer.attn_norm), eps)?;
             let q = layer.wq.forward(&h)?;
             let k = layer.wk.forward(&h)?;
             let v = layer.wv.forward(&h)?;
-            let (base, scale, window) = if layer.local {
-                (c.rope_base_local as f32, 1.0, c.sliding_window)
+            // MLX takes either a base or explicit frequencies.
+            let (base, freqs, scale, window) = if layer.local {
+                (Some(c.rope_base_local as f32), None, 1.0, c.sliding_window)
             } else {
-                (c.rope_base_global as f32, self.rope_scale_global, None)
+                let base = if self.rope_freqs.is_some() { None } else { Some(c.rope_base_global as f32) };
+                (base, self.rope_freqs.as_ref(), self.rope_scale_global, None)
             };
             let mut outs = Vec::with_capacity(p.chunks.len());
             for ch in &p.chunks {
                 let (r, n, pos) = (ch.row as i32, ch.len as i32, ch.pos as i32);
-                // (rows, heads * d) → (1, heads, n, d), normalised per head when `norm` is given.
-                let heads = |a: &Array, heads: i32, d: i32, norm: Option<&Array>| -> MxResult<Array> {
-                    let mut t = ops::reshape(a.try_index((r..r + n, ..))?, &[1, n, heads, d])?;
-                    if let Some(w) = norm {
-                        t = fast::rms_norm(&t, Some(w), eps)?;
-                    }
+                // (rows, heads * d) → (1, heads, n, d), normalised per head when `norm_w` is given.
+                let heads = |a: &Array, heads: i32, d: i32, norm_w: Option<&Array>| -> MxResult<Array> {
+                    let t = norm(ops::reshape(a.try_index((r..r + n, ..))?, &[1, n, heads, d])?, norm_w)?;
                     ops::transpose_axes(&t, &[0, 2, 1, 3])
                 };
-                let qc = fast::rope(heads(&q, nh, dk, Some(&layer.q_norm))?, dk, false, base, scale, pos, None::<&Array>)?;
-                let kc = fast::rope(heads(&k, nkv, dk, Some(&layer.k_norm))?, dk, false, base, scale, pos, None::<&Array>)?;
+                let qc = fast::rope(heads(&q, nh, dk, layer.q_norm.as_ref())?, dk, traditional, base, scale, pos, freqs)?;
+                let kc = fast::rope(heads(&k, nkv, dk, layer.k_norm.as_ref())?, dk, traditional, base, scale, pos, freqs)?;
                 let vc = heads(&v, nkv, dv, None)?;
                 let cache = &mut caches[ch.slot];
                 cache.k[il].try_index_mut((.., .., pos..pos + n, ..), &kc)?;
@@ -311,11 +360,16 @@ impl Model {
                 outs.push(ops::reshape(ops::transpose_axes(&o, &[0, 2, 1, 3])?, &[n, nh * dv])?);
             }
             let attn = if outs.len() == 1 { outs.pop().expect("one chunk") } else { ops::concatenate(&outs, 0)? };
-            let attn = fast::rms_norm(layer.wo.forward(&attn)?, Some(&layer.post_attn_norm), eps)?;
+            let attn = norm(layer.wo.forward(&attn)?, layer.post_attn_norm.as_ref())?;
             let sa = ops::add(&x, &attn)?;
             let h = fast::rms_norm(&sa, Some(&layer.ffn_norm), eps)?;
-            let gated = ops::multiply(mlx_rs::nn::gelu_approximate(layer.gate.forward(&h)?)?, layer.up.forward(&h)?)?;
-            let f = fast::rms_norm(layer.down.forward(&gated)?, Some(&layer.post_ffn_norm), eps)?;
+            let g = layer.gate.forward(&h)?;
+            let g = match c.activation {
+                Activation::GeluTanh => mlx_rs::nn::gelu_approximate(g)?,
+                Activation::Silu => mlx_rs::nn::silu(g)?,
+            };
+            let gated = ops::multiply(g, layer.up.forward(&h)?)?;
+            let f = norm(layer.down.forward(&gated)?, layer.post_ffn_norm.as_ref())?;
             x = ops::add(&sa, &f)?;
         }
         if p.out_rows.is_empty() {
@@ -328,6 +382,9 @@ impl Model {
         };
         let x = fast::rms_norm(&x, Some(&self.output_norm), eps)?;
         let mut logits = self.output.as_ref().unwrap_or(&self.embed).forward(&x)?;
+        if let Some(b) = &self.output_bias {
+            logits = ops::add(&logits, b)?;
+        }
         if let Some(cap) = c.final_logit_softcap {
             let cap = Array::from_f32(cap as f32);
             logits = ops::multiply(ops::tanh(ops::divide(&logits, &cap)?)?, &cap)?;

@@ -1,4 +1,4 @@
-//! MLX backend for Latency Explorer: our own Gemma 3 graph over mlx-rs, behind the engine's
+//! MLX backend for Latency Explorer: our own graph of Gemma 3 and the llama family over mlx-rs, behind the engine's
 //! step interface ([`lx_engine::backend::Backend`]).
 //!
 //! The MLX part ([`MlxBackend`]) is compiled with the `mlx` feature on two platforms:

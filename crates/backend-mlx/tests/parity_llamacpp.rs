@@ -1,4 +1,5 @@
-//! MLX against llama.cpp, and against itself, on the default model (builds with `--features
+//! MLX against llama.cpp, and against itself, on the default model and on SmolLM2 (the llama
+//! family's graph; builds with `--features
 //! mlx` on macOS aarch64 and Linux x86_64; elsewhere this file compiles to nothing). On Linux
 //! MLX runs on its CPU device (the mlx-cpu wheel); on a Mac these tests pick MLX's default
 //! device. They fail, never skip, without the model (`common::model_path`).
@@ -28,7 +29,7 @@
 #[path = "../../backend-candle/tests/common/mod.rs"]
 mod common;
 use common::llama_ref::{forced, greedy, llama_at, long_prompt};
-use common::{chunk, model_path};
+use common::{chunk, model_path, smollm2_path};
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -58,7 +59,12 @@ fn spec(slots: usize, ctx: usize) -> LoadSpec {
 }
 
 fn load(slots: usize, ctx: usize, weights: WeightMode) -> MlxBackend {
-    MlxBackend::load_with(&spec(slots, ctx), &Options { weights, cpu: false }).expect("MLX loads the default model")
+    load_at(&model_path(), slots, ctx, weights)
+}
+
+fn load_at(model: &Path, slots: usize, ctx: usize, weights: WeightMode) -> MlxBackend {
+    MlxBackend::load_with(&LoadSpec { model_path: model.to_path_buf(), ..spec(slots, ctx) }, &Options { weights, cpu: false })
+        .unwrap_or_else(|e| panic!("MLX cannot load {}: {e}", model.display()))
 }
 
 const PROMPTS: [&str; 4] = [
@@ -75,12 +81,12 @@ fn window_prompt() -> String {
     long_prompt().split("\n\n").take(8).collect::<Vec<_>>().join("\n\n")
 }
 
-/// Teacher-forced parity of MLX in `mode` (loading the default model) with llama.cpp running
+/// Teacher-forced parity of MLX in `mode`, loading `model`, with llama.cpp running
 /// `reference`, which must hold the same weights, over `texts`.
-fn teacher_forced(mode: WeightMode, reference: &Path, texts: &[String]) {
+fn teacher_forced(mode: WeightMode, model: &Path, reference: &Path, texts: &[String]) {
     let _one = one_at_a_time();
     let l = llama_at(reference);
-    let mut b = load(1, 1024, mode);
+    let mut b = load_at(model, 1, 1024, mode);
     eprintln!("{}", b.info().version);
     let (mut agree, mut llama_agree, mut total, mut misses) = (0usize, 0usize, 0usize, Vec::new());
     // llama.cpp's own disagreements (precise against default): their gaps, in nats.
@@ -150,7 +156,47 @@ fn teacher_forced_parity_with_llama_cpp_as_loaded() {
     let long = window_prompt();
     let tokens = lx_engine::tokenizer::Tokenizer::from_path(model_path()).unwrap().encode(&long).len();
     assert!(window.is_some_and(|w| tokens > w), "the long prompt ({tokens} tokens) must pass the sliding window ({window:?})");
-    teacher_forced(WeightMode::AsLoaded, &model_path(), &[PROMPTS[0].into(), PROMPTS[1].into(), long]);
+    teacher_forced(WeightMode::AsLoaded, &model_path(), &model_path(), &[PROMPTS[0].into(), PROMPTS[1].into(), long]);
+}
+
+/// `src` with every matrix dequantized to f32 (exact) and everything else as it is.
+fn write_f32_gguf(src: &Path, dst: &Path) {
+    let g = lx_engine::gguf::GgufFile::open(src).unwrap();
+    let mut w = lx_engine::gguf::GgufWriter::new();
+    for (k, v) in g.metadata_pairs() {
+        w = w.kv(k, v.clone());
+    }
+    let cpu = candle_core::Device::Cpu;
+    for t in g.tensors() {
+        let bytes = g.read_tensor_bytes(&t.name).unwrap();
+        w = match t.dims[..] {
+            [cols, rows] => {
+                let dtype = lx_backend_candle::model::candle_dtype(t.ggml_type).unwrap();
+                let storage = candle_core::quantized::QStorage::from_data(std::borrow::Cow::Owned(bytes), &cpu, dtype).unwrap();
+                let q = candle_core::quantized::QTensor::new(storage, (rows as usize, cols as usize)).unwrap();
+                let values = q.dequantize(&cpu).and_then(|x| x.flatten_all()).and_then(|x| x.to_vec1::<f32>()).unwrap();
+                w.tensor_f32(&t.name, &t.dims, &values)
+            }
+            _ => w.tensor(&t.name, &t.dims, t.ggml_type, bytes),
+        };
+    }
+    w.write(dst).unwrap();
+}
+
+/// The llama family on real weights: SmolLM2 135M, with llama's adjacent-pair RoPE, SiLU and
+/// none of Gemma's extra norms. MLX keeps its Q4_1 and Q8_0 matrices exactly (affine 4- and
+/// 8-bit) and multiplies them with f32 activations, where llama.cpp would round activations
+/// to 8 bits for a quantized matrix: so llama.cpp runs the file with every matrix dequantized
+/// to f32, the very weights MLX runs, in the same arithmetic.
+#[test]
+fn teacher_forced_parity_with_llama_cpp_smollm2() {
+    let smollm2 = smollm2_path();
+    let dir = std::env::temp_dir().join(format!("lx-mlx-smollm2-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let f32_file = dir.join("smollm2-f32.gguf");
+    write_f32_gguf(&smollm2, &f32_file);
+    teacher_forced(WeightMode::AsLoaded, &smollm2, &f32_file, &PROMPTS.map(String::from));
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// MLX's own 4-bit weights are a coarser model than the file (every matrix requantized from
@@ -165,7 +211,7 @@ fn teacher_forced_parity_with_llama_cpp_on_mlx_4bit_weights() {
     let quantized = mlx4::write_gguf(&model_path(), &file).expect("the model as MLX's 4-bit mode holds it");
     let matrices = lx_engine::gguf::GgufFile::open(model_path()).unwrap().tensors().iter().filter(|t| t.dims.len() == 2).count();
     assert_eq!(quantized, matrices, "every matrix of the default model is quantized");
-    teacher_forced(WeightMode::Mlx4, &file, &PROMPTS.map(String::from));
+    teacher_forced(WeightMode::Mlx4, &model_path(), &file, &PROMPTS.map(String::from));
     std::fs::remove_dir_all(&dir).ok();
 }
 
