@@ -3,12 +3,16 @@
 //! and whether the difference is larger than the runs' own spread. The spread is each
 //! median's 95% interval from the point's own requests (order statistics: no assumption about
 //! the shape of the distribution); a difference counts when the two intervals do not overlap.
-//! Throughput is one number per point and has no interval.
+//! A point measured several times (`--repetitions`) pools its repetitions' requests, and its
+//! interval widens to cover the repetitions' own 95% interval ([`crate::repeats`]), so drift
+//! between measurements counts as spread too. Throughput is one number per measurement: it has
+//! an interval only where both runs repeated the point.
 
 use serde::Serialize;
 
 use crate::load::RequestRecord;
 use crate::printers::test_name;
+use crate::repeats::{figures, Spread};
 use crate::results::{PointResult, RunFile};
 
 /// A sample median with its 95% interval.
@@ -99,10 +103,34 @@ fn key(p: &PointResult) -> (String, String, String) {
     (test_name(p), p.backend.clone(), p.policy_label())
 }
 
-fn medians(p: &PointResult) -> [Option<Median>; 3] {
-    let ok = || p.samples.iter().filter(|r| r.ok());
+/// One point of one run, its repetitions (if any) taken together.
+struct Pooled {
+    /// TTFT, prefill and decode medians of every repetition's requests.
+    medians: [Option<Median>; 3],
+    /// Mean throughput of the repetitions, and their spread when there are several.
+    throughput: Option<f64>,
+    throughput_spread: Option<Spread>,
+}
+
+fn pooled(reps: &[&PointResult]) -> Pooled {
+    let ok = || reps.iter().flat_map(|p| p.samples.iter()).filter(|r| r.ok());
     let of = |f: fn(&RequestRecord) -> Option<f64>| Median::of(ok().filter_map(f));
-    [of(RequestRecord::ttft_ms), of(RequestRecord::prefill_tps), of(RequestRecord::decode_tps)]
+    let mut medians = [of(RequestRecord::ttft_ms), of(RequestRecord::prefill_tps), of(RequestRecord::decode_tps)];
+    let per_rep: Vec<[Option<f64>; 4]> = reps.iter().map(|p| figures(p)).collect();
+    for (i, m) in medians.iter_mut().enumerate() {
+        if let (Some(m), Some(s)) = (m.as_mut(), Spread::of(per_rep.iter().filter_map(|f| f[i]))) {
+            m.low = m.low.min(s.low);
+            m.high = m.high.max(s.high);
+        }
+    }
+    let throughputs: Vec<f64> = per_rep.iter().filter_map(|f| f[3]).filter(|&t| t > 0.0).collect();
+    let throughput = (!throughputs.is_empty()).then(|| throughputs.iter().sum::<f64>() / throughputs.len() as f64);
+    Pooled { medians, throughput, throughput_spread: Spread::of(throughputs) }
+}
+
+/// The points of `run` with `key`: one, or one per repetition.
+fn group<'a>(run: &'a RunFile, k: &(String, String, String)) -> Vec<&'a PointResult> {
+    run.points.iter().filter(|p| key(p) == *k).collect()
 }
 
 /// Compare `runs[1..]` with `runs[0]`; `names` label them (file names).
@@ -124,18 +152,28 @@ pub fn compare(runs: &[RunFile], names: &[String]) -> Comparison {
     let describe = |p: &PointResult| format!("{} ({}, {})", test_name(p), p.backend, p.policy_label());
     for (i, other) in others.iter().enumerate() {
         let run = i + 1;
-        for b in &base.points {
-            let Some(o) = other.points.iter().find(|o| key(o) == key(b)) else {
+        // Each point once, however many repetitions it has.
+        let firsts = base.points.iter().enumerate().filter(|(i, b)| !base.points[..*i].iter().any(|e| key(e) == key(b)));
+        for (_, b) in firsts {
+            let o = group(other, &key(b));
+            if o.is_empty() {
                 unmatched.push(format!("run {run}: {}: not in this run", describe(b)));
                 continue;
+            }
+            let (pb, po) = (pooled(&group(base, &key(b))), pooled(&o));
+            let (mb, mo) = (pb.medians, po.medians);
+            let throughput = match (pb.throughput, po.throughput) {
+                (Some(tb), Some(to)) => Some(FigureDiff {
+                    base: tb,
+                    other: to,
+                    ratio: to / tb,
+                    beyond_spread: match (pb.throughput_spread, po.throughput_spread) {
+                        (Some(sb), Some(so)) => Some(sb.high < so.low || so.high < sb.low),
+                        _ => None,
+                    },
+                }),
+                _ => None,
             };
-            let (mb, mo) = (medians(b), medians(o));
-            let throughput = (b.throughput_tps > 0.0 && o.throughput_tps > 0.0).then(|| FigureDiff {
-                base: b.throughput_tps,
-                other: o.throughput_tps,
-                ratio: o.throughput_tps / b.throughput_tps,
-                beyond_spread: None,
-            });
             let (test, backend, policy) = key(b);
             points.push(PointDiff {
                 test,
@@ -145,8 +183,13 @@ pub fn compare(runs: &[RunFile], names: &[String]) -> Comparison {
                 figures: [FigureDiff::of_medians(mb[0], mo[0]), FigureDiff::of_medians(mb[1], mo[1]), FigureDiff::of_medians(mb[2], mo[2]), throughput],
             });
         }
-        for o in other.points.iter().filter(|o| !base.points.iter().any(|b| key(b) == key(o))) {
-            unmatched.push(format!("run {run}: {}: not in the base run", describe(o)));
+        let missing = other.points.iter().filter(|o| !base.points.iter().any(|b| key(b) == key(o)));
+        let mut seen: Vec<(String, String, String)> = Vec::new();
+        for o in missing {
+            if !seen.contains(&key(o)) {
+                seen.push(key(o));
+                unmatched.push(format!("run {run}: {}: not in the base run", describe(o)));
+            }
         }
     }
     Comparison { runs: labels, points, unmatched }
@@ -178,5 +221,44 @@ mod tests {
         assert!((d.ratio - near.value / a.value).abs() < 1e-12);
         assert_eq!(FigureDiff::of_medians(Some(a), Some(far)).unwrap().beyond_spread, Some(true));
         assert_eq!(FigureDiff::of_medians(Some(a), None), None);
+    }
+
+    /// A measurement of 20 requests with TTFT `ttft` ms (± 1%) and throughput `tps`.
+    fn measured(ttft: f64, tps: f64, repetition: u32) -> PointResult {
+        let spec = crate::load::PointSpec { prompt_tokens: 16, max_tokens: 2, concurrency: 1, requests: 20, warmup: 0, stop_at_eos: false, top_logprobs: 0 };
+        let records = (0..20)
+            .map(|i| {
+                let mut r = RequestRecord::new(i, 16, 2, 0.0);
+                let t = ttft * (0.99 + 0.001 * i as f64);
+                r.token_ms = vec![t, t + 10.0];
+                r.tokens = vec![1, 1];
+                r.token_steps = vec![1, 2];
+                r.finish = Some(crate::scheduler::FinishReason::Length);
+                r
+            })
+            .collect();
+        let run = crate::load::PointRun { records, steps: Vec::new(), window_ms: 1000.0, worker_error: None, stopped: false };
+        let mut p = PointResult::from_run("llama", crate::scheduler::Policy::Continuous, &spec, run);
+        p.throughput_tps = tps;
+        p.repetition = Some(repetition);
+        p
+    }
+
+    #[test]
+    fn repetitions_pool_their_requests_and_widen_the_interval_to_their_own_spread() {
+        let (a, b) = (measured(100.0, 10.0, 1), measured(120.0, 12.0, 2));
+        // One measurement alone: an interval within its own ±1%.
+        let alone = pooled(&[&a]);
+        let m = alone.medians[0].unwrap();
+        assert!(m.low >= 99.0 && m.high <= 101.0, "{m:?}");
+        assert_eq!((alone.throughput, alone.throughput_spread), (Some(10.0), None));
+        // Two that disagree by 20%: every request counts, and the interval covers the
+        // repetitions' own (110 ± 127: two repetitions say little).
+        let both = pooled(&[&a, &b]);
+        let m = both.medians[0].unwrap();
+        assert_eq!(m.samples, 40);
+        assert!(m.low < -17.0 && m.high > 237.0, "{m:?}");
+        assert_eq!(both.throughput, Some(11.0));
+        assert!(both.throughput_spread.is_some_and(|s| s.n == 2 && (s.mean - 11.0).abs() < 1e-12));
     }
 }

@@ -90,6 +90,7 @@ pub fn plan(demo: Demo, backend: &str, threads: usize) -> Plan {
         policy,
         spec: PointSpec { prompt_tokens, max_tokens, concurrency, requests, warmup, stop_at_eos: false, top_logprobs: 0 },
         load,
+        repetition: None,
     };
     let closed = PointLoad::default;
     let (points, labels): (Vec<SweepPoint>, Vec<&str>) = match demo.name {

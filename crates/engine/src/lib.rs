@@ -22,6 +22,7 @@ pub mod load;
 pub mod printers;
 pub mod results;
 pub mod compare;
+pub mod repeats;
 pub mod sweep;
 pub mod live;
 pub mod parity;

@@ -68,6 +68,14 @@ pub fn test_name(p: &PointResult) -> String {
     name
 }
 
+/// The test name of a row: [`test_name`], and which repetition when the sweep repeats points.
+fn row_name(p: &PointResult) -> String {
+    match p.repetition {
+        Some(r) => format!("{} #{r}", test_name(p)),
+        None => test_name(p),
+    }
+}
+
 /// A statistic of `d`, or a dash when `d` has no samples (a server reports no prefill).
 fn num(d: &Distribution, value: f64, decimals: usize) -> String {
     if d.count == 0 {
@@ -117,7 +125,7 @@ impl Printer for Markdown<'_> {
         let cells = [
             p.backend.clone(),
             p.policy_label(),
-            test_name(p),
+            row_name(p),
             num(&p.ttft_ms, p.ttft_ms.p50, 1),
             num(&p.ttft_ms, p.ttft_ms.p95, 1),
             num(&p.itl_ms, p.itl_ms.p50, 2),
@@ -139,9 +147,12 @@ impl Printer for Markdown<'_> {
     }
 
     fn footer(&mut self, run: &RunFile) -> std::io::Result<()> {
+        for line in repetitions_table(&run.points) {
+            writeln!(self.out, "{line}")?;
+        }
         let mut lines = device_lines(&run.backends);
         for p in &run.points {
-            lines.extend(p.warnings.iter().map(|w| format!("warning: {} {}: {w}", p.backend, test_name(p))));
+            lines.extend(p.warnings.iter().map(|w| format!("warning: {} {}: {w}", p.backend, row_name(p))));
         }
         if self.started && !lines.is_empty() {
             writeln!(self.out)?;
@@ -151,6 +162,28 @@ impl Printer for Markdown<'_> {
         }
         self.out.flush()
     }
+}
+
+/// Under the table, when the sweep repeated its points: each point's figures across its
+/// repetitions (see [`crate::repeats`]).
+fn repetitions_table(points: &[PointResult]) -> Vec<String> {
+    let repeated = crate::repeats::summarise(points);
+    if repeated.is_empty() {
+        return Vec::new();
+    }
+    let figures = crate::compare::FIGURES;
+    let mut lines = vec![
+        String::new(),
+        "Across repetitions: mean ± standard deviation [95% interval of the mean]".into(),
+        String::new(),
+        format!("| backend | policy | test | repetitions | {} |", figures.join(" | ")),
+        format!("| --- | --- | --- | ---: |{}", " ---: |".repeat(figures.len())),
+    ];
+    for r in &repeated {
+        let cells: Vec<String> = r.figures.iter().zip([1, 1, 2, 2]).map(|(f, d)| f.map_or("-".into(), |f| f.describe(d))).collect();
+        lines.push(format!("| {} | {} | {} | {} | {} |", r.backend, r.policy, r.test, r.repetitions, cells.join(" | ")));
+    }
+    lines
 }
 
 /// Under the table: the device each backend ran on, and a warning for any that could have
@@ -189,7 +222,7 @@ impl Printer for Csv<'_> {
             // New columns go last, so readers of the older layout keep working.
             cols.extend(["throughput_tps", "requests_per_min", "window_s", "stopped"].map(String::from));
             cols.extend(["arrivals", "rate", "prompt_tokens_from", "max_tokens_from", "prefix_tokens", "prefix_cache", "slo_ttft_ms", "slo_decode_tps", "slo_met", "goodput_rpm"].map(String::from));
-            cols.push("worker_peak_rss_mib".into());
+            cols.extend(["worker_peak_rss_mib", "repetition"].map(String::from));
             writeln!(self.out, "{}", cols.join(","))?;
         }
         let mut vals = vec![
@@ -223,6 +256,7 @@ impl Printer for Csv<'_> {
             opt(p.slo_met),
             opt(p.goodput_rpm),
             opt(p.worker_peak_rss_mib),
+            p.repetition.map_or(String::new(), |r| r.to_string()),
         ]);
         writeln!(self.out, "{}", vals.join(","))?;
         self.out.flush()
@@ -262,6 +296,7 @@ mod tests {
     use crate::load::{Arrivals, PointLoad, PointRun, PointSpec};
     use crate::results::Slo;
     use crate::scheduler::Policy;
+    use crate::stats::Distribution;
 
     fn point() -> PointResult {
         let spec = PointSpec { prompt_tokens: 512, max_tokens: 32, concurrency: 4, requests: 0, warmup: 0, stop_at_eos: false, top_logprobs: 0 };
@@ -326,5 +361,30 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(jsonl.trim()).unwrap();
         assert_eq!(v["goodput_rpm"], 0.0);
         assert_eq!(v["slo"]["decode_tps"], 4.5);
+    }
+
+    #[test]
+    fn repeated_points_are_numbered_and_summarised_under_the_table() {
+        let rep = |r: u32, ttft: f64, throughput: f64| {
+            let mut p = point();
+            p.repetition = Some(r);
+            p.requests = 4;
+            p.ttft_ms = Distribution::of([ttft]);
+            p.throughput_tps = throughput;
+            p
+        };
+        let points = [rep(1, 100.0, 10.0), rep(2, 120.0, 12.0)];
+        let md = print(Format::Markdown, &points[1]);
+        assert!(md.contains("| pp64..512+tg32 @ c4 λ2/s prefix48 cached #2 |"), "{md}");
+        // Throughput 10 and 12: mean 11, sd 1.41, interval ± 12.706 · 1.414 / √2 = ± 12.71;
+        // TTFT 100 and 120 likewise (to the histogram's 3 significant digits).
+        let table = repetitions_table(&points);
+        let summary = table.iter().find(|l| l.starts_with("| llama | chunked | pp64..512+tg32 @ c4 λ2/s prefix48 cached | 2 |")).unwrap_or_else(|| panic!("{table:?}"));
+        assert!(summary.ends_with("| - | - | 11.00 ± 1.41 [-1.71, 23.71] |"), "{summary}");
+        let ttft = crate::repeats::summarise(&points)[0].figures[0].unwrap();
+        assert!((ttft.mean - 110.0).abs() < 0.2 && (ttft.sd - 14.14).abs() < 0.2 && ttft.n == 2, "{ttft:?}");
+        assert!(repetitions_table(&[point()]).is_empty());
+        let csv = print(Format::Csv, &points[1]);
+        assert!(csv.lines().next().unwrap().ends_with(",repetition") && csv.lines().nth(1).unwrap().ends_with(",2"), "{csv}");
     }
 }

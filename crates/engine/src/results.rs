@@ -105,6 +105,10 @@ pub struct PointResult {
     /// The samples' warnings, each once, with how many requests had it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Which measurement of this point it is (1-based) when the sweep repeats every point
+    /// (`--repetitions`); absent when each point is measured once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repetition: Option<u32>,
 }
 
 impl PointResult {
@@ -155,6 +159,7 @@ impl PointResult {
             worker_peak_rss_mib: None,
             scheduled_by_server: false,
             warnings,
+            repetition: None,
         }
     }
 

@@ -69,6 +69,9 @@ pub struct SweepExtras {
     /// Most tokens per pass; default: room for every slot's longest prompt, within 512..16384.
     pub max_batch_tokens: Option<usize>,
     pub slo: Slo,
+    /// Each point measured this many times: the whole grid once per repetition, backend by
+    /// backend, so that the machine's drift spreads over every point alike.
+    pub repetitions: usize,
 }
 
 impl Default for SweepExtras {
@@ -85,6 +88,7 @@ impl Default for SweepExtras {
             max_batch_seqs: None,
             max_batch_tokens: None,
             slo: Slo::default(),
+            repetitions: 1,
         }
     }
 }
@@ -96,6 +100,9 @@ impl SweepExtras {
             if !(r.is_finite() && r > 0.0) {
                 return Err(format!("--rate must be a positive number of requests per second, not {r}"));
             }
+        }
+        if self.repetitions == 0 {
+            return Err("--repetitions must be at least 1".into());
         }
         if self.max_in_flight == Some(0) {
             return Err("--max-concurrency must be at least 1".into());
@@ -163,13 +170,15 @@ pub struct SweepPoint {
     pub policy: Policy,
     pub spec: PointSpec,
     pub load: PointLoad,
+    /// Which measurement of the point (1-based) when the sweep repeats points.
+    pub repetition: Option<u32>,
 }
 
 impl SweepSpec {
     /// Points with their loads, in the order they run: backend outermost (one load each),
-    /// then policy, prefix caching, arrival rate, concurrency, prompt and output length. A
-    /// server (see [`SweepSpec::servers`]) schedules requests itself: it is measured once per
-    /// point, not once per policy or prefix-cache setting.
+    /// then repetition, policy, prefix caching, arrival rate, concurrency, prompt and output
+    /// length. A server (see [`SweepSpec::servers`]) schedules requests itself: it is measured
+    /// once per point, not once per policy or prefix-cache setting.
     pub fn points_with(&self, extras: &SweepExtras) -> Vec<SweepPoint> {
         let arrivals: Vec<Arrivals> = if extras.rates.is_empty() {
             vec![Arrivals::Closed]
@@ -181,33 +190,36 @@ impl SweepSpec {
             let server = self.servers.contains(b);
             let policies = if server { &self.policies[..self.policies.len().min(1)] } else { &self.policies[..] };
             let caching = if server { &[false][..] } else { &extras.prefix_cache[..] };
-            for &policy in policies {
-                for &prefix_cache in caching {
-                    for arrivals in &arrivals {
-                        for &concurrency in &self.concurrency {
-                            // Lengths by index: a range and a fixed length may share an upper end.
-                            for (pi, &prompt_tokens) in self.prompt_tokens.iter().enumerate() {
-                                for (mi, &max_tokens) in self.max_tokens.iter().enumerate() {
-                                    let spec = PointSpec {
-                                        prompt_tokens,
-                                        max_tokens,
-                                        concurrency,
-                                        requests: self.requests,
-                                        warmup: self.warmup,
-                                        stop_at_eos: self.stop_at_eos,
-                                        top_logprobs: 0,
-                                    };
-                                    let load = PointLoad {
-                                        arrivals: arrivals.clone(),
-                                        max_in_flight: extras.max_in_flight,
-                                        prompt_tokens_from: extras.prompt_tokens_from.get(pi).copied().flatten(),
-                                        max_tokens_from: extras.max_tokens_from.get(mi).copied().flatten(),
-                                        seed: extras.seed,
-                                        duration_s: extras.duration_s,
-                                        prefix_tokens: extras.prefix_tokens,
-                                        prefix_cache,
-                                    };
-                                    out.push(SweepPoint { backend: b.clone(), policy, spec, load });
+            let repetitions = extras.repetitions.max(1) as u32;
+            for repetition in (1..=repetitions).map(|r| (repetitions > 1).then_some(r)) {
+                for &policy in policies {
+                    for &prefix_cache in caching {
+                        for arrivals in &arrivals {
+                            for &concurrency in &self.concurrency {
+                                // Lengths by index: a range and a fixed length may share an upper end.
+                                for (pi, &prompt_tokens) in self.prompt_tokens.iter().enumerate() {
+                                    for (mi, &max_tokens) in self.max_tokens.iter().enumerate() {
+                                        let spec = PointSpec {
+                                            prompt_tokens,
+                                            max_tokens,
+                                            concurrency,
+                                            requests: self.requests,
+                                            warmup: self.warmup,
+                                            stop_at_eos: self.stop_at_eos,
+                                            top_logprobs: 0,
+                                        };
+                                        let load = PointLoad {
+                                            arrivals: arrivals.clone(),
+                                            max_in_flight: extras.max_in_flight,
+                                            prompt_tokens_from: extras.prompt_tokens_from.get(pi).copied().flatten(),
+                                            max_tokens_from: extras.max_tokens_from.get(mi).copied().flatten(),
+                                            seed: extras.seed,
+                                            duration_s: extras.duration_s,
+                                            prefix_tokens: extras.prefix_tokens,
+                                            prefix_cache,
+                                        };
+                                        out.push(SweepPoint { backend: b.clone(), policy, spec, load, repetition });
+                                    }
                                 }
                             }
                         }
@@ -349,7 +361,7 @@ pub fn run_points(
     let prompts_sent = std::cell::Cell::new(0usize);
     let mut prompts_for: Option<String> = None;
     for (index, point) in points.into_iter().enumerate() {
-        let SweepPoint { backend, policy, spec: point, load } = point;
+        let SweepPoint { backend, policy, spec: point, load, repetition } = point;
         if ctx.control.stop.load(std::sync::atomic::Ordering::Relaxed) {
             run.stopped = true;
             break;
@@ -360,6 +372,7 @@ pub fn run_points(
         let fail = |why: String| {
             let mut result = failed_point(&backend, policy, &point, why).with_load(&load);
             result.judge(extras.slo);
+            result.repetition = repetition;
             result
         };
         // Reuse the worker for the same backend; otherwise (new backend, or it died) start one.
@@ -433,6 +446,7 @@ pub fn run_points(
         result.scheduled_by_server = by_server;
         result.judge(extras.slo);
         result.worker_peak_rss_mib = peak_rss;
+        result.repetition = repetition;
         if result.errors > 0 || (result.requests == 0 && !stopped) {
             failed_points += 1;
         }
@@ -515,5 +529,25 @@ mod tests {
         let points = s.points_with(&extras);
         let of = |b: &str| points.iter().filter(|p| p.backend == b).count();
         assert_eq!((of("llama"), of("local-server")), (4, 1));
+    }
+
+    #[test]
+    fn repetitions_run_the_whole_grid_again_backend_by_backend() {
+        let mut s = spec(vec![64, 128]);
+        s.backends.push("candle".into());
+        let once = s.points_with(&SweepExtras::default());
+        assert!(once.iter().all(|p| p.repetition.is_none()));
+        let extras = SweepExtras { repetitions: 3, ..Default::default() };
+        let points = s.points_with(&extras);
+        assert_eq!(points.len(), 3 * once.len());
+        // Per backend: all of its grid (4 points) for repetition 1, then 2, then 3.
+        let order: Vec<(&str, Option<u32>)> = points.iter().map(|p| (p.backend.as_str(), p.repetition)).collect();
+        let expect: Vec<(&str, Option<u32>)> =
+            ["llama", "candle"].iter().flat_map(|&b| (1..=3).flat_map(move |r| std::iter::repeat_n((b, Some(r)), 4))).collect();
+        assert_eq!(order, expect);
+        // Each repetition is the same grid.
+        let grid = |r: u32| points.iter().filter(|p| p.repetition == Some(r)).map(|p| (p.backend.clone(), p.policy, p.spec.clone())).collect::<Vec<_>>();
+        assert_eq!(grid(1), grid(3));
+        assert!(SweepExtras { repetitions: 0, ..Default::default() }.validate(&s, 1024).unwrap_err().contains("--repetitions"));
     }
 }

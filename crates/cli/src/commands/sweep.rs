@@ -119,6 +119,10 @@ pub struct SweepArgs {
     /// Unmeasured warm-up requests before each point (default: the point's concurrency).
     #[arg(long)]
     warmup: Option<usize>,
+    /// Measure every point this many times (the whole grid again, backend by backend) and
+    /// report each figure's mean, standard deviation and 95% interval across them.
+    #[arg(long, default_value_t = 1)]
+    repetitions: usize,
     /// Compute threads (default: physical cores).
     #[arg(long, default_value_t = 0)]
     threads: usize,
@@ -188,6 +192,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
         max_batch_seqs: args.max_batch,
         max_batch_tokens: args.max_batch_tokens,
         slo: Slo { ttft_ms: args.slo_ttft_ms, decode_tps: Some(args.slo_decode_tps) },
+        repetitions: args.repetitions,
     };
     // Cheap checks first, so a typo never waits for a model load.
     spec.validate(usize::MAX).map_err(anyhow::Error::msg)?;
