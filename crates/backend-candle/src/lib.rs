@@ -2,7 +2,7 @@
 //! (quantized weights through `QMatMul`), behind the engine's step interface
 //! ([`lx_engine::backend::Backend`]), for the architectures in [`SUPPORTED_ARCHITECTURES`]:
 //! Gemma 3 and the llama family (llama/Mistral, Qwen 2, Qwen 3), one code path
-//! parameterized by [`Config`].
+//! parameterized by the engine's [`Config`] (which the MLX backend builds from too).
 //!
 //! - One copy of the weights, shared by every slot; each slot has its own KV cache in
 //!   buffers allocated once (`ctx_per_slot` positions) and written in place.
@@ -24,11 +24,10 @@
 //! thread count actually in use in `BackendInfo::threads`.
 
 pub mod bare;
-pub mod config;
 pub mod model;
 pub mod quant;
 
-pub use config::{Activation, Arch, Config, Gemma3Config, RopeStyle, SUPPORTED_ARCHITECTURES};
+pub use lx_engine::arch::{Activation, Arch, Config, RopeStyle, SUPPORTED_ARCHITECTURES};
 pub use model::{KvCache, Model, LoadOptions, RopeTable, Rows, WeightFormat};
 
 use candle_core::{Device, Tensor};

@@ -21,7 +21,7 @@
 //! for the rows asked for, and the tied embedding stays quantized (rows are dequantized
 //! on lookup).
 
-use crate::config::{Activation, Config, RopeStyle};
+use lx_engine::arch::{Activation, Config, RopeStyle};
 use crate::quant;
 use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
 use candle_core::{DType, Device, Module, Result, Tensor};

@@ -24,7 +24,7 @@
 use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
-use lx_backend_candle::config::{Activation, Config, RopeStyle};
+use lx_engine::arch::{Activation, Config, RopeStyle};
 use lx_engine::backend::{
     choose_greedy, Backend, BackendError, BackendInfo, Batch, Capabilities, Choice, ChunkOutput, LoadSpec, Outputs,
     Slot,

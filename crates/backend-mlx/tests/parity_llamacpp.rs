@@ -152,7 +152,7 @@ fn teacher_forced(mode: WeightMode, model: &Path, reference: &Path, texts: &[Str
 /// window.
 #[test]
 fn teacher_forced_parity_with_llama_cpp_as_loaded() {
-    let window = lx_backend_candle::Gemma3Config::from_gguf(&lx_engine::gguf::GgufFile::open(model_path()).unwrap()).unwrap().sliding_window;
+    let window = lx_engine::arch::Config::from_gguf(&lx_engine::gguf::GgufFile::open(model_path()).unwrap()).unwrap().sliding_window;
     let long = window_prompt();
     let tokens = lx_engine::tokenizer::Tokenizer::from_path(model_path()).unwrap().encode(&long).len();
     assert!(window.is_some_and(|w| tokens > w), "the long prompt ({tokens} tokens) must pass the sliding window ({window:?})");

@@ -9,6 +9,7 @@
 
 pub mod backend;
 pub mod gguf;
+pub mod arch;
 pub mod tokenizer;
 pub mod workload;
 pub mod hardware;

@@ -1,20 +1,21 @@
-//! Model hyper-parameters read from GGUF metadata.
+//! The architectures our own model code implements (the candle and MLX backends), and their
+//! hyper-parameters as llama.cpp reads them from GGUF metadata.
 //!
-//! The fields every architecture has come from the engine's shared parser
-//! ([`lx_engine::gguf::ModelConfig`]); what differs between the architectures we implement
-//! (Gemma 3's local/global layer pattern, local RoPE base, attention scale and
-//! soft-capping; the llama family's RoPE layout and activation) is read here, in one
-//! function, [`Config::from_gguf`].
+//! The fields every architecture has come from the shared parser
+//! ([`crate::gguf::ModelConfig`]); what differs between the architectures (Gemma 3's
+//! local/global layer pattern, local RoPE base, attention scale and soft-capping; the llama
+//! family's RoPE layout and activation) is read here, in one function, [`Config::from_gguf`],
+//! so both graphs build the same model from the same file.
 
-use lx_engine::backend::BackendError;
-use lx_engine::gguf::{Array, GgufFile, Value};
+use crate::backend::BackendError;
+use crate::gguf::{Array, GgufFile, Value};
 
-/// Architectures this backend implements (the `general.architecture` values). Mistral
+/// Architectures our model code implements (the `general.architecture` values). Mistral
 /// models are labelled `llama` in GGUF files (same graph), so they load as `llama`.
 pub const SUPPORTED_ARCHITECTURES: &[&str] = &["gemma3", "llama", "qwen2", "qwen3"];
 
-/// An architecture this backend implements. What differs between them is small (see
-/// [`Config`]): one model code path serves all of them.
+/// An architecture our model code implements. What differs between them is small (see
+/// [`Config`]): one model code path per backend serves all of them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arch {
     Gemma3,
@@ -115,11 +116,6 @@ pub struct Config {
     pub vocab_size: usize,
 }
 
-/// The configuration was called this while Gemma 3 was the only architecture. It now
-/// covers every architecture in [`SUPPORTED_ARCHITECTURES`]: code that implements Gemma 3
-/// only must check [`Config::arch`].
-pub type Gemma3Config = Config;
-
 fn load_err(e: impl std::fmt::Display) -> BackendError {
     BackendError::Load(e.to_string())
 }
@@ -129,7 +125,7 @@ pub fn check_architecture(g: &GgufFile) -> Result<Arch, BackendError> {
     let name = g.architecture().map_err(load_err)?;
     Arch::from_name(name).ok_or_else(|| {
         BackendError::Unsupported(format!(
-            "architecture `{name}` is not implemented by the candle backend (supported: {})",
+            "architecture `{name}` is not implemented by our model code (candle, MLX) (supported: {})",
             SUPPORTED_ARCHITECTURES.join(", ")
         ))
     })
@@ -145,7 +141,7 @@ impl Config {
     pub fn from_gguf(g: &GgufFile) -> Result<Self, BackendError> {
         let arch = check_architecture(g)?;
         let name = arch.name();
-        let base = lx_engine::gguf::ModelConfig::from_gguf(g).map_err(load_err)?;
+        let base = crate::gguf::ModelConfig::from_gguf(g).map_err(load_err)?;
         let key = |k: &str| format!("{name}.{k}");
         let opt_f64 = |k: &str| -> Result<Option<f64>, BackendError> {
             let full = key(k);
@@ -180,7 +176,7 @@ impl Config {
         // Mixtral and friends are labelled `llama` too; their FFN is a mixture of experts.
         if let Some(n) = opt_f64("expert_count")?.filter(|&n| n > 0.0) {
             return Err(BackendError::Unsupported(format!(
-                "`{name}` with a mixture of experts ({} {n}) is not implemented by the candle backend",
+                "`{name}` with a mixture of experts ({} {n}) is not implemented by our model code (candle, MLX)",
                 key("expert_count")
             )));
         }
@@ -188,7 +184,7 @@ impl Config {
         if let Some(n) = base.rope_dimension_count.map(|n| n as usize) {
             if n != key_length {
                 return Err(BackendError::Unsupported(format!(
-                    "partial rotary embeddings ({} {n}, head size {key_length}) are not implemented by the candle backend",
+                    "partial rotary embeddings ({} {n}, head size {key_length}) are not implemented by our model code (candle, MLX)",
                     key("rope.dimension_count")
                 )));
             }
@@ -212,7 +208,7 @@ impl Config {
             None | Some("linear") => factor.filter(|f| *f > 0.0).unwrap_or(1.0),
             Some(other) => {
                 return Err(BackendError::Unsupported(format!(
-                    "RoPE scaling `{other}` is not implemented by the candle backend (only linear)"
+                    "RoPE scaling `{other}` is not implemented by our model code (candle, MLX) (only linear)"
                 )))
             }
         };
