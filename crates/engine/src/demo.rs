@@ -13,7 +13,7 @@ use crate::load::{Arrivals, PointLoad, PointSpec, Scripted};
 use crate::printers::Printer;
 use crate::results::{PointResult, RunFile};
 use crate::scheduler::Policy;
-use crate::sweep::{run_points, SweepContext, SweepExtras, SweepObserver, SweepPoint, SweepSpec};
+use crate::sweep::{run_points, SweepContext, SweepObserver, SweepPlan, SweepPoint};
 
 /// A demo's name and what it shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -42,8 +42,8 @@ pub fn find(name: &str) -> Result<Demo, String> {
 /// What a demo runs: points on one backend, each with a label for the table.
 #[derive(Debug, Clone)]
 pub struct Plan {
-    pub spec: SweepSpec,
-    pub extras: SweepExtras,
+    /// Threads, chunk size and batch limits for the points (its grid is not used).
+    pub sweep: SweepPlan,
     pub points: Vec<SweepPoint>,
     pub labels: Vec<String>,
     /// Open-loop demos size their load to the machine: the first point runs closed loop and
@@ -70,21 +70,7 @@ const PREFIX_SUFFIX: u32 = 32;
 /// The points of demo `demo` on `backend`. Kept short (few requests, short outputs): each
 /// demo takes well under a minute on two CPU cores.
 pub fn plan(demo: Demo, backend: &str, threads: usize) -> Plan {
-    let spec = SweepSpec {
-        backends: vec![backend.to_string()],
-        policies: vec![Policy::Continuous],
-        prompt_tokens: vec![64],
-        concurrency: vec![1],
-        max_tokens: vec![16],
-        requests: 2,
-        warmup: 1,
-        threads,
-        stop_at_eos: false,
-        chunk_tokens: crate::scheduler::DEFAULT_CHUNK_TOKENS,
-        gpu_layers: None,
-        servers: Vec::new(),
-    };
-    let extras = SweepExtras::default();
+    let sweep = SweepPlan { backends: vec![backend.to_string()], threads, ..SweepPlan::default() };
     let point = |policy: Policy, prompt_tokens: u32, max_tokens: u32, concurrency: usize, requests: usize, warmup: usize, load: PointLoad| SweepPoint {
         backend: backend.to_string(),
         policy,
@@ -157,7 +143,7 @@ pub fn plan(demo: Demo, backend: &str, threads: usize) -> Plan {
         _ => unreachable!("demo names come from DEMOS"),
     };
     let rate_over_capacity = (demo.name == "static-vs-continuous").then_some(OVER_CAPACITY);
-    Plan { spec, extras, points, labels: labels.into_iter().map(String::from).collect(), rate_over_capacity }
+    Plan { sweep, points, labels: labels.into_iter().map(String::from).collect(), rate_over_capacity }
 }
 
 /// One teaching-point check: a ratio measured in the run against its threshold.
@@ -331,7 +317,7 @@ pub fn run_demo(demo: Demo, backend: &str, threads: usize, ctx: &SweepContext<'_
     let mut points = plan.points;
     if let Some(factor) = plan.rate_over_capacity {
         let rest = points.split_off(1);
-        run_points(&plan.spec, &plan.extras, points, ctx, run, &mut Silent, observer)?;
+        run_points(&plan.sweep, points, ctx, run, &mut Silent, observer)?;
         let capacity = run.points.last().filter(|p| p.errors == 0 && p.requests > 0).map(|p| p.requests_per_min / 60.0);
         let Some(capacity) = capacity else {
             // The capacity point failed: judge reports the errors and runs nothing more.
@@ -339,7 +325,7 @@ pub fn run_demo(demo: Demo, backend: &str, threads: usize, ctx: &SweepContext<'_
         };
         points = with_rate(rest, factor * capacity);
     }
-    run_points(&plan.spec, &plan.extras, points, ctx, run, &mut Silent, observer)?;
+    run_points(&plan.sweep, points, ctx, run, &mut Silent, observer)?;
     Ok(judge(demo, &plan.labels, &run.points[first..]))
 }
 
@@ -391,10 +377,10 @@ mod tests {
         assert_eq!(find("batching").unwrap().name, "batching");
         // Prefix caching needs a slot for the cache; the long prompt fits its context.
         let p = plan(find("prefix-cache").unwrap(), "llama", 2);
-        let load = p.spec.load_spec_for("m".into(), &p.points, &p.extras);
+        let load = p.sweep.load_spec_for("m".into(), &p.points);
         assert_eq!(load.slots, 2);
         let p = plan(find("chunked-prefill").unwrap(), "llama", 2);
-        let load = p.spec.load_spec_for("m".into(), &p.points, &p.extras);
+        let load = p.sweep.load_spec_for("m".into(), &p.points);
         assert!(load.ctx_per_slot >= 2048 + 4 && load.max_batch_tokens >= 2048 + 3, "{load:?}");
     }
 

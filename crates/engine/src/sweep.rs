@@ -1,10 +1,13 @@
 //! A sweep: the grid of backends × policies × prompt lengths × concurrencies ×
-//! output lengths, measured point by point, written as it goes.
+//! output lengths (and, for serving, arrival rates and prefix caching), measured point by
+//! point, written as it goes.
 //!
-//! Ordered so each backend's model loads once (a policy change is a message to the
-//! worker, not a reload). The run file is rewritten atomically after every point, so
-//! a crash, a kill or Ctrl-C never loses a completed measurement. If a worker dies,
-//! its point records why and the next point starts a fresh worker.
+//! One [`SweepPlan`] says everything about a sweep, whoever builds it (`lx sweep`, the app, a
+//! demo); it is validated once, against the model, and turned into [`SweepPoint`]s in the
+//! order they run. Ordered so each backend's model loads once (a policy change is a message
+//! to the worker, not a reload). The run file is rewritten atomically after every point, so
+//! a crash, a kill or Ctrl-C never loses a completed measurement. If a worker dies, its
+//! point records why and the next point starts a fresh worker.
 
 use std::path::PathBuf;
 
@@ -17,149 +20,119 @@ use crate::results::{PointResult, RunFile, Slo};
 use crate::scheduler::{Policy, SchedulerConfig};
 use crate::target::{Spawner, Target};
 
-/// What to measure. Every list is a dimension of the grid.
+/// A prompt or output length in tokens: fixed (`64`), or drawn for each request uniformly
+/// from a range (`64..512`, with the sweep's seed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Length {
+    /// The low end of a range; `None`: the length is fixed at `to`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<u32>,
+    /// The fixed length, or the high end of a range.
+    pub to: u32,
+}
+
+impl Length {
+    pub fn fixed(n: u32) -> Length {
+        Length { from: None, to: n }
+    }
+
+    /// The shortest length a request can get.
+    pub fn shortest(&self) -> u32 {
+        self.from.unwrap_or(self.to)
+    }
+}
+
+impl std::str::FromStr for Length {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Length, String> {
+        let num = |t: &str| t.trim().parse::<u32>().map_err(|e| format!("'{t}': {e}"));
+        match s.split_once("..") {
+            Some((a, b)) => Ok(Length { from: Some(num(a)?), to: num(b.trim_start_matches('='))? }),
+            None => Ok(Length::fixed(num(s)?)),
+        }
+    }
+}
+
+impl std::fmt::Display for Length {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.from {
+            Some(from) => write!(f, "{from}..{}", self.to),
+            None => write!(f, "{}", self.to),
+        }
+    }
+}
+
+/// Everything about a sweep. Every list is a dimension of the grid.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SweepSpec {
+pub struct SweepPlan {
     pub backends: Vec<String>,
+    /// Those of `backends` that are servers (OpenAI-compatible targets), which schedule
+    /// requests themselves: measured once per point, not once per policy or cache setting.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub servers: Vec<String>,
     pub policies: Vec<Policy>,
-    pub prompt_tokens: Vec<u32>,
+    pub prompt_tokens: Vec<Length>,
     pub concurrency: Vec<usize>,
-    pub max_tokens: Vec<u32>,
+    pub max_tokens: Vec<Length>,
+    /// Open-loop Poisson arrival rates (requests/s); empty: closed loop.
+    pub rates: Vec<f64>,
+    /// Prefix caching off and/or on.
+    pub prefix_cache: Vec<bool>,
     /// Measured requests per point.
     pub requests: usize,
     /// Unmeasured requests before each point.
     pub warmup: usize,
+    /// Each point measured this many times: the whole grid once per repetition, backend by
+    /// backend, so that the machine's drift spreads over every point alike.
+    pub repetitions: usize,
     /// Compute threads; 0 means physical cores.
     pub threads: usize,
     pub stop_at_eos: bool,
     /// `chunked` policy: prompt tokens per pass.
     pub chunk_tokens: usize,
     pub gpu_layers: Option<u32>,
-    /// Those of `backends` that are servers (OpenAI-compatible targets), which schedule
-    /// requests themselves.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub servers: Vec<String>,
-}
-
-/// Serving options beyond [`SweepSpec`]'s grid: open-loop rates, mixed lengths, a shared
-/// prefix and its cache, batch limits, SLOs. Kept apart from [`SweepSpec`] so that code
-/// building a plain grid keeps working; the default is a plain closed-loop grid.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct SweepExtras {
-    /// Open-loop Poisson arrival rates (requests/s), a dimension of the grid; empty: closed loop.
-    pub rates: Vec<f64>,
     /// Open loop: most requests in flight from the client side (`None`: no cap).
     pub max_in_flight: Option<usize>,
-    /// Lower ends of prompt-length ranges, one per [`SweepSpec::prompt_tokens`] entry (which
-    /// is then the upper end); `None` or missing: that length is fixed.
-    pub prompt_tokens_from: Vec<Option<u32>>,
-    /// Same for [`SweepSpec::max_tokens`].
-    pub max_tokens_from: Vec<Option<u32>>,
     /// Seed of arrivals and drawn lengths.
     pub seed: u64,
     /// Send requests for at most this long per point (requests still cap it).
     pub duration_s: Option<f64>,
     /// Every prompt starts with the same this many tokens (0: no shared prefix).
     pub prefix_tokens: u32,
-    /// Prefix caching off and/or on, a dimension of the grid.
-    pub prefix_cache: Vec<bool>,
     /// Most sequences per pass (the static batch size B); default: the point's concurrency.
     pub max_batch_seqs: Option<usize>,
     /// Most tokens per pass; default: room for every slot's longest prompt, within 512..16384.
     pub max_batch_tokens: Option<usize>,
     pub slo: Slo,
-    /// Each point measured this many times: the whole grid once per repetition, backend by
-    /// backend, so that the machine's drift spreads over every point alike.
-    pub repetitions: usize,
 }
 
-impl Default for SweepExtras {
+impl Default for SweepPlan {
+    /// `lx sweep`'s defaults, on the llama.cpp backend.
     fn default() -> Self {
-        SweepExtras {
+        SweepPlan {
+            backends: vec!["llama".into()],
+            servers: Vec::new(),
+            policies: vec![Policy::Continuous],
+            prompt_tokens: [64, 256, 1024].map(Length::fixed).to_vec(),
+            concurrency: vec![1, 4],
+            max_tokens: vec![Length::fixed(64)],
             rates: Vec::new(),
+            prefix_cache: vec![false],
+            requests: 8,
+            warmup: 4,
+            repetitions: 1,
+            threads: 0,
+            stop_at_eos: false,
+            chunk_tokens: crate::scheduler::DEFAULT_CHUNK_TOKENS,
+            gpu_layers: None,
             max_in_flight: None,
-            prompt_tokens_from: Vec::new(),
-            max_tokens_from: Vec::new(),
             seed: 0,
             duration_s: None,
             prefix_tokens: 0,
-            prefix_cache: vec![false],
             max_batch_seqs: None,
             max_batch_tokens: None,
             slo: Slo::default(),
-            repetitions: 1,
         }
-    }
-}
-
-impl SweepExtras {
-    /// Check the options that do not depend on the model.
-    pub fn validate(&self, spec: &SweepSpec, model_context: usize) -> Result<(), String> {
-        for &r in &self.rates {
-            if !(r.is_finite() && r > 0.0) {
-                return Err(format!("--rate must be a positive number of requests per second, not {r}"));
-            }
-        }
-        if self.repetitions == 0 {
-            return Err("--repetitions must be at least 1".into());
-        }
-        if self.max_in_flight == Some(0) {
-            return Err("--max-concurrency must be at least 1".into());
-        }
-        if self.max_batch_seqs == Some(0) {
-            return Err("--max-batch (sequences per pass) must be at least 1".into());
-        }
-        if self.max_batch_tokens == Some(0) {
-            return Err("--max-batch-tokens must be at least 1".into());
-        }
-        if let Some(d) = self.duration_s {
-            if !(d.is_finite() && d > 0.0) {
-                return Err(format!("--duration must be a positive number of seconds, not {d}"));
-            }
-        }
-        if self.prefix_cache.is_empty() {
-            return Err("--prefix-cache: give on, off or both".into());
-        }
-        let slo = |name: &str, v: Option<f64>| match v {
-            Some(x) if !(x.is_finite() && x > 0.0) => Err(format!("{name} must be a positive number, not {x}")),
-            _ => Ok(()),
-        };
-        slo("--slo-ttft-ms", self.slo.ttft_ms)?;
-        slo("--slo-decode-tps", self.slo.decode_tps)?;
-        let ranges = |name: &str, to: &[u32], from: &[Option<u32>]| -> Result<(), String> {
-            for (i, f) in from.iter().enumerate() {
-                if let (Some(f), Some(&t)) = (f, to.get(i)) {
-                    if *f == 0 || *f > t {
-                        return Err(format!("{name} range {f}..{t}: the low end must be at least 1 and at most the high end"));
-                    }
-                }
-            }
-            Ok(())
-        };
-        ranges("--prompt-tokens", &spec.prompt_tokens, &self.prompt_tokens_from)?;
-        ranges("--max-tokens", &spec.max_tokens, &self.max_tokens_from)?;
-        let p = self.prefix_tokens as usize;
-        if p > 0 {
-            if p >= model_context {
-                return Err(format!("--prefix-tokens {p} is longer than the model's context of {model_context} tokens"));
-            }
-            let shortest = spec
-                .prompt_tokens
-                .iter()
-                .enumerate()
-                .map(|(i, &t)| self.prompt_tokens_from.get(i).copied().flatten().unwrap_or(t))
-                .min()
-                .unwrap_or(0) as usize;
-            if p >= shortest {
-                return Err(format!(
-                    "--prefix-tokens {p} must be shorter than every prompt (the shortest is {shortest} tokens): --prompt-tokens counts the prefix too"
-                ));
-            }
-        } else if self.prefix_cache.contains(&true) {
-            return Err("--prefix-cache on needs a shared prefix: give --prefix-tokens".into());
-        }
-        Ok(())
     }
 }
 
@@ -174,34 +147,104 @@ pub struct SweepPoint {
     pub repetition: Option<u32>,
 }
 
-impl SweepSpec {
+impl SweepPlan {
+    /// Checks the plan, against the model's context when it is known (`None`: everything
+    /// that does not depend on the model, so a typo is reported before a model loads).
+    pub fn validate(&self, model_context: Option<usize>) -> Result<(), String> {
+        let nonempty = |name: &str, len: usize| if len == 0 { Err(format!("{name}: give at least one value")) } else { Ok(()) };
+        nonempty("--backend", self.backends.len())?;
+        nonempty("--policy", self.policies.len())?;
+        nonempty("--prompt-tokens", self.prompt_tokens.len())?;
+        nonempty("--concurrency", self.concurrency.len())?;
+        nonempty("--max-tokens", self.max_tokens.len())?;
+        nonempty("--prefix-cache: give on, off or both;", self.prefix_cache.len())?;
+        let at_least_1 = |name: &str, v: usize| if v == 0 { Err(format!("{name} must be at least 1")) } else { Ok(()) };
+        if self.concurrency.contains(&0) {
+            return Err("--concurrency must be at least 1".into());
+        }
+        at_least_1("--requests", self.requests)?;
+        at_least_1("--repetitions", self.repetitions)?;
+        at_least_1("--chunk-tokens", self.chunk_tokens)?;
+        at_least_1("--max-concurrency", self.max_in_flight.unwrap_or(1))?;
+        at_least_1("--max-batch (sequences per pass)", self.max_batch_seqs.unwrap_or(1))?;
+        at_least_1("--max-batch-tokens", self.max_batch_tokens.unwrap_or(1))?;
+        for (name, lengths) in [("--prompt-tokens", &self.prompt_tokens), ("--max-tokens", &self.max_tokens)] {
+            for l in lengths {
+                match l.from {
+                    Some(f) if f == 0 || f > l.to => {
+                        return Err(format!("{name} range {l}: the low end must be at least 1 and at most the high end"));
+                    }
+                    _ if l.to == 0 && name == "--prompt-tokens" => {
+                        return Err("--prompt-tokens must be at least 1 (the BOS token counts)".into())
+                    }
+                    _ if l.to == 0 => return Err(format!("{name} must be at least 1")),
+                    _ => {}
+                }
+            }
+        }
+        for &r in &self.rates {
+            if !(r.is_finite() && r > 0.0) {
+                return Err(format!("--rate must be a positive number of requests per second, not {r}"));
+            }
+        }
+        let positive = |name: &str, v: Option<f64>| match v {
+            Some(x) if !(x.is_finite() && x > 0.0) => Err(format!("{name} must be a positive number, not {x}")),
+            _ => Ok(()),
+        };
+        if let Some(d) = self.duration_s {
+            if !(d.is_finite() && d > 0.0) {
+                return Err(format!("--duration must be a positive number of seconds, not {d}"));
+            }
+        }
+        positive("--slo-ttft-ms", self.slo.ttft_ms)?;
+        positive("--slo-decode-tps", self.slo.decode_tps)?;
+        let p = self.prefix_tokens as usize;
+        if p > 0 {
+            if let Some(ctx) = model_context.filter(|&ctx| p >= ctx) {
+                return Err(format!("--prefix-tokens {p} is longer than the model's context of {ctx} tokens"));
+            }
+            let shortest = self.prompt_tokens.iter().map(Length::shortest).min().unwrap_or(0) as usize;
+            if p >= shortest {
+                return Err(format!(
+                    "--prefix-tokens {p} must be shorter than every prompt (the shortest is {shortest} tokens): --prompt-tokens counts the prefix too"
+                ));
+            }
+        } else if self.prefix_cache.contains(&true) {
+            return Err("--prefix-cache on needs a shared prefix: give --prefix-tokens".into());
+        }
+        let longest = self.ctx_per_slot();
+        if let Some(ctx) = model_context.filter(|&ctx| longest > ctx) {
+            return Err(format!("prompt tokens + max tokens = {longest} exceeds the model's context of {ctx} tokens"));
+        }
+        Ok(())
+    }
+
     /// Points with their loads, in the order they run: backend outermost (one load each),
     /// then repetition, policy, prefix caching, arrival rate, concurrency, prompt and output
-    /// length. A server (see [`SweepSpec::servers`]) schedules requests itself: it is measured
-    /// once per point, not once per policy or prefix-cache setting.
-    pub fn points_with(&self, extras: &SweepExtras) -> Vec<SweepPoint> {
-        let arrivals: Vec<Arrivals> = if extras.rates.is_empty() {
+    /// length. A server schedules requests itself: it is measured once per point, not once
+    /// per policy or prefix-cache setting.
+    pub fn points(&self) -> Vec<SweepPoint> {
+        let arrivals: Vec<Arrivals> = if self.rates.is_empty() {
             vec![Arrivals::Closed]
         } else {
-            extras.rates.iter().map(|&rate| Arrivals::Poisson { rate }).collect()
+            self.rates.iter().map(|&rate| Arrivals::Poisson { rate }).collect()
         };
+        let repetitions = self.repetitions.max(1) as u32;
         let mut out = Vec::new();
         for b in &self.backends {
             let server = self.servers.contains(b);
             let policies = if server { &self.policies[..self.policies.len().min(1)] } else { &self.policies[..] };
-            let caching = if server { &[false][..] } else { &extras.prefix_cache[..] };
-            let repetitions = extras.repetitions.max(1) as u32;
+            let caching = if server { &[false][..] } else { &self.prefix_cache[..] };
             for repetition in (1..=repetitions).map(|r| (repetitions > 1).then_some(r)) {
                 for &policy in policies {
                     for &prefix_cache in caching {
                         for arrivals in &arrivals {
                             for &concurrency in &self.concurrency {
-                                // Lengths by index: a range and a fixed length may share an upper end.
-                                for (pi, &prompt_tokens) in self.prompt_tokens.iter().enumerate() {
-                                    for (mi, &max_tokens) in self.max_tokens.iter().enumerate() {
+                                for prompt in &self.prompt_tokens {
+                                    for output in &self.max_tokens {
                                         let spec = PointSpec {
-                                            prompt_tokens,
-                                            max_tokens,
+                                            prompt_tokens: prompt.to,
+                                            max_tokens: output.to,
                                             concurrency,
                                             requests: self.requests,
                                             warmup: self.warmup,
@@ -210,12 +253,12 @@ impl SweepSpec {
                                         };
                                         let load = PointLoad {
                                             arrivals: arrivals.clone(),
-                                            max_in_flight: extras.max_in_flight,
-                                            prompt_tokens_from: extras.prompt_tokens_from.get(pi).copied().flatten(),
-                                            max_tokens_from: extras.max_tokens_from.get(mi).copied().flatten(),
-                                            seed: extras.seed,
-                                            duration_s: extras.duration_s,
-                                            prefix_tokens: extras.prefix_tokens,
+                                            max_in_flight: self.max_in_flight,
+                                            prompt_tokens_from: prompt.from,
+                                            max_tokens_from: output.from,
+                                            seed: self.seed,
+                                            duration_s: self.duration_s,
+                                            prefix_tokens: self.prefix_tokens,
                                             prefix_cache,
                                         };
                                         out.push(SweepPoint { backend: b.clone(), policy, spec, load, repetition });
@@ -232,58 +275,26 @@ impl SweepSpec {
 
     /// The load spec for a list of points: slots for the largest concurrency (and one for
     /// the prefix cache where a point uses it), context for the longest prompt + output.
-    pub fn load_spec_for(&self, model_path: PathBuf, points: &[SweepPoint], extras: &SweepExtras) -> LoadSpec {
+    pub fn load_spec_for(&self, model_path: PathBuf, points: &[SweepPoint]) -> LoadSpec {
         let mut slots = points.iter().map(|p| p.spec.concurrency).max().unwrap_or(1);
-        slots = slots.max(extras.max_batch_seqs.unwrap_or(0));
+        slots = slots.max(self.max_batch_seqs.unwrap_or(0));
         let longest = |p: &SweepPoint| match &p.load.arrivals {
             Arrivals::Script { requests } => requests.iter().map(|r| (r.prompt_tokens, r.max_tokens)).fold((0, 0), |a, b| (a.0.max(b.0), a.1.max(b.1))),
             _ => (p.spec.prompt_tokens, p.spec.max_tokens),
         };
         let ctx_per_slot = points.iter().map(longest).map(|(a, b)| (a + b) as usize).max().unwrap_or(1);
         let longest_prompt = points.iter().map(|p| longest(p).0 as usize).max().unwrap_or(1);
-        let max_batch_tokens = extras.max_batch_tokens.unwrap_or(crate::scheduler::batch_tokens_for(longest_prompt, slots));
+        let max_batch_tokens = self.max_batch_tokens.unwrap_or(crate::scheduler::batch_tokens_for(longest_prompt, slots));
         if points.iter().any(|p| p.load.prefix_cache) {
             slots += 1;
         }
         LoadSpec { model_path, threads: self.threads, slots, ctx_per_slot, max_batch_tokens, gpu_layers: self.gpu_layers }
     }
 
-    /// Check the grid against the model's context before anything is loaded.
-    pub fn validate(&self, model_context: usize) -> Result<(), String> {
-        let nonempty = |name: &str, len: usize| if len == 0 { Err(format!("{name}: give at least one value")) } else { Ok(()) };
-        nonempty("--backend", self.backends.len())?;
-        nonempty("--policy", self.policies.len())?;
-        nonempty("--prompt-tokens", self.prompt_tokens.len())?;
-        nonempty("--concurrency", self.concurrency.len())?;
-        nonempty("--max-tokens", self.max_tokens.len())?;
-        if self.concurrency.contains(&0) {
-            return Err("--concurrency must be at least 1".into());
-        }
-        if self.prompt_tokens.contains(&0) {
-            return Err("--prompt-tokens must be at least 1 (the BOS token counts)".into());
-        }
-        if self.max_tokens.contains(&0) {
-            return Err("--max-tokens must be at least 1".into());
-        }
-        if self.requests == 0 {
-            return Err("--requests must be at least 1".into());
-        }
-        if self.chunk_tokens == 0 {
-            return Err("--chunk-tokens must be at least 1".into());
-        }
-        let longest = self.ctx_per_slot();
-        if longest > model_context {
-            return Err(format!(
-                "prompt tokens + max tokens = {longest} exceeds the model's context of {model_context} tokens"
-            ));
-        }
-        Ok(())
-    }
-
     /// Context each sequence needs: the longest prompt plus the longest output.
     pub fn ctx_per_slot(&self) -> usize {
-        let p = self.prompt_tokens.iter().max().copied().unwrap_or(0) as usize;
-        let m = self.max_tokens.iter().max().copied().unwrap_or(0) as usize;
+        let p = self.prompt_tokens.iter().map(|l| l.to).max().unwrap_or(0) as usize;
+        let m = self.max_tokens.iter().map(|l| l.to).max().unwrap_or(0) as usize;
         p + m
     }
 
@@ -318,33 +329,20 @@ pub trait SweepObserver: Observer {
 /// Run the sweep, filling `run` and printing rows as points finish. Returns the number
 /// of points that had errors (0 means a clean run).
 pub fn run_sweep(
-    spec: &SweepSpec,
+    plan: &SweepPlan,
     ctx: &SweepContext<'_>,
     run: &mut RunFile,
     printer: &mut dyn Printer,
     observer: &mut dyn SweepObserver,
 ) -> anyhow::Result<usize> {
-    run_sweep_with(spec, &SweepExtras::default(), ctx, run, printer, observer)
-}
-
-/// [`run_sweep`] with serving options.
-pub fn run_sweep_with(
-    spec: &SweepSpec,
-    extras: &SweepExtras,
-    ctx: &SweepContext<'_>,
-    run: &mut RunFile,
-    printer: &mut dyn Printer,
-    observer: &mut dyn SweepObserver,
-) -> anyhow::Result<usize> {
-    run_points(spec, extras, spec.points_with(extras), ctx, run, printer, observer)
+    run_points(plan, plan.points(), ctx, run, printer, observer)
 }
 
 /// Run a list of points (a sweep's grid, or a demo's hand-made list) on workers loaded
-/// once per backend. `spec` gives threads, chunk size and the like; `extras` batch limits
-/// and SLOs. Returns the number of points that had errors.
+/// once per backend; `plan` gives threads, chunk size, batch limits and SLOs. Returns the
+/// number of points that had errors.
 pub fn run_points(
-    spec: &SweepSpec,
-    extras: &SweepExtras,
+    plan: &SweepPlan,
     points: Vec<SweepPoint>,
     ctx: &SweepContext<'_>,
     run: &mut RunFile,
@@ -357,7 +355,7 @@ pub fn run_points(
     let mut failed_points = 0;
     // A backend that cannot load the model will not load it for the next point either.
     let mut load_failures: std::collections::HashMap<String, String> = Default::default();
-    let load_spec = spec.load_spec_for(ctx.model_path.clone(), &points, extras);
+    let load_spec = plan.load_spec_for(ctx.model_path.clone(), &points);
     let prompts_sent = std::cell::Cell::new(0usize);
     let mut prompts_for: Option<String> = None;
     for (index, point) in points.into_iter().enumerate() {
@@ -367,11 +365,11 @@ pub fn run_points(
             break;
         }
         observer.point_started(index, total, &backend, policy, &point);
-        let mut config = spec.scheduler(policy, extras.max_batch_seqs.unwrap_or(point.concurrency), load_spec.max_batch_tokens);
+        let mut config = plan.scheduler(policy, plan.max_batch_seqs.unwrap_or(point.concurrency), load_spec.max_batch_tokens);
         config.prefix_cache = load.prefix_cache;
         let fail = |why: String| {
             let mut result = failed_point(&backend, policy, &point, why).with_load(&load);
-            result.judge(extras.slo);
+            result.judge(plan.slo);
             result.repetition = repetition;
             result
         };
@@ -427,7 +425,7 @@ pub fn run_points(
         // the same sequence (the seed moves it), so backends are compared on the same prompts.
         if prompts_for.as_deref() != Some(backend.as_str()) {
             prompts_for = Some(backend.clone());
-            prompts_sent.set((extras.seed as usize).wrapping_mul(1 << 20));
+            prompts_sent.set((plan.seed as usize).wrapping_mul(1 << 20));
         }
         let prompt = |d: &Draw, _: usize| {
             let variant = prompts_sent.get();
@@ -444,7 +442,7 @@ pub fn run_points(
         let stopped = measured.stopped;
         let mut result = PointResult::from_run(&backend, policy, &point, measured).with_load(&load);
         result.scheduled_by_server = by_server;
-        result.judge(extras.slo);
+        result.judge(plan.slo);
         result.worker_peak_rss_mib = peak_rss;
         result.repetition = repetition;
         if result.errors > 0 || (result.requests == 0 && !stopped) {
@@ -492,28 +490,22 @@ fn finish_point(
 mod tests {
     use super::*;
 
-    fn spec(prompt_tokens: Vec<u32>) -> SweepSpec {
-        SweepSpec {
-            backends: vec!["llama".into()],
+    fn plan(prompt_tokens: &[&str]) -> SweepPlan {
+        SweepPlan {
             policies: vec![Policy::Continuous, Policy::Static],
-            prompt_tokens,
+            prompt_tokens: prompt_tokens.iter().map(|l| l.parse().unwrap()).collect(),
             concurrency: vec![1],
-            max_tokens: vec![16],
+            max_tokens: vec![Length::fixed(16)],
             requests: 2,
             warmup: 0,
-            threads: 0,
-            stop_at_eos: false,
-            chunk_tokens: crate::scheduler::DEFAULT_CHUNK_TOKENS,
-            gpu_layers: None,
-            servers: Vec::new(),
+            ..SweepPlan::default()
         }
     }
 
     #[test]
     fn a_range_and_a_fixed_length_with_the_same_upper_end_stay_apart() {
         // `--prompt-tokens 64..512,512`: the second point is the fixed 512, not the range again.
-        let extras = SweepExtras { prompt_tokens_from: vec![Some(64), None], ..Default::default() };
-        let points = spec(vec![512, 512]).points_with(&extras);
+        let points = plan(&["64..512", "512"]).points();
         let continuous: Vec<_> = points.iter().filter(|p| p.policy == Policy::Continuous).collect();
         assert_eq!(continuous.len(), 2);
         assert_eq!((continuous[0].spec.prompt_tokens, continuous[0].load.prompt_tokens_from), (512, Some(64)));
@@ -521,33 +513,138 @@ mod tests {
     }
 
     #[test]
+    fn lengths_read_and_print_as_written() {
+        for text in ["1", "64", "64..512", "7..7"] {
+            let l: Length = text.parse().unwrap();
+            assert_eq!(l.to_string(), text);
+        }
+        assert_eq!("64..=512".parse::<Length>().unwrap(), Length { from: Some(64), to: 512 });
+        assert!("x".parse::<Length>().is_err() && "1..".parse::<Length>().is_err());
+        assert_eq!(Length { from: Some(3), to: 9 }.shortest(), 3);
+    }
+
+    /// Every grid of lengths, concurrencies, policies, caching, rates and repetitions comes out
+    /// of the plan point for point: each combination once per repetition, with its lengths as
+    /// written (a range keeps both ends, a fixed length none), in the documented order.
+    #[test]
+    fn every_grid_round_trips_through_the_plan() {
+        let mut rng = crate::fuzz::Mutator::new(7);
+        let length = |rng: &mut crate::fuzz::Mutator| {
+            let to = 1 + rng.below(600) as u32;
+            if rng.below(2) == 0 {
+                Length::fixed(to)
+            } else {
+                Length { from: Some(1 + rng.below(to as usize) as u32), to }
+            }
+        };
+        for _ in 0..200 {
+            let pick = |rng: &mut crate::fuzz::Mutator, n: usize| 1 + rng.below(n);
+            let prompts: Vec<Length> = (0..pick(&mut rng, 3)).map(|_| length(&mut rng)).collect();
+            let outputs: Vec<Length> = (0..pick(&mut rng, 2)).map(|_| length(&mut rng)).collect();
+            let concurrency: Vec<usize> = (0..pick(&mut rng, 3)).map(|_| pick(&mut rng, 64)).collect();
+            let policies = [Policy::Serial, Policy::Static, Policy::Continuous, Policy::Chunked][..pick(&mut rng, 4)].to_vec();
+            let rates: Vec<f64> = (0..rng.below(3)).map(|i| 0.5 + i as f64).collect();
+            let prefix_cache = if rng.below(2) == 0 { vec![false] } else { vec![false, true] };
+            let plan = SweepPlan {
+                backends: vec!["llama".into(), "candle".into()],
+                policies: policies.clone(),
+                prompt_tokens: prompts.clone(),
+                concurrency: concurrency.clone(),
+                max_tokens: outputs.clone(),
+                rates: rates.clone(),
+                prefix_cache: prefix_cache.clone(),
+                repetitions: pick(&mut rng, 3),
+                ..SweepPlan::default()
+            };
+            let points = plan.points();
+            let arrivals = rates.len().max(1);
+            let grid = policies.len() * prefix_cache.len() * arrivals * concurrency.len() * prompts.len() * outputs.len();
+            assert_eq!(points.len(), 2 * plan.repetitions * grid);
+            let mut i = 0;
+            for backend in &plan.backends {
+                for r in 1..=plan.repetitions as u32 {
+                    for &policy in &policies {
+                        for &cached in &prefix_cache {
+                            for a in 0..arrivals {
+                                for &c in &concurrency {
+                                    for p in &prompts {
+                                        for o in &outputs {
+                                            let point = &points[i];
+                                            i += 1;
+                                            assert_eq!((&point.backend, point.policy, point.load.prefix_cache, point.spec.concurrency), (backend, policy, cached, c));
+                                            assert_eq!(point.repetition, (plan.repetitions > 1).then_some(r));
+                                            let rate = match point.load.arrivals {
+                                                Arrivals::Poisson { rate } => Some(rate),
+                                                _ => None,
+                                            };
+                                            assert_eq!(rate, rates.get(a).copied());
+                                            let back = |to: u32, from: Option<u32>| Length { from, to };
+                                            assert_eq!(back(point.spec.prompt_tokens, point.load.prompt_tokens_from), *p);
+                                            assert_eq!(back(point.spec.max_tokens, point.load.max_tokens_from), *o);
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
     fn a_server_is_measured_once_per_point_not_once_per_policy() {
-        let mut s = spec(vec![64]);
+        let mut s = plan(&["64"]);
         s.backends.push("local-server".into());
         s.servers = vec!["local-server".into()];
-        let extras = SweepExtras { prefix_cache: vec![false, true], ..Default::default() };
-        let points = s.points_with(&extras);
+        s.prefix_cache = vec![false, true];
+        s.prefix_tokens = 8;
+        let points = s.points();
         let of = |b: &str| points.iter().filter(|p| p.backend == b).count();
         assert_eq!((of("llama"), of("local-server")), (4, 1));
     }
 
     #[test]
     fn repetitions_run_the_whole_grid_again_backend_by_backend() {
-        let mut s = spec(vec![64, 128]);
+        let mut s = plan(&["64", "128"]);
         s.backends.push("candle".into());
-        let once = s.points_with(&SweepExtras::default());
+        let once = s.points();
         assert!(once.iter().all(|p| p.repetition.is_none()));
-        let extras = SweepExtras { repetitions: 3, ..Default::default() };
-        let points = s.points_with(&extras);
+        s.repetitions = 3;
+        let points = s.points();
         assert_eq!(points.len(), 3 * once.len());
         // Per backend: all of its grid (4 points) for repetition 1, then 2, then 3.
         let order: Vec<(&str, Option<u32>)> = points.iter().map(|p| (p.backend.as_str(), p.repetition)).collect();
         let expect: Vec<(&str, Option<u32>)> =
             ["llama", "candle"].iter().flat_map(|&b| (1..=3).flat_map(move |r| std::iter::repeat_n((b, Some(r)), 4))).collect();
         assert_eq!(order, expect);
-        // Each repetition is the same grid.
-        let grid = |r: u32| points.iter().filter(|p| p.repetition == Some(r)).map(|p| (p.backend.clone(), p.policy, p.spec.clone())).collect::<Vec<_>>();
-        assert_eq!(grid(1), grid(3));
-        assert!(SweepExtras { repetitions: 0, ..Default::default() }.validate(&s, 1024).unwrap_err().contains("--repetitions"));
+        s.repetitions = 0;
+        assert!(s.validate(None).unwrap_err().contains("--repetitions"));
+    }
+
+    #[test]
+    fn the_plan_is_checked_once_without_the_model_and_once_against_it() {
+        let ok = plan(&["64..512", "1024"]);
+        assert_eq!(ok.validate(None), Ok(()));
+        assert_eq!(ok.validate(Some(2048)), Ok(()));
+        assert!(ok.validate(Some(1024)).unwrap_err().contains("exceeds the model's context of 1024"));
+        let bad = |f: fn(&mut SweepPlan), needle: &str| {
+            let mut p = plan(&["64"]);
+            f(&mut p);
+            let e = p.validate(None).unwrap_err();
+            assert!(e.contains(needle), "{e} lacks {needle}");
+        };
+        bad(|p| p.prompt_tokens = vec![Length { from: Some(600), to: 512 }], "range 600..512");
+        bad(|p| p.prompt_tokens = vec![Length::fixed(0)], "BOS token counts");
+        bad(|p| p.max_tokens = vec![Length::fixed(0)], "--max-tokens must be at least 1");
+        bad(|p| p.concurrency = vec![], "--concurrency: give at least one value");
+        bad(|p| p.rates = vec![0.0], "--rate must be a positive number");
+        bad(|p| p.prefix_tokens = 64, "must be shorter than every prompt");
+        bad(|p| p.prefix_cache = vec![true], "needs a shared prefix");
+        bad(|p| p.duration_s = Some(-1.0), "--duration");
+        bad(|p| p.max_batch_tokens = Some(0), "--max-batch-tokens");
+        let mut long_prefix = plan(&["4096"]);
+        long_prefix.prefix_tokens = 3000;
+        assert!(long_prefix.validate(Some(2048)).unwrap_err().contains("--prefix-tokens 3000 is longer than the model's context"));
     }
 }

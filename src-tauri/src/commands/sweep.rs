@@ -11,7 +11,7 @@ use lx_engine::load::{Observer, PointSpec, RequestRecord, RunControl};
 use lx_engine::printers::Printer;
 use lx_engine::results::{PointResult, RunFile};
 use lx_engine::scheduler::Policy;
-use lx_engine::sweep::{run_sweep, SweepObserver, SweepSpec};
+use lx_engine::sweep::{run_sweep, Length, SweepObserver, SweepPlan};
 use serde::Deserialize;
 use tauri::ipc::Channel;
 use tauri::State;
@@ -52,27 +52,25 @@ fn default_chunk() -> usize {
 }
 
 impl SweepRequest {
-    /// The engine's spec, with `lx sweep`'s defaults.
-    pub fn spec(&self) -> CmdResult<SweepSpec> {
+    /// The engine's plan: this grid, everything else as `lx sweep` does it.
+    pub fn plan(&self) -> CmdResult<SweepPlan> {
         let backends = self
             .backends
             .iter()
             .map(|b| lx_backends::canonical(b).map(String::from))
             .collect::<anyhow::Result<Vec<_>>>()
             .map_err(|e| CmdError::Sweep(e.to_string()))?;
-        Ok(SweepSpec {
+        Ok(SweepPlan {
             backends,
             policies: self.policies.clone(),
-            prompt_tokens: self.prompt_tokens.clone(),
+            prompt_tokens: self.prompt_tokens.iter().copied().map(Length::fixed).collect(),
             warmup: self.warmup.unwrap_or_else(|| self.concurrency.iter().copied().max().unwrap_or(1)),
             concurrency: self.concurrency.clone(),
-            max_tokens: self.max_tokens.clone(),
+            max_tokens: self.max_tokens.iter().copied().map(Length::fixed).collect(),
             requests: self.requests,
             threads: super::app_threads(self.threads),
-            stop_at_eos: false,
             chunk_tokens: self.chunk_tokens,
-            gpu_layers: None,
-            servers: Vec::new(),
+            ..SweepPlan::default()
         })
     }
 }
@@ -144,17 +142,17 @@ pub async fn sweep_start(state: State<'_, AppState>, request: SweepRequest, on_e
         return Err(CmdError::Busy("a sweep is already running".into()));
     }
     let model = state.model.lock().expect("poisoned").clone().ok_or(CmdError::NoModel)?;
-    let spec = request.spec()?;
-    spec.validate(model.open.context_length).map_err(CmdError::Sweep)?;
+    let plan = request.plan()?;
+    plan.validate(Some(model.open.context_length)).map_err(CmdError::Sweep)?;
 
     let control = RunControl::default();
     let stop = Arc::clone(&control.stop);
     let hardware = lx_backends::hardware_report();
-    let settings = serde_json::to_value(&spec).map_err(|e| CmdError::Sweep(e.to_string()))?;
+    let settings = serde_json::to_value(&plan).map_err(|e| CmdError::Sweep(e.to_string()))?;
     let run = RunFile::new(vec!["latency-explorer".into(), "sweep".into()], hardware, model.open.record(), settings);
     let path: PathBuf = state.runs_dir.join(run_file_name("run", run.started_unix_ms / 1000));
-    let total_points = spec.points_with(&lx_engine::sweep::SweepExtras::default()).len();
-    let total_requests = total_points * spec.requests;
+    let total_points = plan.points().len();
+    let total_requests = total_points * plan.requests;
     let _ = on_event.send(SweepEvent::Started { path: path.clone(), total_points, total_requests });
 
     let out = path.clone();
@@ -169,10 +167,10 @@ pub async fn sweep_start(state: State<'_, AppState>, request: SweepRequest, on_e
                 done: 0,
                 total: total_requests,
                 points_done: 0,
-                per_point: spec.requests,
+                per_point: plan.requests,
                 throttle: Throttle::new(Duration::from_millis(50)),
             };
-            match run_sweep(&spec, &ctx, &mut run, &mut NoTable, &mut progress) {
+            match run_sweep(&plan, &ctx, &mut run, &mut NoTable, &mut progress) {
                 Ok(failed_points) => {
                     let _ = on_event.send(SweepEvent::Finished { path: out, stopped: run.stopped, failed_points });
                 }
@@ -214,20 +212,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_request_from_the_ui_becomes_the_engine_spec_with_cli_defaults() {
+    fn a_request_from_the_ui_becomes_the_engine_plan_with_cli_defaults() {
         let r: SweepRequest = serde_json::from_value(serde_json::json!({
             "backends": ["llama.cpp"], "policies": ["serial", "continuous"], "promptTokens": [64, 256],
             "concurrency": [1, 4], "maxTokens": [32], "requests": 8
         }))
         .unwrap();
-        let spec = r.spec().unwrap();
-        assert_eq!(spec.backends, vec!["llama"]);
-        assert_eq!(spec.warmup, 4);
-        assert_eq!(spec.chunk_tokens, lx_engine::scheduler::DEFAULT_CHUNK_TOKENS);
-        assert_eq!(spec.threads, lx_engine::hardware::threads_beside_a_window(), "auto leaves the window a core where needed");
-        assert_eq!(SweepRequest { threads: 3, ..r.clone() }.spec().unwrap().threads, 3);
-        assert_eq!(spec.points_with(&lx_engine::sweep::SweepExtras::default()).len(), 2 * 2 * 2);
+        let plan = r.plan().unwrap();
+        assert_eq!(plan.backends, vec!["llama"]);
+        assert_eq!(plan.warmup, 4);
+        assert_eq!(plan.chunk_tokens, lx_engine::scheduler::DEFAULT_CHUNK_TOKENS);
+        assert_eq!(plan.threads, lx_engine::hardware::threads_beside_a_window(), "auto leaves the window a core where needed");
+        assert_eq!(SweepRequest { threads: 3, ..r.clone() }.plan().unwrap().threads, 3);
+        assert_eq!(plan.points().len(), 2 * 2 * 2);
         let bad = SweepRequest { backends: vec!["nope".into()], ..r };
-        assert!(matches!(bad.spec(), Err(CmdError::Sweep(m)) if m.contains("unknown backend")));
+        assert!(matches!(bad.plan(), Err(CmdError::Sweep(m)) if m.contains("unknown backend")));
     }
 }

@@ -8,28 +8,10 @@ use lx_engine::load::RunControl;
 use lx_engine::printers::{printer, Format};
 use lx_engine::results::{RunFile, Slo, READING_PACE_TPS};
 use lx_engine::scheduler::Policy;
-use lx_engine::sweep::{run_sweep_with, SweepExtras, SweepSpec};
+use lx_engine::sweep::{run_sweep, Length, SweepPlan};
 use lx_engine::workload::PromptBuilder;
 
 use crate::commands::list;
-
-/// A length or a range of lengths: `64` or `64..512`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Len {
-    pub from: Option<u32>,
-    pub to: u32,
-}
-
-impl std::str::FromStr for Len {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Len, String> {
-        let num = |t: &str| t.trim().parse::<u32>().map_err(|e| format!("'{t}': {e}"));
-        match s.split_once("..") {
-            Some((a, b)) => Ok(Len { from: Some(num(a)?), to: num(b.trim_start_matches('='))? }),
-            None => Ok(Len { from: None, to: num(s)? }),
-        }
-    }
-}
 
 /// `on`, `off`, or both.
 fn on_off(s: &str) -> Result<Vec<bool>, String> {
@@ -71,15 +53,15 @@ pub struct SweepArgs {
     model: String,
     /// Prompt lengths in tokens, BOS (and any shared prefix) included; `A..B` draws each
     /// request's length uniformly from A to B with --seed.
-    #[arg(long, default_value = "64,256,1024", value_parser = list::<Len>)]
-    prompt_tokens: Vec<Vec<Len>>,
+    #[arg(long, default_value = "64,256,1024", value_parser = list::<Length>)]
+    prompt_tokens: Vec<Vec<Length>>,
     /// Concurrent clients (closed loop); in open loop (--rate), the most sequences the
     /// scheduler runs at once (its slots): later arrivals wait in its queue.
     #[arg(long, default_value = "1,4", value_parser = list::<usize>)]
     concurrency: Vec<Vec<usize>>,
     /// Output tokens per request (EOS ignored unless --stop-at-eos); `A..B` draws a range.
-    #[arg(long, default_value = "64", value_parser = list::<Len>)]
-    max_tokens: Vec<Vec<Len>>,
+    #[arg(long, default_value = "64", value_parser = list::<Length>)]
+    max_tokens: Vec<Vec<Length>>,
     /// Open loop: Poisson arrival rates in requests/s (a list); without it, closed loop.
     #[arg(long, value_parser = list::<f64>)]
     rate: Vec<Vec<f64>>,
@@ -146,10 +128,8 @@ pub struct SweepArgs {
     hang_timeout: u64,
 }
 
-pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
-    let servers = servers(&args)?;
-    let prompts: Vec<Len> = args.prompt_tokens.into_iter().flatten().collect();
-    let outputs: Vec<Len> = args.max_tokens.into_iter().flatten().collect();
+/// The sweep the arguments describe (not yet checked).
+fn plan(args: &SweepArgs, servers: &[lx_openai::Server]) -> anyhow::Result<SweepPlan> {
     let default_backend = if servers.is_empty() { "llama" } else { "" };
     let mut backends = args
         .backend
@@ -159,66 +139,62 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
         .filter(|b| !b.trim().is_empty())
         .map(|b| lx_backends::canonical(b.trim()).map(String::from))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    for s in &servers {
+    for s in servers {
         if backends.contains(&s.name) {
             anyhow::bail!("--target: '{}' is already the name of a backend or another server; name it with NAME=URL", s.name);
         }
         backends.push(s.name.clone());
     }
-    let concurrency: Vec<usize> = args.concurrency.into_iter().flatten().collect();
-    let spec = SweepSpec {
+    let concurrency: Vec<usize> = args.concurrency.iter().flatten().copied().collect();
+    Ok(SweepPlan {
         backends,
-        policies: args.policy.into_iter().flatten().collect(),
-        prompt_tokens: prompts.iter().map(|l| l.to).collect(),
-        max_tokens: outputs.iter().map(|l| l.to).collect(),
+        servers: servers.iter().map(|s| s.name.clone()).collect(),
+        policies: args.policy.iter().flatten().copied().collect(),
+        prompt_tokens: args.prompt_tokens.iter().flatten().copied().collect(),
+        max_tokens: args.max_tokens.iter().flatten().copied().collect(),
+        rates: args.rate.iter().flatten().copied().collect(),
+        prefix_cache: args.prefix_cache.iter().flatten().copied().collect(),
         warmup: args.warmup.unwrap_or_else(|| concurrency.iter().copied().max().unwrap_or(1)),
         concurrency,
         requests: args.requests.unwrap_or(if args.duration.is_some() { usize::MAX } else { 8 }),
+        repetitions: args.repetitions,
         threads: args.threads,
         stop_at_eos: args.stop_at_eos,
         chunk_tokens: args.chunk_tokens,
         gpu_layers: args.gpu_layers,
-        servers: servers.iter().map(|s| s.name.clone()).collect(),
-    };
-    let extras = SweepExtras {
-        rates: args.rate.into_iter().flatten().collect(),
         max_in_flight: args.max_concurrency,
-        prompt_tokens_from: prompts.iter().map(|l| l.from).collect(),
-        max_tokens_from: outputs.iter().map(|l| l.from).collect(),
         seed: args.seed,
         duration_s: args.duration,
         prefix_tokens: args.prefix_tokens,
-        prefix_cache: args.prefix_cache.into_iter().flatten().collect(),
         max_batch_seqs: args.max_batch,
         max_batch_tokens: args.max_batch_tokens,
         slo: Slo { ttft_ms: args.slo_ttft_ms, decode_tps: Some(args.slo_decode_tps) },
-        repetitions: args.repetitions,
-    };
-    // Cheap checks first, so a typo never waits for a model load.
-    spec.validate(usize::MAX).map_err(anyhow::Error::msg)?;
-    extras.validate(&spec, usize::MAX).map_err(anyhow::Error::msg)?;
+    })
+}
+
+pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
+    let servers = servers(&args)?;
+    let plan = plan(&args, &servers)?;
+    // Cheap checks first, so a typo never waits for a model load; then against the model.
+    plan.validate(None).map_err(anyhow::Error::msg)?;
     let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
-    // The prefix first: a prefix past the context is the clearer message of the two.
-    extras.validate(&spec, model.context_length).map_err(anyhow::Error::msg)?;
-    spec.validate(model.context_length).map_err(anyhow::Error::msg)?;
+    plan.validate(Some(model.context_length)).map_err(anyhow::Error::msg)?;
 
     let prompts = PromptBuilder::new(&model.tokenizer);
     let prompt = |n: u32, i: usize| prompts.prompt(n as usize, i as u64);
     let control = RunControl { hang_timeout: Duration::from_secs(args.hang_timeout), ..Default::default() };
     crate::commands::stop_on_ctrl_c(&control);
     let hardware = lx_backends::hardware_report();
-    let mut settings = serde_json::to_value(&spec)?;
-    settings["serving"] = serde_json::to_value(&extras)?;
-    let mut run = RunFile::new(std::env::args().collect(), hardware, model.record(), settings);
+    let mut run = RunFile::new(std::env::args().collect(), hardware, model.record(), serde_json::to_value(&plan)?);
     let mut ctx = model.sweep_context(&prompt, args.out.clone(), control);
     if !servers.is_empty() {
         ctx.spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()));
     }
-    let points = spec.points_with(&extras).len();
-    let total = if args.duration.is_some() && args.requests.is_none() { 0 } else { (points * spec.requests) as u64 };
+    let points = plan.points().len();
+    let total = if args.duration.is_some() && args.requests.is_none() { 0 } else { (points * plan.requests) as u64 };
     let mut progress = crate::progress::SweepProgress::new(total);
     let mut out = printer(args.format, Box::new(std::io::stdout()));
-    let failed = run_sweep_with(&spec, &extras, &ctx, &mut run, out.as_mut(), &mut progress);
+    let failed = run_sweep(&plan, &ctx, &mut run, out.as_mut(), &mut progress);
     progress.finish();
     let failed = failed?;
     if let Some(path) = &args.out {
@@ -255,4 +231,41 @@ fn servers(args: &SweepArgs) -> anyhow::Result<Vec<lx_openai::Server>> {
             Ok(s)
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        sweep: SweepArgs,
+    }
+
+    fn plan_of(args: &[&str]) -> SweepPlan {
+        let cli = Cli::try_parse_from(std::iter::once("sweep").chain(args.iter().copied())).unwrap();
+        plan(&cli.sweep, &[]).unwrap()
+    }
+
+    /// `lx sweep`'s documented defaults (its --help) and the plan's are one.
+    #[test]
+    fn the_command_lines_defaults_are_the_plans() {
+        assert_eq!(plan_of(&[]), SweepPlan::default());
+    }
+
+    #[test]
+    fn every_grid_option_lands_in_the_plan_as_written() {
+        let p = plan_of(&[
+            "--backend", "llama,candle", "--prompt-tokens", "64..512,512", "--max-tokens", "8..32", "--concurrency", "2,8",
+            "--rate", "1.5,3", "--prefix-tokens", "16", "--prefix-cache", "off,on", "--repetitions", "3", "--policy", "serial,chunked",
+        ]);
+        assert_eq!(p.backends, ["llama", "candle"]);
+        assert_eq!(p.prompt_tokens, [Length { from: Some(64), to: 512 }, Length::fixed(512)]);
+        assert_eq!(p.max_tokens, [Length { from: Some(8), to: 32 }]);
+        assert_eq!((p.concurrency, p.rates, p.prefix_cache), (vec![2, 8], vec![1.5, 3.0], vec![false, true]));
+        assert_eq!((p.prefix_tokens, p.repetitions, p.warmup), (16, 3, 8));
+        assert_eq!(p.policies, [Policy::Serial, Policy::Chunked]);
+    }
 }

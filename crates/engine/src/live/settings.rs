@@ -101,7 +101,7 @@ impl LiveSettings {
     }
 
     /// Tokens per pass the scheduler may use: room for every client's whole prompt, as a
-    /// sweep point with the same setting gets (see `SweepSpec::load_spec`), within what the
+    /// sweep point with the same setting gets (see `SweepPlan::load_spec_for`), within what the
     /// loaded context allows.
     fn step_budget(&self, capacity: &Capacity) -> usize {
         crate::scheduler::batch_tokens_for(self.prompt_tokens as usize, self.concurrency).min(capacity.max_batch_tokens)
