@@ -260,6 +260,66 @@ fn mlx_sweeps_the_default_model_or_says_why_it_cannot() {
     r.fails_with(&why);
 }
 
+/// `--repetitions 3` measures the point three times (numbered rows, `repetition` in the run
+/// file), summarises them under the table, and `lx compare` treats the three as one point,
+/// with a throughput interval from the repetitions.
+#[test]
+fn repeated_points_are_summarised_and_compared_as_one() {
+    let _lock = heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("reps.json");
+    let args = ["sweep", "--backend", "llama", "--prompt-tokens", "16", "--concurrency", "1", "--max-tokens", "8", "--requests", "3", "--warmup", "1", "--repetitions", "3", "--threads", "2", "--out", out.to_str().unwrap()];
+    let r = lx(&args).ok();
+    let md = r.stdout();
+    for k in 1..=3 {
+        assert!(md.contains(&format!("| pp16+tg8 @ c1 #{k} |")), "{md}");
+    }
+    let summary = md.lines().find(|l| l.starts_with("| llama | continuous | pp16+tg8 @ c1 | 3 |")).unwrap_or_else(|| panic!("no summary row\n{}", r.dump()));
+    assert_eq!(summary.matches('±').count(), 4, "{summary}");
+    let run: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let reps: Vec<u64> = run["points"].as_array().unwrap().iter().map(|p| p["repetition"].as_u64().unwrap()).collect();
+    assert_eq!(reps, [1, 2, 3]);
+    let p = out.to_str().unwrap();
+    let c: Value = serde_json::from_str(&lx(&["compare", p, p, "--format", "json"]).ok().stdout()).unwrap();
+    let diffs = c["points"].as_array().unwrap();
+    assert_eq!(diffs.len(), 1, "{c}");
+    assert_eq!(diffs[0]["figures"][3]["beyond_spread"], false, "{c}");
+    assert_eq!(diffs[0]["figures"][0]["ratio"], 1.0, "{c}");
+    lx(&["sweep", "--repetitions", "0", "--backend", "llama"]).fails_with("--repetitions must be at least 1");
+}
+
+/// The second real model (SmolLM2 135M Q4_1: llama architecture, byte-level BPE, no BOS) runs
+/// end to end on every backend of this build: each request prefills exactly the prompt length
+/// asked for (built with our tokenizer) and yields the output length asked for.
+#[test]
+fn every_backend_of_the_build_sweeps_smollm2() {
+    let _lock = heavy();
+    assert_lx_has_our_features();
+    let model = lx_models::catalog_model_path("smollm2").unwrap();
+    assert!(model.is_file(), "SmolLM2 is missing at {}: run `lx models fetch smollm2` (scripts/test does)", model.display());
+    let mut backends = vec!["llama", "candle"];
+    if lx_backends::unavailable("mlx").is_none() {
+        backends.push("mlx");
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("smollm2.json");
+    let list = backends.join(",");
+    let args = ["sweep", "--model", "smollm2", "--backend", &list, "--prompt-tokens", "24", "--concurrency", "2", "--max-tokens", "8", "--requests", "2", "--warmup", "1", "--threads", "2", "--out", out.to_str().unwrap()];
+    let r = lx(&args).ok();
+    let run: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let points = run["points"].as_array().unwrap();
+    assert_eq!(points.len(), backends.len(), "{}", r.dump());
+    for (p, b) in points.iter().zip(&backends) {
+        assert_eq!((p["backend"].as_str(), p["requests"].as_u64(), p["errors"].as_u64()), (Some(*b), Some(2), Some(0)), "{p}");
+        for s in p["samples"].as_array().unwrap() {
+            let prefilled: u64 = s["prefill"].as_array().unwrap().iter().map(|slice| slice["tokens"].as_u64().unwrap()).sum();
+            assert_eq!((prefilled, s["tokens"].as_array().unwrap().len()), (24, 8), "{b}: {s}");
+        }
+        assert!(p["decode_tps"]["p50"].as_f64().unwrap() > 0.0, "{p}");
+    }
+    eprintln!("{}", r.stdout());
+}
+
 #[test]
 fn models_list_shows_the_default() {
     let r = lx(&["models", "list"]).ok();
