@@ -7,6 +7,7 @@ mod batching;
 mod candle;
 mod cli;
 mod policy_parity;
+mod readme;
 mod serve;
 mod server_target;
 mod serving;

@@ -32,6 +32,9 @@ enum Cmd {
     /// Compare saved runs point by point: ratios to the first run, and whether each
     /// difference exceeds the runs' own spread.
     Compare(commands::compare::CompareArgs),
+    /// Print a saved run's table again: all of it, some columns (--columns), or the summary of
+    /// its repeated points (--repetitions).
+    Show(commands::show::ShowArgs),
     /// Show one serving trade-off live: prompt-length, batching, static-vs-continuous,
     /// chunked-prefill, prefix-cache (--list). Exits 1 when the point did not hold.
     Demo(commands::demo::DemoArgs),
@@ -52,6 +55,7 @@ fn main() {
         Cmd::Sweep(args) => commands::sweep::run(*args),
         Cmd::Demo(args) => commands::demo::run(args),
         Cmd::Compare(args) => commands::compare::run(args),
+        Cmd::Show(args) => commands::show::run(args),
         Cmd::Serve(args) => commands::serve::run(args),
         Cmd::Worker(args) => commands::worker::run(args),
     };

@@ -42,7 +42,7 @@ pub trait Printer {
 /// Make the printer for `format`, writing to `out`.
 pub fn printer<'a>(format: Format, out: Box<dyn Write + 'a>) -> Box<dyn Printer + 'a> {
     match format {
-        Format::Markdown => Box::new(Markdown { out, started: false }),
+        Format::Markdown => Box::new(Markdown { out, started: false, columns: (0..MD_COLUMNS.len()).collect() }),
         Format::Csv => Box::new(Csv { out, started: false }),
         Format::Json => Box::new(Json { out }),
         Format::Jsonl => Box::new(Jsonl { out }),
@@ -90,9 +90,43 @@ fn percent(x: Option<f64>) -> String {
     x.map_or("-".into(), |f| format!("{:.0}", f * 100.0))
 }
 
+/// The markdown table with only `columns` (see [`markdown_columns`]), and no lines under it.
+pub fn markdown_with_columns<'a>(out: Box<dyn Write + 'a>, columns: Vec<usize>) -> Box<dyn Printer + 'a> {
+    Box::new(Markdown { out, started: false, columns })
+}
+
 struct Markdown<'a> {
     out: Box<dyn Write + 'a>,
     started: bool,
+    /// Indices into [`MD_COLUMNS`]; all of them in a sweep's own table.
+    columns: Vec<usize>,
+}
+
+/// A column's key: its name in lower case with every run of other characters as one `_`
+/// (`TTFT p50 ms` → `ttft_p50_ms`, `decode tok/s p50` → `decode_tok_s_p50`).
+fn column_key(name: &str) -> String {
+    let mut key = String::new();
+    for c in name.chars() {
+        if c.is_ascii_alphanumeric() {
+            key.push(c.to_ascii_lowercase());
+        } else if !key.is_empty() && !key.ends_with('_') {
+            key.push('_');
+        }
+    }
+    key.trim_end_matches('_').to_string()
+}
+
+/// The markdown columns a comma-separated list of keys (or names) picks, in its order.
+pub fn markdown_columns(list: &str) -> Result<Vec<usize>, String> {
+    list.split(',')
+        .map(|want| {
+            let want = column_key(want);
+            MD_COLUMNS.iter().position(|(name, _)| column_key(name) == want).ok_or_else(|| {
+                let keys: Vec<String> = MD_COLUMNS.iter().map(|(n, _)| column_key(n)).collect();
+                format!("no column '{want}' (the columns: {})", keys.join(", "))
+            })
+        })
+        .collect()
 }
 
 const MD_COLUMNS: [(&str, bool); 15] = [
@@ -117,12 +151,12 @@ impl Printer for Markdown<'_> {
     fn point(&mut self, p: &PointResult) -> std::io::Result<()> {
         if !self.started {
             self.started = true;
-            let names: Vec<&str> = MD_COLUMNS.iter().map(|(n, _)| *n).collect();
-            let rule: Vec<&str> = MD_COLUMNS.iter().map(|(_, num)| if *num { "---:" } else { "---" }).collect();
+            let names: Vec<&str> = self.columns.iter().map(|&c| MD_COLUMNS[c].0).collect();
+            let rule: Vec<&str> = self.columns.iter().map(|&c| if MD_COLUMNS[c].1 { "---:" } else { "---" }).collect();
             writeln!(self.out, "| {} |", names.join(" | "))?;
             writeln!(self.out, "| {} |", rule.join(" | "))?;
         }
-        let cells = [
+        let all = [
             p.backend.clone(),
             p.policy_label(),
             row_name(p),
@@ -139,6 +173,7 @@ impl Printer for Markdown<'_> {
             p.worker_peak_rss_mib.map_or("-".into(), |m| format!("{m:.0}")),
             p.errors.to_string(),
         ];
+        let cells: Vec<&str> = self.columns.iter().map(|&c| all[c].as_str()).collect();
         writeln!(self.out, "| {} |", cells.join(" | "))?;
         for e in &p.error_messages {
             writeln!(self.out, "|  | error: {} |", e.replace('|', "/"))?;
@@ -147,6 +182,9 @@ impl Printer for Markdown<'_> {
     }
 
     fn footer(&mut self, run: &RunFile) -> std::io::Result<()> {
+        if self.columns.len() < MD_COLUMNS.len() {
+            return self.out.flush();
+        }
         for line in repetitions_table(&run.points) {
             writeln!(self.out, "{line}")?;
         }
@@ -165,8 +203,8 @@ impl Printer for Markdown<'_> {
 }
 
 /// Under the table, when the sweep repeated its points: each point's figures across its
-/// repetitions (see [`crate::repeats`]).
-fn repetitions_table(points: &[PointResult]) -> Vec<String> {
+/// repetitions (see [`crate::repeats`]); nothing when no point was repeated.
+pub fn repetitions_table(points: &[PointResult]) -> Vec<String> {
     let repeated = crate::repeats::summarise(points);
     if repeated.is_empty() {
         return Vec::new();
@@ -338,6 +376,21 @@ mod tests {
                 "candle ran on CUDA:0",
             ]
         );
+    }
+
+    #[test]
+    fn columns_are_picked_by_key_or_name_in_the_order_given() {
+        assert_eq!(column_key("decode tok/s p50"), "decode_tok_s_p50");
+        assert_eq!(column_key("SLO met %"), "slo_met");
+        assert_eq!(markdown_columns("test,TTFT p50 ms,decode_tok_s_p50").unwrap(), [2, 3, 7]);
+        assert!(markdown_columns("backend,nope").unwrap_err().contains("no column 'nope'"));
+        let mut buf = Vec::new();
+        {
+            let mut pr = markdown_with_columns(Box::new(&mut buf), markdown_columns("test,backend,errors").unwrap());
+            pr.point(&point()).unwrap();
+        }
+        let md = String::from_utf8(buf).unwrap();
+        assert_eq!(md, "| test | backend | errors |\n| --- | --- | ---: |\n| pp64..512+tg32 @ c4 λ2/s prefix48 cached | llama | 0 |\n");
     }
 
     #[test]

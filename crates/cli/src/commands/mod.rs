@@ -4,6 +4,7 @@ pub mod generate;
 pub mod hw;
 pub mod models;
 pub mod serve;
+pub mod show;
 pub mod sweep;
 pub mod worker;
 
