@@ -103,6 +103,13 @@ pub struct PointFigures {
     pub throughput_tps: f64,
     /// Why requests failed.
     pub error_messages: Vec<String>,
+    /// Low ends of drawn lengths (`None`: fixed).
+    pub prompt_tokens_from: Option<u32>,
+    pub max_tokens_from: Option<u32>,
+    /// Open-loop arrival rate, requests/s (`None`: closed loop).
+    pub rate: Option<f64>,
+    /// Which measurement of a repeated point (`None`: measured once).
+    pub repetition: Option<u32>,
 }
 
 impl From<&PointResult> for PointFigures {
@@ -120,6 +127,10 @@ impl From<&PointResult> for PointFigures {
             queue_ms: p.queue_ms,
             throughput_tps: p.throughput_tps,
             error_messages: p.error_messages.clone(),
+            prompt_tokens_from: p.load.prompt_tokens_from,
+            max_tokens_from: p.load.max_tokens_from,
+            rate: p.rate(),
+            repetition: p.repetition,
         }
     }
 }

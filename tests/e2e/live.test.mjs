@@ -7,7 +7,8 @@
 //      preview text grows and that the reader marker moves; saves a screenshot;
 //   2. kills the worker process while live, checks that the app shows the crash, and that
 //      Retry brings live mode back; saves what live mode measured as a run file;
-//   3. runs a small sweep from the app (progress, table, run file) and cancels a longer one;
+//   3. runs a small sweep from the app (progress, table, run file), one with its "More
+//      options" (a drawn length, open-loop arrivals, repetitions), and cancels a longer one;
 //   4. goes live on MLX where the build has it (screenshot), or finds it listed with the reason;
 //   5. runs "Check backends" (a tiny model on every backend and device) and saves a screenshot.
 //
@@ -279,6 +280,23 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     await browser.execute(() => (document.querySelector(".main").scrollTop = 100_000));
     await sleep(500);
     await shot("sweep-done");
+
+    // More options: a drawn prompt length, open-loop arrivals and two repetitions, as
+    // `lx sweep --prompt-tokens 24..32 --rate 4 --repetitions 2` would run them.
+    await browser.execute(() => (document.querySelector('[data-testid="sweep-more"]').open = true));
+    await fill('.sweep input[aria-label^="prompt lengths"]', "24..32");
+    await fill('.sweep input[aria-label^="concurrencies"]', "2");
+    await fill('.sweep input[aria-label^="arrival rates"]', "4");
+    await fill('.sweep input[aria-label^="repetitions"]', "2");
+    await (await browser.$('[data-testid="sweep-start"]')).click();
+    await until("the open-loop sweep to finish", () => document.querySelector('[data-testid="sweep-status"]').textContent, (v) => /^Done/.test(v), 600_000);
+    const labels = await browser.execute(() => [...document.querySelectorAll(".sweep table.points tbody tr td:nth-child(3)")].map((td) => td.textContent));
+    assert.deepEqual(labels, ["24..32 #1", "24..32 #2"]);
+    const open = JSON.parse(readFileSync(await browser.execute(() => document.querySelector(".sweep").dataset.runFile), "utf8"));
+    assert.deepEqual(open.points.map((p) => [p.prompt_tokens, p.load.prompt_tokens_from, p.load.arrivals.rate, p.repetition, p.errors]), [[32, 24, 4, 1, 0], [32, 24, 4, 2, 0]]);
+    await shot("sweep-more-options");
+    await fill('.sweep input[aria-label^="arrival rates"]', "");
+    await fill('.sweep input[aria-label^="repetitions"]', "1");
 
     // A longer sweep, cancelled: the app says so and the run file is marked stopped.
     await fill('.sweep input[aria-label^="prompt lengths"]', "32, 64, 128, 256");

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use lx_engine::backend::BackendInfo;
 use lx_engine::load::{Observer, PointSpec, RequestRecord, RunControl};
 use lx_engine::printers::Printer;
-use lx_engine::results::{PointResult, RunFile};
+use lx_engine::results::{PointResult, RunFile, Slo};
 use lx_engine::scheduler::Policy;
 use lx_engine::sweep::{run_sweep, Length, SweepObserver, SweepPlan};
 use serde::Deserialize;
@@ -20,7 +20,26 @@ use crate::error::{CmdError, CmdResult};
 use crate::events::{PointFigures, SweepEvent};
 use crate::state::{run_file_name, AppState, Sweep, Throttle};
 
-/// A sweep as the UI asks for it (camelCase); every list is a dimension of the grid.
+/// A prompt or output length as the UI sends it: a number, or text (`64`, `64..512`).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub enum LengthArg {
+    Tokens(u32),
+    Text(String),
+}
+
+impl LengthArg {
+    fn length(&self) -> CmdResult<Length> {
+        match self {
+            LengthArg::Tokens(n) => Ok(Length::fixed(*n)),
+            LengthArg::Text(t) => t.parse().map_err(|e| CmdError::Sweep(format!("length '{t}': {e}"))),
+        }
+    }
+}
+
+/// A sweep as the UI asks for it (camelCase): every option `lx sweep` has for the engine's
+/// backends; every list is a dimension of the grid. Options left out take `lx sweep`'s
+/// defaults.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SweepRequest {
@@ -28,12 +47,12 @@ pub struct SweepRequest {
     pub backends: Vec<String>,
     /// Policies.
     pub policies: Vec<Policy>,
-    /// Prompt lengths, tokens.
-    pub prompt_tokens: Vec<u32>,
+    /// Prompt lengths, tokens: fixed or ranges.
+    pub prompt_tokens: Vec<LengthArg>,
     /// Concurrencies.
     pub concurrency: Vec<usize>,
-    /// Output lengths, tokens.
-    pub max_tokens: Vec<u32>,
+    /// Output lengths, tokens: fixed or ranges.
+    pub max_tokens: Vec<LengthArg>,
     /// Measured requests per point.
     pub requests: usize,
     /// Warm-up requests per point; default: the largest concurrency (as `lx sweep`).
@@ -43,12 +62,39 @@ pub struct SweepRequest {
     #[serde(default)]
     pub threads: usize,
     /// `chunked`: prompt tokens per pass.
-    #[serde(default = "default_chunk")]
-    pub chunk_tokens: usize,
-}
-
-fn default_chunk() -> usize {
-    lx_engine::scheduler::DEFAULT_CHUNK_TOKENS
+    #[serde(default)]
+    pub chunk_tokens: Option<usize>,
+    /// Open-loop Poisson arrival rates, requests/s; none: closed loop.
+    #[serde(default)]
+    pub rates: Vec<f64>,
+    /// Open loop: most requests in flight.
+    #[serde(default)]
+    pub max_in_flight: Option<usize>,
+    #[serde(default)]
+    pub seed: u64,
+    /// Seconds per point at most.
+    #[serde(default)]
+    pub duration_s: Option<f64>,
+    /// Shared prefix of every prompt, tokens.
+    #[serde(default)]
+    pub prefix_tokens: u32,
+    /// Prefix caching off and/or on (default: off).
+    #[serde(default)]
+    pub prefix_cache: Vec<bool>,
+    #[serde(default)]
+    pub max_batch_seqs: Option<usize>,
+    #[serde(default)]
+    pub max_batch_tokens: Option<usize>,
+    #[serde(default)]
+    pub slo_ttft_ms: Option<f64>,
+    /// Default: reading pace.
+    #[serde(default)]
+    pub slo_decode_tps: Option<f64>,
+    /// Each point measured this many times (default 1).
+    #[serde(default)]
+    pub repetitions: Option<usize>,
+    #[serde(default)]
+    pub stop_at_eos: bool,
 }
 
 impl SweepRequest {
@@ -60,17 +106,30 @@ impl SweepRequest {
             .map(|b| lx_backends::canonical(b).map(String::from))
             .collect::<anyhow::Result<Vec<_>>>()
             .map_err(|e| CmdError::Sweep(e.to_string()))?;
+        let lengths = |v: &[LengthArg]| v.iter().map(LengthArg::length).collect::<CmdResult<Vec<_>>>();
+        let d = SweepPlan::default();
         Ok(SweepPlan {
             backends,
             policies: self.policies.clone(),
-            prompt_tokens: self.prompt_tokens.iter().copied().map(Length::fixed).collect(),
+            prompt_tokens: lengths(&self.prompt_tokens)?,
             warmup: self.warmup.unwrap_or_else(|| self.concurrency.iter().copied().max().unwrap_or(1)),
             concurrency: self.concurrency.clone(),
-            max_tokens: self.max_tokens.iter().copied().map(Length::fixed).collect(),
+            max_tokens: lengths(&self.max_tokens)?,
             requests: self.requests,
             threads: super::app_threads(self.threads),
-            chunk_tokens: self.chunk_tokens,
-            ..SweepPlan::default()
+            chunk_tokens: self.chunk_tokens.unwrap_or(d.chunk_tokens),
+            rates: self.rates.clone(),
+            max_in_flight: self.max_in_flight,
+            seed: self.seed,
+            duration_s: self.duration_s,
+            prefix_tokens: self.prefix_tokens,
+            prefix_cache: if self.prefix_cache.is_empty() { d.prefix_cache.clone() } else { self.prefix_cache.clone() },
+            max_batch_seqs: self.max_batch_seqs,
+            max_batch_tokens: self.max_batch_tokens,
+            slo: Slo { ttft_ms: self.slo_ttft_ms, decode_tps: self.slo_decode_tps.or(d.slo.decode_tps) },
+            repetitions: self.repetitions.unwrap_or(d.repetitions),
+            stop_at_eos: self.stop_at_eos,
+            ..d
         })
     }
 }
@@ -227,5 +286,27 @@ mod tests {
         assert_eq!(plan.points().len(), 2 * 2 * 2);
         let bad = SweepRequest { backends: vec!["nope".into()], ..r };
         assert!(matches!(bad.plan(), Err(CmdError::Sweep(m)) if m.contains("unknown backend")));
+        assert_eq!(plan, SweepPlan { threads: plan.threads, ..SweepPlan { backends: vec!["llama".into()], policies: vec![Policy::Serial, Policy::Continuous], prompt_tokens: vec![Length::fixed(64), Length::fixed(256)], max_tokens: vec![Length::fixed(32)], ..SweepPlan::default() } });
+    }
+
+    #[test]
+    fn the_ui_can_ask_for_everything_lx_sweep_does() {
+        let r: SweepRequest = serde_json::from_value(serde_json::json!({
+            "backends": ["candle"], "policies": ["chunked"], "promptTokens": ["64..512", "1024"], "concurrency": [4],
+            "maxTokens": ["8..32"], "requests": 6, "rates": [1.5, 3.0], "maxInFlight": 8, "seed": 7, "durationS": 30.0,
+            "prefixTokens": 32, "prefixCache": [false, true], "maxBatchSeqs": 2, "maxBatchTokens": 1024, "sloTtftMs": 500.0,
+            "sloDecodeTps": 10.0, "repetitions": 3, "chunkTokens": 128, "stopAtEos": true
+        }))
+        .unwrap();
+        let p = r.plan().unwrap();
+        assert_eq!(p.prompt_tokens, [Length { from: Some(64), to: 512 }, Length::fixed(1024)]);
+        assert_eq!(p.max_tokens, [Length { from: Some(8), to: 32 }]);
+        assert_eq!((&p.rates, p.max_in_flight, p.seed, p.duration_s), (&vec![1.5, 3.0], Some(8), 7, Some(30.0)));
+        assert_eq!((p.prefix_tokens, &p.prefix_cache), (32, &vec![false, true]));
+        assert_eq!((p.max_batch_seqs, p.max_batch_tokens, p.repetitions, p.chunk_tokens, p.stop_at_eos), (Some(2), Some(1024), 3, 128, true));
+        assert_eq!(p.slo, Slo { ttft_ms: Some(500.0), decode_tps: Some(10.0) });
+        assert_eq!(p.validate(Some(2048)), Ok(()));
+        let bad = SweepRequest { prompt_tokens: vec![LengthArg::Text("64..x".into())], ..r };
+        assert!(matches!(bad.plan(), Err(CmdError::Sweep(m)) if m.contains("'64..x'")));
     }
 }

@@ -20,6 +20,35 @@ export function parseList(text: string, min: number, max: number): number[] | st
   return out;
 }
 
+/** Lengths as `lx sweep` takes them: whole numbers, or ranges `A..B` (drawn per request). */
+export function parseLengths(text: string, min: number, max: number): string[] | string {
+  const parts = text.split(/[\s,]+/).filter(Boolean);
+  if (parts.length === 0) return "give at least one value";
+  const out: string[] = [];
+  for (const p of parts) {
+    const [a, b] = p.split("..");
+    const ends = b === undefined ? [a] : [a, b];
+    for (const e of ends) {
+      const v = Number(e);
+      if (e === "" || !Number.isInteger(v) || v < min || v > max) return `'${p}' is not a whole number (or A..B) from ${min} to ${max}`;
+    }
+    if (ends.length === 2 && Number(ends[0]) > Number(ends[1])) return `'${p}': the low end comes first`;
+    if (!out.includes(p)) out.push(p);
+  }
+  return out;
+}
+
+/** Positive numbers (rates, seconds); an empty field is none. */
+export function parseNumbers(text: string): number[] | string {
+  const out: number[] = [];
+  for (const p of text.split(/[\s,]+/).filter(Boolean)) {
+    const v = Number(p);
+    if (!Number.isFinite(v) || v <= 0) return `'${p}' is not a positive number`;
+    if (!out.includes(v)) out.push(v);
+  }
+  return out;
+}
+
 export interface SweepHooks {
   backends: () => string[];
   context: () => number;
@@ -32,10 +61,25 @@ export interface SweepHooks {
 
 export class SweepPanel {
   readonly el: HTMLElement;
-  private prompts = h("input", { type: "text", value: "64, 256, 1024", "aria-label": "prompt lengths, comma-separated" }) as HTMLInputElement;
+  private prompts = h("input", { type: "text", value: "64, 256, 1024", "aria-label": "prompt lengths, comma-separated (A..B: a range)" }) as HTMLInputElement;
   private conc = h("input", { type: "text", value: "1, 4", "aria-label": "concurrencies, comma-separated" }) as HTMLInputElement;
-  private maxTok = h("input", { type: "text", value: "64", "aria-label": "output tokens, comma-separated" }) as HTMLInputElement;
+  private maxTok = h("input", { type: "text", value: "64", "aria-label": "output tokens, comma-separated (A..B: a range)" }) as HTMLInputElement;
   private requests = h("input", { type: "number", min: 1, max: 10000, value: 8, "aria-label": "measured requests per point" }) as HTMLInputElement;
+  // Everything else `lx sweep` has, under "More options" (empty: lx sweep's default).
+  private rates = h("input", { type: "text", value: "", placeholder: "closed loop", "aria-label": "arrival rates, requests per second, comma-separated" }) as HTMLInputElement;
+  private maxInFlight = h("input", { type: "number", min: 1, value: "", placeholder: "no cap", "aria-label": "most requests in flight (open loop)" }) as HTMLInputElement;
+  private duration = h("input", { type: "number", min: 1, value: "", placeholder: "until done", "aria-label": "seconds per point at most" }) as HTMLInputElement;
+  private seed = h("input", { type: "number", min: 0, value: 0, "aria-label": "seed of arrivals and drawn lengths" }) as HTMLInputElement;
+  private repetitions = h("input", { type: "number", min: 1, max: 100, value: 1, "aria-label": "repetitions of every point" }) as HTMLInputElement;
+  private warmup = h("input", { type: "number", min: 0, value: "", placeholder: "largest clients", "aria-label": "warm-up requests per point" }) as HTMLInputElement;
+  private prefix = h("input", { type: "number", min: 0, value: 0, "aria-label": "shared prefix tokens" }) as HTMLInputElement;
+  private prefixCache = h("select", { "aria-label": "prefix caching" }, ...[["off", "off"], ["on", "on"], ["both", "off and on"]].map(([v, t]) => h("option", { value: v }, t))) as HTMLSelectElement;
+  private maxBatch = h("input", { type: "number", min: 1, value: "", placeholder: "clients", "aria-label": "most sequences per pass" }) as HTMLInputElement;
+  private maxBatchTokens = h("input", { type: "number", min: 1, value: "", placeholder: "auto", "aria-label": "most tokens per pass" }) as HTMLInputElement;
+  private chunk = h("input", { type: "number", min: 1, value: 256, "aria-label": "chunked policy: prompt tokens per pass" }) as HTMLInputElement;
+  private sloTtft = h("input", { type: "number", min: 1, value: "", placeholder: "none", "aria-label": "SLO: most TTFT, ms" }) as HTMLInputElement;
+  private sloDecode = h("input", { type: "number", min: 0.1, step: 0.1, value: 4.5, "aria-label": "SLO: least decode rate, tokens per second" }) as HTMLInputElement;
+  private stopAtEos = h("input", { type: "checkbox", "aria-label": "stop at end of sequence" }) as HTMLInputElement;
   private policyBoxes = POLICIES.map((p) => h("input", { type: "checkbox", value: p, checked: p === "continuous" }) as HTMLInputElement);
   private startBtn = h("button", { type: "button", class: "primary", "data-testid": "sweep-start" }, "Run sweep");
   private cancelBtn = h("button", { type: "button", disabled: true, "data-testid": "sweep-cancel" }, "Cancel");
@@ -68,6 +112,29 @@ export class SweepPanel {
         field("Requests per point", this.requests),
         h("fieldset", { class: "sweep-policies" }, h("legend", {}, "Policies"), ...this.policyBoxes.map((b) => h("label", {}, b, ` ${b.value}`))),
       ),
+      h(
+        "details",
+        { class: "sweep-more", "data-testid": "sweep-more" },
+        h("summary", {}, "More options: open loop, shared prefix, batch limits, SLO, repetitions"),
+        h(
+          "div",
+          { class: "sweep-form" },
+          field("Arrival rates (req/s)", this.rates),
+          field("Max in flight", this.maxInFlight),
+          field("Seconds per point", this.duration),
+          field("Seed", this.seed),
+          field("Repetitions", this.repetitions),
+          field("Warm-up requests", this.warmup),
+          field("Shared prefix tokens", this.prefix),
+          field("Prefix caching", this.prefixCache),
+          field("Max sequences per pass", this.maxBatch),
+          field("Max tokens per pass", this.maxBatchTokens),
+          field("Chunk tokens (chunked)", this.chunk),
+          field("SLO: TTFT ≤ ms", this.sloTtft),
+          field("SLO: decode ≥ tok/s", this.sloDecode),
+          h("label", { class: "sweep-check" }, this.stopAtEos, " stop at end of sequence"),
+        ),
+      ),
       this.formError,
       h("div", { class: "sweep-actions" }, this.startBtn, this.cancelBtn, this.csvBtn, this.bar),
       this.status,
@@ -82,16 +149,41 @@ export class SweepPanel {
 
   private async start() {
     const ctx = this.hooks.context();
-    const prompts = parseList(this.prompts.value, 1, ctx);
+    const prompts = parseLengths(this.prompts.value, 1, ctx);
     const conc = parseList(this.conc.value, 1, 256);
-    const maxTok = parseList(this.maxTok.value, 1, 4096);
+    const maxTok = parseLengths(this.maxTok.value, 1, 4096);
+    const rates = parseNumbers(this.rates.value);
     const policies = this.policyBoxes.filter((b) => b.checked).map((b) => b.value as Policy);
     const requests = Math.round(Number(this.requests.value));
+    // An empty number field is lx sweep's default; anything else must be a number.
+    const opt = (i: HTMLInputElement) => (i.value.trim() === "" ? null : Number(i.value));
     const problem =
-      typeof prompts === "string" ? `Prompt tokens: ${prompts}` : typeof conc === "string" ? `Clients: ${conc}` : typeof maxTok === "string" ? `Output tokens: ${maxTok}` : policies.length === 0 ? "Choose at least one policy" : !(requests >= 1) ? "Requests per point: at least 1" : "";
+      typeof prompts === "string" ? `Prompt tokens: ${prompts}` : typeof conc === "string" ? `Clients: ${conc}` : typeof maxTok === "string" ? `Output tokens: ${maxTok}` : typeof rates === "string" ? `Arrival rates: ${rates}` : policies.length === 0 ? "Choose at least one policy" : !(requests >= 1) ? "Requests per point: at least 1" : "";
     setText(this.formError, problem);
     if (problem) return;
-    const req: SweepRequest = { backends: this.hooks.backends(), policies, promptTokens: prompts as number[], concurrency: conc as number[], maxTokens: maxTok as number[], requests };
+    const cache = this.prefixCache.value;
+    const req: SweepRequest = {
+      backends: this.hooks.backends(),
+      policies,
+      promptTokens: prompts as string[],
+      concurrency: conc as number[],
+      maxTokens: maxTok as string[],
+      requests,
+      rates: rates as number[],
+      maxInFlight: opt(this.maxInFlight),
+      durationS: opt(this.duration),
+      seed: opt(this.seed) ?? 0,
+      repetitions: opt(this.repetitions),
+      warmup: opt(this.warmup),
+      prefixTokens: opt(this.prefix) ?? 0,
+      prefixCache: cache === "both" ? [false, true] : [cache === "on"],
+      maxBatchSeqs: opt(this.maxBatch),
+      maxBatchTokens: opt(this.maxBatchTokens),
+      chunkTokens: opt(this.chunk),
+      sloTtftMs: opt(this.sloTtft),
+      sloDecodeTps: opt(this.sloDecode),
+      stopAtEos: this.stopAtEos.checked,
+    };
     this.table.replaceChildren();
     this.bar.value = 0;
     this.setRunning(true);
@@ -136,7 +228,7 @@ export class SweepPanel {
           h(
             "tr",
             { class: p.errors > 0 ? "has-errors" : "", title: p.errorMessages.join("\n") },
-            ...[backendLabel(p.backend), p.policy, String(p.promptTokens), String(p.concurrency), String(p.maxTokens), ok ? fmtMs(p.ttftMs.p50) : "—", ok ? fmtMs(p.ttftMs.p95) : "—", ok ? fmtTps(p.decodeTps.p50) : "—", ok ? fmtTps(p.throughputTps) : "—", String(p.errors)].map((c) => h("td", {}, c)),
+            ...[backendLabel(p.backend), p.policy, lengthLabel(p.promptTokensFrom, p.promptTokens) + (p.repetition ? ` #${p.repetition}` : ""), String(p.concurrency), lengthLabel(p.maxTokensFrom, p.maxTokens), ok ? fmtMs(p.ttftMs.p50) : "—", ok ? fmtMs(p.ttftMs.p95) : "—", ok ? fmtTps(p.decodeTps.p50) : "—", ok ? fmtTps(p.throughputTps) : "—", String(p.errors)].map((c) => h("td", {}, c)),
           ),
         );
         this.hooks.onPoint(e);
@@ -155,4 +247,9 @@ export class SweepPanel {
         break;
     }
   }
+}
+
+/** `512`, or `64..512` for a range. */
+function lengthLabel(from: number | null | undefined, to: number): string {
+  return from != null && from < to ? `${from}..${to}` : String(to);
 }

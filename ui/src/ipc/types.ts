@@ -254,16 +254,30 @@ export type FetchEvent =
   | { type: "verifying"; bytesDone: number; bytesTotal: number }
   | { type: "fetched"; path: string; alreadyPresent: boolean };
 
+/** Everything `lx sweep` takes for the engine's backends; left out (or null): its default. */
 export interface SweepRequest {
   backends: string[];
   policies: Policy[];
-  promptTokens: number[];
+  /** "64" or "64..512" (drawn per request). */
+  promptTokens: (number | string)[];
   concurrency: number[];
-  maxTokens: number[];
+  maxTokens: (number | string)[];
   requests: number;
   warmup?: number | null;
   threads?: number;
-  chunkTokens?: number;
+  chunkTokens?: number | null;
+  rates?: number[];
+  maxInFlight?: number | null;
+  seed?: number;
+  durationS?: number | null;
+  prefixTokens?: number;
+  prefixCache?: boolean[];
+  maxBatchSeqs?: number | null;
+  maxBatchTokens?: number | null;
+  sloTtftMs?: number | null;
+  sloDecodeTps?: number | null;
+  repetitions?: number | null;
+  stopAtEos?: boolean;
 }
 
 export interface PointSpec {
@@ -288,6 +302,13 @@ export interface PointFigures {
   queueMs: Distribution;
   throughputTps: number;
   errorMessages: string[];
+  /** Low ends of lengths drawn from a range; null: fixed. */
+  promptTokensFrom: number | null;
+  maxTokensFrom: number | null;
+  /** Open-loop arrival rate (requests/s); null: closed loop. */
+  rate: number | null;
+  /** Which measurement of a repeated point; null: measured once. */
+  repetition: number | null;
 }
 
 export type SweepEvent =
