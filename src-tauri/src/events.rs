@@ -110,6 +110,8 @@ pub struct PointFigures {
     pub rate: Option<f64>,
     /// Which measurement of a repeated point (`None`: measured once).
     pub repetition: Option<u32>,
+    /// Tokens in the context before the prompt (`prompt_tokens` includes them).
+    pub depth: u32,
 }
 
 impl From<&PointResult> for PointFigures {
@@ -131,6 +133,7 @@ impl From<&PointResult> for PointFigures {
             max_tokens_from: p.load.max_tokens_from,
             rate: p.rate(),
             repetition: p.repetition,
+            depth: p.load.depth,
         }
     }
 }

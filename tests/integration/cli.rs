@@ -288,6 +288,29 @@ fn repeated_points_are_summarised_and_compared_as_one() {
     lx(&["sweep", "--repetitions", "0", "--backend", "llama"]).fails_with("--repetitions must be at least 1");
 }
 
+/// `--depth 0,512`: at depth 512 every measured request finds 512 tokens in its context
+/// (copied from the cache the warm-up filled) and prefills only its own 16, and the table
+/// names the point as llama-bench would (`pp16+tg8 @ c1 d512`).
+#[test]
+fn depth_fills_the_context_before_the_measured_prompt() {
+    let _lock = heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("depth.json");
+    let args = ["sweep", "--backend", "llama", "--prompt-tokens", "16", "--max-tokens", "8", "--concurrency", "1", "--requests", "3", "--warmup", "1", "--depth", "0,512", "--threads", "2", "--out", out.to_str().unwrap()];
+    let r = lx(&args).ok();
+    assert!(r.stdout().contains("| pp16+tg8 @ c1 |") && r.stdout().contains("| pp16+tg8 @ c1 d512 |"), "{}", r.dump());
+    let run: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let points = run["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2);
+    for (p, depth) in points.iter().zip([0u64, 512]) {
+        assert_eq!((p["requests"].as_u64(), p["errors"].as_u64(), p["load"]["depth"].as_u64().unwrap_or(0)), (Some(3), Some(0), depth), "{p}");
+        for s in p["samples"].as_array().unwrap() {
+            let prefilled: u64 = s["prefill"].as_array().unwrap().iter().map(|slice| slice["tokens"].as_u64().unwrap()).sum();
+            assert_eq!((s["cached_tokens"].as_u64().unwrap_or(0), prefilled, s["tokens"].as_array().unwrap().len()), (depth, 16, 8), "{s}");
+        }
+    }
+}
+
 /// The second real model (SmolLM2 135M Q4_1: llama architecture, byte-level BPE, no BOS) runs
 /// end to end on every backend of this build: each request prefills exactly the prompt length
 /// asked for (built with our tokenizer) and yields the output length asked for.

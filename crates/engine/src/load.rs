@@ -292,6 +292,11 @@ pub struct PointLoad {
     pub prefix_tokens: u32,
     /// Keep the shared prefix's KV and copy it into each request (the worker's scheduler).
     pub prefix_cache: bool,
+    /// Tokens already in the context before the measured prompt (`--depth`, as llama-bench's
+    /// `-d`): then `prefix_tokens` is this depth, cached and copied into every request, and
+    /// `spec.prompt_tokens` is depth + the prompt proper. 0: none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub depth: u32,
 }
 
 impl PointLoad {

@@ -56,13 +56,19 @@ pub fn test_name(p: &PointResult) -> String {
         Some(f) if f < to => format!("{f}..{to}"),
         _ => to.to_string(),
     };
-    let mut name = format!("pp{}+tg{} @ c{}", range(p.load.prompt_tokens_from, p.prompt_tokens), range(p.load.max_tokens_from, p.max_tokens), p.concurrency);
+    // At a depth, the prompt proper: what follows the tokens already in the context.
+    let d = p.load.depth;
+    let prompt = range(p.load.prompt_tokens_from.map(|f| f - d.min(f)), p.prompt_tokens - d.min(p.prompt_tokens));
+    let mut name = format!("pp{prompt}+tg{} @ c{}", range(p.load.max_tokens_from, p.max_tokens), p.concurrency);
+    if d > 0 {
+        name += &format!(" d{d}");
+    }
     match &p.load.arrivals {
         crate::load::Arrivals::Closed => {}
         crate::load::Arrivals::Poisson { rate } => name += &format!(" λ{rate}/s"),
         crate::load::Arrivals::Script { requests } => name += &format!(" script of {}", requests.len()),
     }
-    if p.load.prefix_tokens > 0 {
+    if p.load.prefix_tokens > 0 && d == 0 {
         name += &format!(" prefix{}{}", p.load.prefix_tokens, if p.load.prefix_cache { " cached" } else { "" });
     }
     name
@@ -396,6 +402,10 @@ mod tests {
     #[test]
     fn names_say_rate_range_and_prefix() {
         assert_eq!(test_name(&point()), "pp64..512+tg32 @ c4 λ2/s prefix48 cached");
+        // At a depth the name gives the prompt proper, as llama-bench's `pp64 @ d4096` does.
+        let mut p = point();
+        (p.prompt_tokens, p.load.prompt_tokens_from, p.load.depth, p.load.prefix_tokens) = (4096 + 64, Some(4096 + 16), 4096, 4096);
+        assert_eq!(test_name(&p), "pp16..64+tg32 @ c4 d4096 λ2/s");
     }
 
     #[test]

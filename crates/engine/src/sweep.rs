@@ -74,6 +74,10 @@ pub struct SweepPlan {
     pub prompt_tokens: Vec<Length>,
     pub concurrency: Vec<usize>,
     pub max_tokens: Vec<Length>,
+    /// Tokens already in the context before each measured prompt (`--depth`, as
+    /// llama-bench's `-d`): filled once, cached, and copied into every request, so TTFT is the
+    /// prompt's at that depth and decode attends over it. 0: an empty context.
+    pub depths: Vec<u32>,
     /// Open-loop Poisson arrival rates (requests/s); empty: closed loop.
     pub rates: Vec<f64>,
     /// Prefix caching off and/or on.
@@ -116,6 +120,7 @@ impl Default for SweepPlan {
             prompt_tokens: [64, 256, 1024].map(Length::fixed).to_vec(),
             concurrency: vec![1, 4],
             max_tokens: vec![Length::fixed(64)],
+            depths: vec![0],
             rates: Vec::new(),
             prefix_cache: vec![false],
             requests: 8,
@@ -158,6 +163,10 @@ impl SweepPlan {
         nonempty("--concurrency", self.concurrency.len())?;
         nonempty("--max-tokens", self.max_tokens.len())?;
         nonempty("--prefix-cache: give on, off or both;", self.prefix_cache.len())?;
+        nonempty("--depth", self.depths.len())?;
+        if self.depths.iter().any(|&d| d > 0) && (self.prefix_tokens > 0 || self.prefix_cache.contains(&true)) {
+            return Err("--depth caches the context it fills itself: give it without --prefix-tokens and --prefix-cache".into());
+        }
         let at_least_1 = |name: &str, v: usize| if v == 0 { Err(format!("{name} must be at least 1")) } else { Ok(()) };
         if self.concurrency.contains(&0) {
             return Err("--concurrency must be at least 1".into());
@@ -214,14 +223,14 @@ impl SweepPlan {
         }
         let longest = self.ctx_per_slot();
         if let Some(ctx) = model_context.filter(|&ctx| longest > ctx) {
-            return Err(format!("prompt tokens + max tokens = {longest} exceeds the model's context of {ctx} tokens"));
+            return Err(format!("depth + prompt tokens + max tokens = {longest} exceeds the model's context of {ctx} tokens"));
         }
         Ok(())
     }
 
     /// Points with their loads, in the order they run: backend outermost (one load each),
-    /// then repetition, policy, prefix caching, arrival rate, concurrency, prompt and output
-    /// length. A server schedules requests itself: it is measured once per point, not once
+    /// then repetition, policy, prefix caching, arrival rate, concurrency, depth, prompt and
+    /// output length. A server schedules requests itself: it is measured once per point, not once
     /// per policy or prefix-cache setting.
     pub fn points(&self) -> Vec<SweepPoint> {
         let arrivals: Vec<Arrivals> = if self.rates.is_empty() {
@@ -240,10 +249,10 @@ impl SweepPlan {
                     for &prefix_cache in caching {
                         for arrivals in &arrivals {
                             for &concurrency in &self.concurrency {
-                                for prompt in &self.prompt_tokens {
+                                for (&depth, prompt) in self.depths.iter().flat_map(|d| std::iter::repeat(d).zip(&self.prompt_tokens)) {
                                     for output in &self.max_tokens {
                                         let spec = PointSpec {
-                                            prompt_tokens: prompt.to,
+                                            prompt_tokens: depth + prompt.to,
                                             max_tokens: output.to,
                                             concurrency,
                                             requests: self.requests,
@@ -254,12 +263,13 @@ impl SweepPlan {
                                         let load = PointLoad {
                                             arrivals: arrivals.clone(),
                                             max_in_flight: self.max_in_flight,
-                                            prompt_tokens_from: prompt.from,
+                                            prompt_tokens_from: prompt.from.map(|f| depth + f),
                                             max_tokens_from: output.from,
                                             seed: self.seed,
                                             duration_s: self.duration_s,
-                                            prefix_tokens: self.prefix_tokens,
-                                            prefix_cache,
+                                            prefix_tokens: if depth > 0 { depth } else { self.prefix_tokens },
+                                            prefix_cache: prefix_cache || depth > 0,
+                                            depth,
                                         };
                                         out.push(SweepPoint { backend: b.clone(), policy, spec, load, repetition });
                                     }
@@ -291,11 +301,13 @@ impl SweepPlan {
         LoadSpec { model_path, threads: self.threads, slots, ctx_per_slot, max_batch_tokens, gpu_layers: self.gpu_layers }
     }
 
-    /// Context each sequence needs: the longest prompt plus the longest output.
+    /// Context each sequence needs: the deepest depth, the longest prompt and the longest
+    /// output.
     pub fn ctx_per_slot(&self) -> usize {
+        let d = self.depths.iter().max().copied().unwrap_or(0) as usize;
         let p = self.prompt_tokens.iter().map(|l| l.to).max().unwrap_or(0) as usize;
         let m = self.max_tokens.iter().map(|l| l.to).max().unwrap_or(0) as usize;
-        p + m
+        d + p + m
     }
 
     fn scheduler(&self, policy: Policy, concurrency: usize, max_batch_tokens: usize) -> SchedulerConfig {
@@ -590,6 +602,25 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn a_depth_is_a_cached_prefix_in_front_of_the_prompt() {
+        let mut s = plan(&["16..64"]);
+        s.policies = vec![Policy::Continuous];
+        s.depths = vec![0, 4096];
+        let points = s.points();
+        assert_eq!(points.len(), 2);
+        let (flat, deep) = (&points[0], &points[1]);
+        assert_eq!((flat.spec.prompt_tokens, flat.load.prompt_tokens_from, flat.load.prefix_tokens, flat.load.prefix_cache, flat.load.depth), (64, Some(16), 0, false, 0));
+        assert_eq!((deep.spec.prompt_tokens, deep.load.prompt_tokens_from, deep.load.prefix_tokens, deep.load.prefix_cache, deep.load.depth), (4160, Some(4112), 4096, true, 4096));
+        // The context holds the depth, the prompt and the output; one more slot for the cache.
+        assert_eq!(s.ctx_per_slot(), 4096 + 64 + 16);
+        let load = s.load_spec_for("m".into(), &points);
+        assert_eq!((load.ctx_per_slot, load.slots), (4096 + 64 + 16, 2));
+        assert!(s.validate(Some(4096)).unwrap_err().contains("depth + prompt tokens + max tokens = 4176"));
+        s.prefix_tokens = 8;
+        assert!(s.validate(None).unwrap_err().contains("--depth caches the context it fills itself"));
     }
 
     #[test]

@@ -64,6 +64,9 @@ pub struct SweepRequest {
     /// `chunked`: prompt tokens per pass.
     #[serde(default)]
     pub chunk_tokens: Option<usize>,
+    /// Tokens already in the context before each prompt (default: none).
+    #[serde(default)]
+    pub depths: Vec<u32>,
     /// Open-loop Poisson arrival rates, requests/s; none: closed loop.
     #[serde(default)]
     pub rates: Vec<f64>,
@@ -118,6 +121,7 @@ impl SweepRequest {
             requests: self.requests,
             threads: super::app_threads(self.threads),
             chunk_tokens: self.chunk_tokens.unwrap_or(d.chunk_tokens),
+            depths: if self.depths.is_empty() { d.depths.clone() } else { self.depths.clone() },
             rates: self.rates.clone(),
             max_in_flight: self.max_in_flight,
             seed: self.seed,
@@ -293,7 +297,7 @@ mod tests {
     fn the_ui_can_ask_for_everything_lx_sweep_does() {
         let r: SweepRequest = serde_json::from_value(serde_json::json!({
             "backends": ["candle"], "policies": ["chunked"], "promptTokens": ["64..512", "1024"], "concurrency": [4],
-            "maxTokens": ["8..32"], "requests": 6, "rates": [1.5, 3.0], "maxInFlight": 8, "seed": 7, "durationS": 30.0,
+            "maxTokens": ["8..32"], "requests": 6, "depths": [0, 256], "rates": [1.5, 3.0], "maxInFlight": 8, "seed": 7, "durationS": 30.0,
             "prefixTokens": 32, "prefixCache": [false, true], "maxBatchSeqs": 2, "maxBatchTokens": 1024, "sloTtftMs": 500.0,
             "sloDecodeTps": 10.0, "repetitions": 3, "chunkTokens": 128, "stopAtEos": true
         }))
@@ -305,7 +309,11 @@ mod tests {
         assert_eq!((p.prefix_tokens, &p.prefix_cache), (32, &vec![false, true]));
         assert_eq!((p.max_batch_seqs, p.max_batch_tokens, p.repetitions, p.chunk_tokens, p.stop_at_eos), (Some(2), Some(1024), 3, 128, true));
         assert_eq!(p.slo, Slo { ttft_ms: Some(500.0), decode_tps: Some(10.0) });
-        assert_eq!(p.validate(Some(2048)), Ok(()));
+        assert_eq!(p.depths, [0, 256]);
+        // A depth fills and caches its own prefix: not with a shared prefix as well.
+        assert!(p.validate(Some(4096)).unwrap_err().contains("--depth"));
+        let p = SweepPlan { prefix_tokens: 0, prefix_cache: vec![false], ..p };
+        assert_eq!(p.validate(Some(4096)), Ok(()));
         let bad = SweepRequest { prompt_tokens: vec![LengthArg::Text("64..x".into())], ..r };
         assert!(matches!(bad.plan(), Err(CmdError::Sweep(m)) if m.contains("'64..x'")));
     }

@@ -66,6 +66,7 @@ export class SweepPanel {
   private maxTok = h("input", { type: "text", value: "64", "aria-label": "output tokens, comma-separated (A..B: a range)" }) as HTMLInputElement;
   private requests = h("input", { type: "number", min: 1, max: 10000, value: 8, "aria-label": "measured requests per point" }) as HTMLInputElement;
   // Everything else `lx sweep` has, under "More options" (empty: lx sweep's default).
+  private depths = h("input", { type: "text", value: "0", "aria-label": "context depths, tokens already in the context, comma-separated" }) as HTMLInputElement;
   private rates = h("input", { type: "text", value: "", placeholder: "closed loop", "aria-label": "arrival rates, requests per second, comma-separated" }) as HTMLInputElement;
   private maxInFlight = h("input", { type: "number", min: 1, value: "", placeholder: "no cap", "aria-label": "most requests in flight (open loop)" }) as HTMLInputElement;
   private duration = h("input", { type: "number", min: 1, value: "", placeholder: "until done", "aria-label": "seconds per point at most" }) as HTMLInputElement;
@@ -115,10 +116,11 @@ export class SweepPanel {
       h(
         "details",
         { class: "sweep-more", "data-testid": "sweep-more" },
-        h("summary", {}, "More options: open loop, shared prefix, batch limits, SLO, repetitions"),
+        h("summary", {}, "More options: depth, open loop, shared prefix, batch limits, SLO, repetitions"),
         h(
           "div",
           { class: "sweep-form" },
+          field("Depths (tokens in context)", this.depths),
           field("Arrival rates (req/s)", this.rates),
           field("Max in flight", this.maxInFlight),
           field("Seconds per point", this.duration),
@@ -153,12 +155,13 @@ export class SweepPanel {
     const conc = parseList(this.conc.value, 1, 256);
     const maxTok = parseLengths(this.maxTok.value, 1, 4096);
     const rates = parseNumbers(this.rates.value);
+    const depths = parseList(this.depths.value, 0, ctx);
     const policies = this.policyBoxes.filter((b) => b.checked).map((b) => b.value as Policy);
     const requests = Math.round(Number(this.requests.value));
     // An empty number field is lx sweep's default; anything else must be a number.
     const opt = (i: HTMLInputElement) => (i.value.trim() === "" ? null : Number(i.value));
     const problem =
-      typeof prompts === "string" ? `Prompt tokens: ${prompts}` : typeof conc === "string" ? `Clients: ${conc}` : typeof maxTok === "string" ? `Output tokens: ${maxTok}` : typeof rates === "string" ? `Arrival rates: ${rates}` : policies.length === 0 ? "Choose at least one policy" : !(requests >= 1) ? "Requests per point: at least 1" : "";
+      typeof prompts === "string" ? `Prompt tokens: ${prompts}` : typeof conc === "string" ? `Clients: ${conc}` : typeof maxTok === "string" ? `Output tokens: ${maxTok}` : typeof rates === "string" ? `Arrival rates: ${rates}` : typeof depths === "string" ? `Depths: ${depths}` : policies.length === 0 ? "Choose at least one policy" : !(requests >= 1) ? "Requests per point: at least 1" : "";
     setText(this.formError, problem);
     if (problem) return;
     const cache = this.prefixCache.value;
@@ -169,6 +172,7 @@ export class SweepPanel {
       concurrency: conc as number[],
       maxTokens: maxTok as string[],
       requests,
+      depths: depths as number[],
       rates: rates as number[],
       maxInFlight: opt(this.maxInFlight),
       durationS: opt(this.duration),
@@ -228,7 +232,7 @@ export class SweepPanel {
           h(
             "tr",
             { class: p.errors > 0 ? "has-errors" : "", title: p.errorMessages.join("\n") },
-            ...[backendLabel(p.backend), p.policy, lengthLabel(p.promptTokensFrom, p.promptTokens) + (p.repetition ? ` #${p.repetition}` : ""), String(p.concurrency), lengthLabel(p.maxTokensFrom, p.maxTokens), ok ? fmtMs(p.ttftMs.p50) : "—", ok ? fmtMs(p.ttftMs.p95) : "—", ok ? fmtTps(p.decodeTps.p50) : "—", ok ? fmtTps(p.throughputTps) : "—", String(p.errors)].map((c) => h("td", {}, c)),
+            ...[backendLabel(p.backend), p.policy, lengthLabel(p.promptTokensFrom == null ? null : p.promptTokensFrom - p.depth, p.promptTokens - p.depth) + (p.depth ? ` d${p.depth}` : "") + (p.repetition ? ` #${p.repetition}` : ""), String(p.concurrency), lengthLabel(p.maxTokensFrom, p.maxTokens), ok ? fmtMs(p.ttftMs.p50) : "—", ok ? fmtMs(p.ttftMs.p95) : "—", ok ? fmtTps(p.decodeTps.p50) : "—", ok ? fmtTps(p.throughputTps) : "—", String(p.errors)].map((c) => h("td", {}, c)),
           ),
         );
         this.hooks.onPoint(e);

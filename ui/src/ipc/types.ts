@@ -266,6 +266,7 @@ export interface SweepRequest {
   warmup?: number | null;
   threads?: number;
   chunkTokens?: number | null;
+  depths?: number[];
   rates?: number[];
   maxInFlight?: number | null;
   seed?: number;
@@ -309,6 +310,8 @@ export interface PointFigures {
   rate: number | null;
   /** Which measurement of a repeated point; null: measured once. */
   repetition: number | null;
+  /** Tokens in the context before the prompt (promptTokens includes them). */
+  depth: number;
 }
 
 export type SweepEvent =

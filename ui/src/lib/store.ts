@@ -314,9 +314,9 @@ export class LiveStore {
   }
 
   addSweepPoint(p: PointFigures, chunkTokens: number): void {
-    // The curves are closed-loop points at fixed lengths; drawn lengths, arrival rates and
-    // repetitions stay in the sweep's table and run file.
-    if (p.promptTokensFrom != null || p.maxTokensFrom != null || p.rate != null || p.repetition != null) return;
+    // The curves are closed-loop points at fixed lengths in an empty context; drawn lengths,
+    // arrival rates, depths and repetitions stay in the sweep's table and run file.
+    if (p.promptTokensFrom != null || p.maxTokensFrom != null || p.rate != null || p.repetition != null || p.depth > 0) return;
     this.sweepPoints.set(keyId({ backend: p.backend, policy: p.policy, promptTokens: p.promptTokens, concurrency: p.concurrency, maxTokens: p.maxTokens, chunkTokens }), p);
     this.summaryVersion++;
     this.version++;

@@ -62,6 +62,11 @@ pub struct SweepArgs {
     /// Output tokens per request (EOS ignored unless --stop-at-eos); `A..B` draws a range.
     #[arg(long, default_value = "64", value_parser = list::<Length>)]
     max_tokens: Vec<Vec<Length>>,
+    /// Tokens already in the context before each measured prompt (a list, as llama-bench's
+    /// -d): filled once by the warm-up, cached and copied into every request, so TTFT is the
+    /// prompt's at that depth and decode attends over it.
+    #[arg(long, default_value = "0", value_parser = list::<u32>)]
+    depth: Vec<Vec<u32>>,
     /// Open loop: Poisson arrival rates in requests/s (a list); without it, closed loop.
     #[arg(long, value_parser = list::<f64>)]
     rate: Vec<Vec<f64>>,
@@ -152,6 +157,7 @@ fn plan(args: &SweepArgs, servers: &[lx_openai::Server]) -> anyhow::Result<Sweep
         policies: args.policy.iter().flatten().copied().collect(),
         prompt_tokens: args.prompt_tokens.iter().flatten().copied().collect(),
         max_tokens: args.max_tokens.iter().flatten().copied().collect(),
+        depths: args.depth.iter().flatten().copied().collect(),
         rates: args.rate.iter().flatten().copied().collect(),
         prefix_cache: args.prefix_cache.iter().flatten().copied().collect(),
         warmup: args.warmup.unwrap_or_else(|| concurrency.iter().copied().max().unwrap_or(1)),
@@ -267,5 +273,6 @@ mod tests {
         assert_eq!((p.concurrency, p.rates, p.prefix_cache), (vec![2, 8], vec![1.5, 3.0], vec![false, true]));
         assert_eq!((p.prefix_tokens, p.repetitions, p.warmup), (16, 3, 8));
         assert_eq!(p.policies, [Policy::Serial, Policy::Chunked]);
+        assert_eq!(plan_of(&["--depth", "0,512,4096"]).depths, [0, 512, 4096]);
     }
 }
