@@ -1,5 +1,5 @@
-//! Which requests count and what they add up to: epochs (a change makes what is in flight
-//! unsettled), the measured stretches throughput is taken over, per-setting summaries,
+//! Which requests count and what they add up to: generations of the setting (a change makes
+//! what is in flight unsettled), the measured stretches throughput is taken over, per-setting summaries,
 //! periodic ticks, and the results in the run-file schema.
 
 use std::collections::VecDeque;
@@ -25,7 +25,7 @@ pub(super) struct SettingStats {
 /// The measured stretch of the current setting on the active backend.
 pub(super) struct Stint {
     pub(super) key: SettingKey,
-    pub(super) epoch: u64,
+    pub(super) generation: u64,
     pub(super) start_ms: Option<f64>,
     pub(super) last_ms: f64,
     pub(super) tokens: u64,
@@ -34,8 +34,8 @@ pub(super) struct Stint {
 impl Session {
     /// The setting (or backend, or worker) changed: what is in flight no longer counts, and
     /// a new measured stretch begins.
-    pub(super) fn new_epoch(&mut self) {
-        self.epoch += 1;
+    pub(super) fn new_generation(&mut self) {
+        self.generation += 1;
         for f in self.in_flight.values_mut() {
             f.settled = false;
         }

@@ -20,7 +20,7 @@ mod rotation;
 
 use accounting::{SettingStats, Stint};
 use requests::Flight;
-use rotation::{Phase, Slot};
+use rotation::{Phase, LiveBackend};
 
 pub(super) struct Session {
     settings: LiveSettings,
@@ -29,7 +29,7 @@ pub(super) struct Session {
     sink: EventSink,
     rx: Receiver<Control>,
     t0: Instant,
-    slots: Vec<Slot>,
+    slots: Vec<LiveBackend>,
     phase: Phase,
     /// Round-robin position: the slot measured last.
     last_slot: Option<usize>,
@@ -38,7 +38,9 @@ pub(super) struct Session {
     in_flight: HashMap<u64, Flight>,
     next_id: u64,
     sent: usize,
-    epoch: u64,
+    /// Raised by every change of setting, backend or worker: requests of an older
+    /// generation no longer count.
+    generation: u64,
     first_after_load: bool,
     want_preview: bool,
     stats: HashMap<SettingKey, SettingStats>,
@@ -56,7 +58,7 @@ impl Session {
         let slots = settings
             .backends
             .iter()
-            .map(|b| Slot { name: b.clone(), endpoint: None, capacity: None, failed: None })
+            .map(|b| LiveBackend { name: b.clone(), endpoint: None, capacity: None, failed: None })
             .collect();
         let batcher = EventBatcher::new(Duration::from_millis(settings.batch_ms));
         let now = Instant::now();
@@ -74,7 +76,7 @@ impl Session {
             in_flight: HashMap::new(),
             next_id: 1,
             sent: 0,
-            epoch: 0,
+            generation: 0,
             first_after_load: true,
             want_preview: true,
             stats: HashMap::new(),
@@ -156,11 +158,11 @@ impl Session {
         // The backend selection: keep the workers of backends still selected, in the new order.
         if old.backends != self.settings.backends {
             let active = self.active_slot().map(|i| self.slots[i].name.clone());
-            let mut old_slots: Vec<Slot> = std::mem::take(&mut self.slots);
+            let mut old_slots: Vec<LiveBackend> = std::mem::take(&mut self.slots);
             for name in self.settings.backends.clone() {
                 let slot = match old_slots.iter().position(|s| s.name == name) {
                     Some(i) => old_slots.swap_remove(i),
-                    None => Slot { name, endpoint: None, capacity: None, failed: None },
+                    None => LiveBackend { name, endpoint: None, capacity: None, failed: None },
                 };
                 self.slots.push(slot);
             }
@@ -185,7 +187,7 @@ impl Session {
             self.prefer = None;
         }
         if old.key("") != self.settings.key("") {
-            self.new_epoch();
+            self.new_generation();
         }
         // The policy and limits go to the worker now; prompts and lengths apply at the next submit.
         if let Some(i) = self.active_slot() {

@@ -17,7 +17,7 @@ use crate::tokenizer::PieceDecoder;
 pub(super) struct Flight {
     pub(super) backend: String,
     pub(super) key: SettingKey,
-    pub(super) epoch: u64,
+    pub(super) generation: u64,
     pub(super) submitted: Instant,
     pub(super) record: RequestRecord,
     pub(super) prefill_spans: Vec<PrefillSpan>,
@@ -119,14 +119,14 @@ impl Session {
             let text: String = tail.iter().map(|&t| d.push(&(self.model.token_bytes)(t))).collect();
             text
         });
-        let settled = !self.first_after_load && self.in_flight.values().all(|f| f.epoch == self.epoch);
+        let settled = !self.first_after_load && self.in_flight.values().all(|f| f.generation == self.generation);
         self.first_after_load = false;
         let request = WorkRequest { id, prompt, max_tokens: s.max_tokens, stop_tokens: Vec::new(), top_logprobs: 0, prefix_tokens: 0 };
         let submitted = Instant::now();
         let at_ms = self.ms(submitted);
         let record = RequestRecord::new(id, s.prompt_tokens, s.max_tokens, at_ms);
         if settled {
-            let stint = self.stint.get_or_insert_with(|| Stint { key: key.clone(), epoch: self.epoch, start_ms: None, last_ms: at_ms, tokens: 0 });
+            let stint = self.stint.get_or_insert_with(|| Stint { key: key.clone(), generation: self.generation, start_ms: None, last_ms: at_ms, tokens: 0 });
             if stint.start_ms.is_none() {
                 stint.start_ms = Some(at_ms);
                 stint.last_ms = at_ms;
@@ -148,7 +148,7 @@ impl Session {
             Flight {
                 backend,
                 key,
-                epoch: self.epoch,
+                generation: self.generation,
                 submitted,
                 record,
                 prefill_spans: Vec::new(),
@@ -202,7 +202,7 @@ impl Session {
                         let at_ms = ms(at);
                         self.recent_tokens.push_back(at);
                         if let Some(st) = self.stint.as_mut() {
-                            if st.epoch == f.epoch && st.start_ms.is_some_and(|s| at_ms >= s) {
+                            if st.generation == f.generation && st.start_ms.is_some_and(|s| at_ms >= s) {
                                 st.tokens += 1;
                                 st.last_ms = at_ms;
                             }
@@ -229,7 +229,7 @@ impl Session {
                 *completed += 1;
             }
         }
-        let settled = f.settled && ok && f.epoch == self.epoch;
+        let settled = f.settled && ok && f.generation == self.generation;
         let r = &f.record;
         let event = LiveEvent::RequestDone {
             id,

@@ -9,8 +9,9 @@ use super::Session;
 use crate::live::{BackendState, Capacity, LiveEvent};
 use crate::target::Target;
 
-/// One backend's worker.
-pub(super) struct Slot {
+/// One backend taking its turn in live mode, and its worker once loaded (not a KV lane:
+/// that is [`crate::backend::Slot`]).
+pub(super) struct LiveBackend {
     pub(super) name: String,
     pub(super) endpoint: Option<Box<dyn Target>>,
     pub(super) capacity: Option<Capacity>,
@@ -175,7 +176,7 @@ impl Session {
     }
 
     fn begin_measuring(&mut self, i: usize) {
-        self.new_epoch();
+        self.new_generation();
         self.recent_tokens.clear();
         self.last_heard = Instant::now();
         self.set_state(i, BackendState::Measuring);
@@ -222,7 +223,7 @@ impl Session {
             message: Some(reason),
             at_ms,
         });
-        self.new_epoch();
+        self.new_generation();
         self.last_slot = Some(i);
         self.phase = Phase::Choose;
     }
