@@ -285,7 +285,7 @@ mod tests {
         assert_eq!(plan.backends, vec!["llama"]);
         assert_eq!(plan.warmup, 4);
         assert_eq!(plan.chunk_tokens, lx_engine::scheduler::DEFAULT_CHUNK_TOKENS);
-        assert_eq!(plan.threads, super::threads_beside_a_window(), "auto leaves the window a core where needed");
+        assert_eq!(plan.threads, crate::commands::threads_beside_a_window(), "auto leaves the window a core where needed");
         assert_eq!(SweepRequest { threads: 3, ..r.clone() }.plan().unwrap().threads, 3);
         assert_eq!(plan.points().len(), 2 * 2 * 2);
         let bad = SweepRequest { backends: vec!["nope".into()], ..r };
