@@ -1,6 +1,7 @@
 //! Bad input gets one clear message and a non-zero exit, never a panic trace; a worker
 //! killed mid-sweep costs only its point.
 
+use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -78,13 +79,12 @@ fn zero_concurrency_and_other_nonsense() {
     lx(&sweep_args(m, &["--prompt-tokens", "abc"])).fails_with("'abc'");
 }
 
-/// A three-point sweep whose worker gets `signal` once the first point is in the run file:
-/// (exit status, stdout, stderr, the run file).
-fn sweep_with_worker_signalled(signal: &str, extra: &[&str]) -> (Option<i32>, String, String, Json) {
+/// A three-point sweep of `model`; once the first point is in the run file, `fault` gets
+/// `lx`'s process id. Returns (exit status, stdout, stderr, the run file).
+fn sweep_with_fault(model: &Path, extra: &[&str], fault: impl FnOnce(u32)) -> (Option<i32>, String, String, Json) {
     let _lock = heavy();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run.json");
-    let model = model_path();
     let child = Command::new(lx_bin())
         .args(["sweep", "--model", model.to_str().unwrap(), "--prompt-tokens", "32,48,64", "--concurrency", "1", "--max-tokens", "16"])
         .args(["--requests", "6", "--warmup", "0", "--threads", "2", "--format", "md", "--out", out.to_str().unwrap()])
@@ -93,7 +93,6 @@ fn sweep_with_worker_signalled(signal: &str, extra: &[&str]) -> (Option<i32>, St
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Wait for the first point to land in the run file, then signal the worker of the second.
     let started = Instant::now();
     loop {
         assert!(started.elapsed() < Duration::from_secs(120), "the first point never finished");
@@ -103,16 +102,24 @@ fn sweep_with_worker_signalled(signal: &str, extra: &[&str]) -> (Option<i32>, St
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let workers = Command::new("pgrep").args(["-P", &child.id().to_string()]).output().unwrap();
-    let pid = String::from_utf8_lossy(&workers.stdout).trim().to_string();
-    assert!(!pid.is_empty(), "no worker process found");
-    assert!(Command::new("kill").args([signal, &pid]).status().unwrap().success());
+    fault(child.id());
     let output = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(!stderr.contains("panicked"), "{stderr}");
     let run: Json = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     (output.status.code(), stdout, stderr, run)
+}
+
+/// [`sweep_with_fault`] on the default model, sending `signal` to the worker measuring the
+/// second point.
+fn sweep_with_worker_signalled(signal: &str, extra: &[&str]) -> (Option<i32>, String, String, Json) {
+    sweep_with_fault(&model_path(), extra, |lx| {
+        let workers = Command::new("pgrep").args(["-P", &lx.to_string()]).output().unwrap();
+        let pid = String::from_utf8_lossy(&workers.stdout).trim().to_string();
+        assert!(!pid.is_empty(), "no worker process found");
+        assert!(Command::new("kill").args([signal, &pid]).status().unwrap().success());
+    })
 }
 
 /// The first point is whole, the second failed saying `why`, the third ran on a fresh worker.
@@ -142,4 +149,115 @@ fn worker_stopped_mid_sweep_is_given_up_after_the_hang_timeout() {
     let (code, stdout, stderr, run) = sweep_with_worker_signalled("-STOP", &["--hang-timeout", "3"]);
     only_the_signalled_point_failed(code, &stdout, &stderr, &run, "stopped answering");
     assert!(started.elapsed() < Duration::from_secs(120), "the hang was not cut short");
+}
+
+/// A copy of the default model in `dir` (a hard link where the file system allows), so a
+/// test may delete or replace it.
+fn model_copy(dir: &Path, name: &str) -> std::path::PathBuf {
+    let path = dir.join(name);
+    if std::fs::hard_link(model_path(), &path).is_err() {
+        std::fs::copy(model_path(), &path).unwrap();
+    }
+    path
+}
+
+/// The first point is whole; from the first one started after the model file changed, every
+/// point is refused saying `what` happened to it, and none measures the new file.
+fn measuring_stopped_when_the_model_changed(code: Option<i32>, stdout: &str, stderr: &str, run: &Json, what: &str) {
+    assert_eq!(code, Some(2), "a sweep with refused points exits 2\n{stdout}\n{stderr}");
+    let points = run["points"].as_array().unwrap();
+    assert_eq!(points.len(), 3, "{run}");
+    assert_eq!((points[0]["errors"].as_u64(), points[0]["requests"].as_u64()), (Some(0), Some(6)));
+    let refused: Vec<&Json> = points.iter().filter(|p| p["errors"].as_u64() != Some(0)).collect();
+    assert!(!refused.is_empty() && refused.len() <= 2, "{run}");
+    assert!(points.last().unwrap()["errors"].as_u64().unwrap() >= 1, "the last point must not measure a changed file: {run}");
+    for p in refused {
+        assert_eq!(p["requests"].as_u64(), Some(0), "{p}");
+        let said = p["error_messages"].to_string();
+        assert!(said.contains("changed during the run") && said.contains(what), "{said}");
+    }
+    assert!(stderr.contains(what), "{stderr}");
+}
+
+#[test]
+fn model_file_deleted_mid_sweep_is_not_measured_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = model_copy(dir.path(), "model.gguf");
+    let (code, stdout, stderr, run) = sweep_with_fault(&model, &[], |_| std::fs::remove_file(&model).unwrap());
+    measuring_stopped_when_the_model_changed(code, &stdout, &stderr, &run, "it was deleted or moved");
+}
+
+#[test]
+fn model_file_replaced_mid_sweep_is_not_measured_under_the_old_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let model = model_copy(dir.path(), "model.gguf");
+    let other = dir.path().join("incoming.gguf");
+    std::fs::copy(model_path(), &other).unwrap();
+    let (code, stdout, stderr, run) = sweep_with_fault(&model, &[], |_| std::fs::rename(&other, &model).unwrap());
+    measuring_stopped_when_the_model_changed(code, &stdout, &stderr, &run, "another file was put in its place");
+}
+
+/// A full disk while the run file is rewritten: the previous file stays whole, the measuring
+/// goes on (every row is printed), and the sweep ends with an error that says what the file
+/// holds. The small disk is a 2 MiB tmpfs mounted in a private mount namespace.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_full_disk_keeps_the_last_run_file_whole_and_the_measuring_going() {
+    let _lock = heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let (small, kept) = (dir.path().join("small"), dir.path().join("kept"));
+    std::fs::create_dir_all(&small).unwrap();
+    std::fs::create_dir_all(&kept).unwrap();
+    // Mount the small disk, start the sweep on it, fill the disk once the first point is
+    // written, and keep what is there when the sweep ends (the mount ends with the namespace).
+    let script = r#"set -u
+mount -t tmpfs -o size=2m tmpfs "$SMALL" || exit 97
+"$LX" sweep --model "$MODEL" --prompt-tokens 32,48,64 --concurrency 1 --max-tokens 16 --requests 6 \
+  --warmup 0 --threads 2 --out "$SMALL/run.json" >"$KEPT/stdout" 2>"$KEPT/stderr" &
+lx=$!
+while [ ! -s "$SMALL/run.json" ]; do sleep 0.02; done
+head -c 8M /dev/zero >"$SMALL/filler" 2>/dev/null
+wait "$lx"; code=$?
+cp "$SMALL/run.json" "$KEPT/run.json"
+ls "$SMALL" >"$KEPT/files"
+exit "$code"
+"#;
+    // A user namespace lets anyone mount there; where those are closed (some hardened
+    // kernels), passwordless sudo does. Neither: the test fails and says so.
+    let ways: [&[&str]; 2] = [&["unshare", "--user", "--map-root-user", "--mount"], &["sudo", "-n", "unshare", "--mount"]];
+    let mut tried = Vec::new();
+    let code = ways
+        .iter()
+        .find_map(|way| {
+            let status = Command::new(way[0])
+                .args(&way[1..])
+                .args(["sh", "-c", script])
+                .env("SMALL", &small)
+                .env("KEPT", &kept)
+                .env("LX", lx_bin())
+                .env("MODEL", model_path())
+                .status();
+            match status {
+                Ok(s) if kept.join("run.json").exists() => Some(s.code()),
+                other => {
+                    tried.push(format!("{}: {other:?}", way.join(" ")));
+                    None
+                }
+            }
+        })
+        .unwrap_or_else(|| panic!("this test needs a private mount (a user namespace, or passwordless sudo): {tried:?}"));
+    let read = |name: &str| std::fs::read_to_string(kept.join(name)).unwrap();
+    let (stdout, stderr) = (read("stdout"), read("stderr"));
+    assert_eq!(code, Some(1), "the sweep fails at its end when its file could not be written\n{stdout}\n{stderr}");
+    assert!(stderr.contains("No space left on device"), "{stderr}");
+    assert!(stderr.contains("measuring goes on"), "{stderr}");
+    assert!(stderr.contains("it holds the first 1 of the 3 points, and the table above has them all"), "{stderr}");
+    for test in ["pp32+tg16", "pp48+tg16", "pp64+tg16"] {
+        assert!(stdout.contains(test), "every point is measured and printed: {test}\n{stdout}");
+    }
+    let run: Json = serde_json::from_str(&read("run.json")).expect("the run file on the full disk is whole");
+    let points = run["points"].as_array().unwrap();
+    assert_eq!(points.len(), 1, "{run}");
+    assert_eq!((points[0]["errors"].as_u64(), points[0]["requests"].as_u64()), (Some(0), Some(6)));
+    assert_eq!(read("files").split_whitespace().collect::<Vec<_>>(), ["filler", "run.json"], "no temporary file left behind");
 }

@@ -93,6 +93,99 @@ fn ctrl_c_mid_sweep_writes_what_was_measured_and_says_so() {
     assert!(samples.iter().all(|s| !s["finish"].is_null()), "{samples:?}");
 }
 
+/// Ctrl-C at each stage of a sweep that comes before or after the measuring (mid-point is the
+/// test above): while `lx` opens the model, while the worker loads it, during the warm-up,
+/// and between points.
+/// Each ends within seconds with exit 130 (or, before `lx` has anything to keep, by the
+/// signal itself), never a panic; the run file, when there is one, is whole and says it was
+/// stopped; and the worker does not outlive `lx`.
+#[test]
+fn ctrl_c_at_every_stage_of_a_sweep() {
+    let _lock = heavy();
+    let model = model_path();
+    // (stage, whether it has begun: from stderr, the run file, and whether a worker runs)
+    type Begun = fn(&str, Option<&Json>, bool) -> bool;
+    let stages: [(&str, Begun); 4] = [
+        ("opening the model", |_, _, _| true),
+        ("loading the worker", |_, _, worker| worker),
+        ("warm-up", |stderr, _, _| stderr.contains("loaded in")),
+        ("between points", |_, run, _| run.is_some_and(|r| r["points"].as_array().is_some_and(|p| !p.is_empty()))),
+    ];
+    for (stage, begun) in stages {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("run.json");
+        let mut child = Command::new(lx_bin())
+            .args(["sweep", "--model", model.to_str().unwrap(), "--prompt-tokens", "16,24", "--concurrency", "1", "--max-tokens", "48"])
+            .args(["--requests", "2", "--warmup", "3", "--threads", "2", "--out", out.to_str().unwrap()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let reader = {
+            let (pipe, stderr) = (child.stderr.take().unwrap(), std::sync::Arc::clone(&stderr));
+            std::thread::spawn(move || {
+                use std::io::BufRead;
+                for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+                    let mut all = stderr.lock().unwrap();
+                    all.push_str(&line);
+                    all.push('\n');
+                }
+            })
+        };
+        let started = Instant::now();
+        let mut worker = None;
+        loop {
+            assert!(started.elapsed() < Duration::from_secs(120), "{stage}: never began\n{}", stderr.lock().unwrap());
+            let run = std::fs::read(&out).ok().and_then(|b| serde_json::from_slice::<Json>(&b).ok());
+            if worker.is_none() {
+                let found = Command::new("pgrep").args(["-P", &child.id().to_string()]).output().unwrap();
+                worker = String::from_utf8_lossy(&found.stdout).split_whitespace().next().map(String::from);
+            }
+            if begun(&stderr.lock().unwrap(), run.as_ref(), worker.is_some()) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
+        let interrupted = Instant::now();
+        let status = child.wait().unwrap();
+        reader.join().unwrap();
+        let stderr = stderr.lock().unwrap().clone();
+        assert!(interrupted.elapsed() < Duration::from_secs(30), "{stage}: stopping took {:?}", interrupted.elapsed());
+        assert!(!stderr.contains("panicked"), "{stage}: {stderr}");
+        use std::os::unix::process::ExitStatusExt;
+        let measured_anything = out.exists();
+        match (status.code(), status.signal()) {
+            (Some(130), _) => assert!(stderr.contains("stopped by the user"), "{stage}: {stderr}"),
+            (None, Some(2)) => assert!(!measured_anything, "{stage}: ended by the signal itself after writing a run file\n{stderr}"),
+            other => panic!("{stage}: ended with {other:?}\n{stderr}"),
+        }
+        if measured_anything {
+            let run: Json = serde_json::from_slice(&std::fs::read(&out).unwrap()).expect("a whole run file");
+            assert_eq!(run["stopped"], true, "{stage}: {run}");
+            for p in run["points"].as_array().unwrap() {
+                let samples = p["samples"].as_array().unwrap();
+                assert!(samples.iter().all(|s| !s["finish"].is_null()), "{stage}: every request sent is booked: {p}");
+            }
+        }
+        if let Some(pid) = worker {
+            let gone = Instant::now();
+            // A zombie (exited, not yet reaped by whoever adopted it) counts as gone.
+            let alive = || {
+                let ps = Command::new("ps").args(["-o", "stat=", "-p", &pid]).output().unwrap();
+                let state = String::from_utf8_lossy(&ps.stdout).trim().to_string();
+                !state.is_empty() && !state.starts_with('Z')
+            };
+            while alive() {
+                assert!(gone.elapsed() < Duration::from_secs(10), "{stage}: worker {pid} outlived lx");
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        eprintln!("{stage}: {:?} after {:.1} s", status, started.elapsed().as_secs_f64());
+    }
+}
+
 /// Run a demo; on failure run it once more (llama.cpp's spinning threads make a busy
 /// machine distort one run), and fail only if it fails twice. Both reports are printed,
 /// and a retry is recorded in the file `LX_TEST_RETRIES` names, so the test run's closing

@@ -7,6 +7,7 @@ use lx_engine::backend::TokenId;
 use lx_engine::gguf::{GgufFile, ModelFacts};
 use lx_engine::load::RunControl;
 use lx_engine::results::ModelRecord;
+use lx_engine::stamp::FileStamp;
 use lx_engine::sweep::SweepContext;
 use lx_engine::tokenizer::Tokenizer;
 
@@ -17,6 +18,8 @@ pub struct OpenModel {
     pub sha256: Option<String>,
     pub tokenizer: Tokenizer,
     pub context_length: usize,
+    /// The file as it was opened: runs stop measuring once it is replaced or rewritten.
+    pub stamp: FileStamp,
 }
 
 impl OpenModel {
@@ -26,11 +29,12 @@ impl OpenModel {
         let parsed = lx_models::ModelSpec::parse(spec)?;
         let resolved = lx_models::resolve(&parsed, &lx_models::Options::default(), progress)?;
         let path = resolved.path.clone();
+        let stamp = FileStamp::of(&path).with_context(|| format!("cannot use {} as a model", path.display()))?;
         let gguf = GgufFile::open(&path).with_context(|| format!("cannot use {} as a model", path.display()))?;
         let facts = ModelFacts::from_gguf(&gguf).with_context(|| format!("cannot use {} as a model", path.display()))?;
         let tokenizer = Tokenizer::from_gguf(&gguf).with_context(|| format!("cannot read the tokenizer of {}", path.display()))?;
         let context_length = facts.context_length.unwrap_or(2048) as usize;
-        Ok(Self { path, facts, sha256: resolved.sha256, tokenizer, context_length })
+        Ok(Self { path, facts, sha256: resolved.sha256, tokenizer, context_length, stamp })
     }
 
     pub fn record(&self) -> ModelRecord {
@@ -42,6 +46,7 @@ impl OpenModel {
     pub fn sweep_context<'a>(&self, prompt: &'a dyn Fn(u32, usize) -> Vec<TokenId>, out: Option<PathBuf>, control: RunControl) -> SweepContext<'a> {
         SweepContext {
             model_path: self.path.clone(),
+            model_stamp: self.stamp.clone(),
             prompt,
             stop_tokens: self.tokenizer.eos_tokens().to_vec(),
             spawn: crate::spawner(),

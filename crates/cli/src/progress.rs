@@ -63,4 +63,7 @@ impl SweepObserver for SweepProgress {
             self.say(format!("error: {}: {e}", lx_engine::printers::test_name(point)));
         }
     }
+    fn run_file_unsaved(&mut self, why: &str) {
+        self.say(format!("warning: the run file was not updated ({why}); measuring goes on, and it is written again after the next point"));
+    }
 }

@@ -22,6 +22,7 @@ pub mod target;
 pub mod load;
 pub mod printers;
 pub mod results;
+pub mod stamp;
 pub mod compare;
 pub mod repeats;
 pub mod sweep;

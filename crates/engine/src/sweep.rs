@@ -320,6 +320,8 @@ impl SweepPlan {
 /// Everything a sweep needs from its caller.
 pub struct SweepContext<'a> {
     pub model_path: PathBuf,
+    /// The model file as it was when it was opened: a run stops measuring once it differs.
+    pub model_stamp: crate::stamp::FileStamp,
     /// Prompt ids for (prompt tokens, request index).
     pub prompt: &'a dyn Fn(u32, usize) -> Vec<TokenId>,
     pub stop_tokens: Vec<TokenId>,
@@ -336,6 +338,9 @@ pub trait SweepObserver: Observer {
     fn loaded(&mut self, _backend: &str, _info: &crate::backend::BackendInfo, _load_ms: f64) {}
     fn point_started(&mut self, _index: usize, _total: usize, _backend: &str, _policy: Policy, _spec: &PointSpec) {}
     fn point_done(&mut self, _point: &PointResult) {}
+    /// The run file could not be updated (a full disk): measuring goes on, and the file is
+    /// written again after the next point.
+    fn run_file_unsaved(&mut self, _why: &str) {}
 }
 
 /// Run the sweep, filling `run` and printing rows as points finish. Returns the number
@@ -370,6 +375,8 @@ pub fn run_points(
     let load_spec = plan.load_spec_for(ctx.model_path.clone(), &points);
     let prompts_sent = std::cell::Cell::new(0usize);
     let mut prompts_for: Option<String> = None;
+    let mut model_changed: Option<String> = None;
+    let mut saver = RunFileSaver { path: ctx.out.as_deref(), unsaved: None };
     for (index, point) in points.into_iter().enumerate() {
         let SweepPoint { backend, policy, spec: point, load, repetition } = point;
         if ctx.control.stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -390,9 +397,18 @@ pub fn run_points(
             Some((b, w)) => *b == backend && !w.is_gone(),
             None => false,
         };
-        if let Some(why) = load_failures.get(&backend) {
+        if model_changed.is_none() {
+            model_changed = ctx.model_stamp.changed(&ctx.model_path).map(|what| {
+                worker = None;
+                format!(
+                    "the model file {} changed during the run ({what}): this point and the rest are not measured, as they would not be of the model the run names; run again to measure the new file",
+                    ctx.model_path.display()
+                )
+            });
+        }
+        if let Some(why) = model_changed.as_ref().or(load_failures.get(&backend)) {
             failed_points += 1;
-            finish_point(run, fail(why.clone()), printer, observer, ctx)?;
+            finish_point(run, fail(why.clone()), printer, observer, &mut saver)?;
             continue;
         }
         if !reuse {
@@ -412,7 +428,7 @@ pub fn run_points(
                         load_failures.insert(backend.clone(), why.clone());
                     }
                     failed_points += 1;
-                    finish_point(run, fail(why), printer, observer, ctx)?;
+                    finish_point(run, fail(why), printer, observer, &mut saver)?;
                     continue;
                 }
             }
@@ -421,13 +437,13 @@ pub fn run_points(
         if load.prefix_cache && !w.schedules_itself() && !w.info().capabilities.prefix_copy {
             failed_points += 1;
             let why = format!("{backend}: this backend cannot copy a cached prefix between sequences (capability prefix_copy is false); run it with --prefix-cache off");
-            finish_point(run, fail(why), printer, observer, ctx)?;
+            finish_point(run, fail(why), printer, observer, &mut saver)?;
             continue;
         }
         if let Err(e) = w.configure(&config) {
             failed_points += 1;
             worker = None;
-            finish_point(run, fail(e.to_string()), printer, observer, ctx)?;
+            finish_point(run, fail(e.to_string()), printer, observer, &mut saver)?;
             continue;
         }
         let shared = load.prefix_tokens > 0;
@@ -460,17 +476,23 @@ pub fn run_points(
         if result.errors > 0 || (result.requests == 0 && !stopped) {
             failed_points += 1;
         }
-        finish_point(run, result, printer, observer, ctx)?;
+        finish_point(run, result, printer, observer, &mut saver)?;
         if stopped {
             run.stopped = true;
             break;
         }
     }
     drop(worker);
-    if let Some(path) = &ctx.out {
-        run.write_atomic(path)?;
-    }
     printer.footer(run)?;
+    saver.save(run, observer);
+    if let (Some(why), Some(path)) = (saver.unsaved, ctx.out.as_ref()) {
+        let kept = RunFile::read(path).map(|r| r.points.len()).unwrap_or(0);
+        anyhow::bail!(
+            "the run file {} could not be written ({why}); it holds the first {kept} of the {} points, and the table above has them all",
+            path.display(),
+            run.points.len()
+        );
+    }
     Ok(failed_points)
 }
 
@@ -487,15 +509,36 @@ fn finish_point(
     result: PointResult,
     printer: &mut dyn Printer,
     observer: &mut dyn SweepObserver,
-    ctx: &SweepContext<'_>,
-) -> anyhow::Result<()> {
+    saver: &mut RunFileSaver<'_>,
+) -> std::io::Result<()> {
     printer.point(&result)?;
     observer.point_done(&result);
     run.points.push(result);
-    if let Some(path) = &ctx.out {
-        run.write_atomic(path)?;
-    }
+    saver.save(run, observer);
     Ok(())
+}
+
+/// Keeps the run file up to date after every point. A write that fails leaves the previous
+/// file whole (writes are atomic) and does not stop the measuring: the next point tries
+/// again, and the sweep fails at its end only if the last write failed too.
+struct RunFileSaver<'p> {
+    path: Option<&'p std::path::Path>,
+    /// Why the last write failed, while it has not succeeded since.
+    unsaved: Option<String>,
+}
+
+impl RunFileSaver<'_> {
+    fn save(&mut self, run: &RunFile, observer: &mut dyn SweepObserver) {
+        let Some(path) = self.path else { return };
+        match run.write_atomic(path) {
+            Ok(()) => self.unsaved = None,
+            Err(e) => {
+                let why = format!("{e:#}");
+                observer.run_file_unsaved(&why);
+                self.unsaved = Some(why);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
