@@ -42,6 +42,12 @@ fn threads_leaving_a_core(physical: usize, logical: usize) -> usize {
     }
 }
 
+
+/// Run blocking work off the async runtime's threads.
+pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> CmdResult<T> {
+    tauri::async_runtime::spawn_blocking(f).await.map_err(|e| CmdError::Io(format!("background task failed: {e}")))
+}
+
 #[cfg(test)]
 mod tests {
     #[test]
@@ -55,9 +61,4 @@ mod tests {
         let here = super::threads_beside_a_window();
         assert!(here >= 1 && here <= lx_engine::hardware::physical_cores(), "{here}");
     }
-}
-
-/// Run blocking work off the async runtime's threads.
-pub(crate) async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> CmdResult<T> {
-    tauri::async_runtime::spawn_blocking(f).await.map_err(|e| CmdError::Io(format!("background task failed: {e}")))
 }
