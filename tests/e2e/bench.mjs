@@ -55,7 +55,7 @@ function headless(label) {
 }
 
 async function live() {
-  const { driver, browser: b } = await openApp(APP, 4444);
+  const { driver, browser: b } = await openApp(APP, Number(process.env.LX_E2E_PORT ?? 4444));
   try {
     for (let i = 0; !(await b.execute(() => window.__lx?.model() != null)); i++) {
       if (i > 600) throw new Error("the model did not open");

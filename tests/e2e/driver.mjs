@@ -31,9 +31,11 @@ export async function waitForPort(port, timeoutMs) {
   }
 }
 
-/** Start tauri-driver on `port` and open a session on the app binary `app`. */
+/** Start tauri-driver on `port` (and WebKitWebDriver on `port` + 1) and open a session on the app binary `app`. */
 export async function openApp(app, port) {
-  const driver = spawn(DRIVER, ["--port", String(port), "--native-driver", "/usr/bin/WebKitWebDriver"], { stdio: ["ignore", "inherit", "inherit"] });
+  // The native driver's port follows ours, so two runs on one machine (LX_E2E_PORT) do not meet.
+  const args = ["--port", String(port), "--native-port", String(port + 1), "--native-driver", "/usr/bin/WebKitWebDriver"];
+  const driver = spawn(DRIVER, args, { stdio: ["ignore", "inherit", "inherit"] });
   driver.on("error", (e) => console.error(`tauri-driver: ${e}`));
   try {
     await waitForPort(port, 20_000);

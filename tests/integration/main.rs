@@ -6,6 +6,7 @@ mod bad_input;
 mod batching;
 mod candle;
 mod cli;
+mod live;
 mod policy_parity;
 mod readme;
 mod serve;

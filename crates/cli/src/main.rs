@@ -32,6 +32,9 @@ enum Cmd {
     /// Compare saved runs point by point: ratios to the first run, and whether each
     /// difference exceeds the runs' own spread.
     Compare(commands::compare::CompareArgs),
+    /// Live mode in a terminal: clients kept busy until --requests or --duration, a status line
+    /// with TTFT, throughput and memory every few seconds, then the table of what settled.
+    Live(commands::live::LiveArgs),
     /// Print a saved run's table again: all of it, some columns (--columns), or the summary of
     /// its repeated points (--repetitions).
     Show(commands::show::ShowArgs),
@@ -56,6 +59,7 @@ fn main() {
         Cmd::Demo(args) => commands::demo::run(args),
         Cmd::Compare(args) => commands::compare::run(args),
         Cmd::Show(args) => commands::show::run(args),
+        Cmd::Live(args) => commands::live::run(args),
         Cmd::Serve(args) => commands::serve::run(args),
         Cmd::Worker(args) => commands::worker::run(args),
     };

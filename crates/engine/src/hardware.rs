@@ -147,6 +147,15 @@ pub fn physical_cores() -> usize {
         .max(1)
 }
 
+/// Resident memory (RSS) of process `pid` in bytes; `None` once it has exited.
+pub fn resident_bytes(pid: u32) -> Option<u64> {
+    use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System};
+    let pid = Pid::from_u32(pid);
+    let mut sys = System::new();
+    sys.refresh_processes_specifics(ProcessesToUpdate::Some(&[pid]), true, ProcessRefreshKind::nothing().with_memory());
+    sys.process(pid).map(|p| p.memory())
+}
+
 fn cpu_features() -> Vec<String> {
     #[allow(unused_mut)]
     let mut out: Vec<String> = Vec::new();
@@ -175,6 +184,20 @@ mod tests {
         assert!(hw.physical_cores >= 1 && hw.logical_cores >= hw.physical_cores.min(hw.logical_cores));
         assert!(hw.memory_bytes > 0);
         assert_eq!(hw.arch, std::env::consts::ARCH);
+    }
+
+    #[test]
+    fn resident_memory_follows_what_a_process_touches() {
+        let me = std::process::id();
+        let before = super::resident_bytes(me).expect("this process is running");
+        let block = vec![1u8; 64 << 20];
+        let after = super::resident_bytes(me).unwrap();
+        assert!(after >= before + (48 << 20), "64 MiB touched: RSS {before} -> {after}");
+        drop(std::hint::black_box(block));
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap()).arg("--list").stdout(std::process::Stdio::null()).spawn().unwrap();
+        let pid = child.id();
+        child.wait().unwrap();
+        assert_eq!(super::resident_bytes(pid), None, "an exited (reaped) process has no memory");
     }
 
     #[test]

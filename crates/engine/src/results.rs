@@ -230,6 +230,21 @@ pub struct RunFile {
     /// Set when the run was interrupted.
     #[serde(default)]
     pub stopped: bool,
+    /// Resident memory of the measuring process and its workers, sampled as the run went
+    /// on (`lx live`); empty for a sweep.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub memory: Vec<MemorySample>,
+}
+
+/// One reading of resident memory during a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MemorySample {
+    /// Seconds since the run started.
+    pub at_s: f64,
+    /// Requests completed by then.
+    pub requests: u64,
+    /// Resident bytes by process: `lx` (the one measuring) and `worker BACKEND`.
+    pub rss_bytes: std::collections::BTreeMap<String, u64>,
 }
 
 impl RunFile {
@@ -250,6 +265,7 @@ impl RunFile {
             settings,
             points: Vec::new(),
             stopped: false,
+            memory: Vec::new(),
         }
     }
 
@@ -285,8 +301,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
     std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
     let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| anyhow::anyhow!("cannot write in {}: {e}", dir.display()))?;
-    tmp.write_all(bytes)?;
-    tmp.as_file().sync_all()?;
+    tmp.write_all(bytes)
+        .and_then(|()| tmp.as_file().sync_all())
+        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
     tmp.persist(path).map_err(|e| anyhow::anyhow!("cannot write {}: {}", path.display(), e.error))?;
     Ok(())
 }

@@ -2,6 +2,7 @@ pub mod compare;
 pub mod demo;
 pub mod generate;
 pub mod hw;
+pub mod live;
 pub mod models;
 pub mod serve;
 pub mod show;

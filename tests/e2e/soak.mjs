@@ -1,0 +1,125 @@
+// Live mode in the app for a long session: does anything grow? Drives the real app under
+// Xvfb on the default model with llama.cpp until SOAK_REQUESTS requests have settled, and
+// samples the resident memory (RSS) of every process involved: the app, its WebKit web
+// and network processes (where the page's charts and tables live) and the worker. Prints
+// each process's memory after the warm-up (the first tenth of the session) and writes every
+// sample to SOAK_OUT. Exit status 1 when a process grew by more than SOAK_TOLERANCE.
+// Run by scripts/app-soak.
+//
+// Environment: LX_APP (required), SOAK_REQUESTS (10000), SOAK_PROMPT (16), SOAK_MAX (8),
+// SOAK_CONC (4), SOAK_EVERY_S (10), SOAK_TOLERANCE (0.05), SOAK_OUT, TAURI_DRIVER.
+
+import { spawnSync } from "node:child_process";
+import { existsSync, readFileSync, readdirSync, renameSync, writeFileSync } from "node:fs";
+import { openApp, sleep } from "./driver.mjs";
+
+const APP = process.env.LX_APP;
+const N = Number(process.env.SOAK_REQUESTS ?? 10000);
+const P = Number(process.env.SOAK_PROMPT ?? 16);
+const M = Number(process.env.SOAK_MAX ?? 8);
+const C = Number(process.env.SOAK_CONC ?? 4);
+const EVERY = Number(process.env.SOAK_EVERY_S ?? 10) * 1000;
+const TOL = Number(process.env.SOAK_TOLERANCE ?? 0.05);
+const OUT = process.env.SOAK_OUT;
+if (!APP || !existsSync(APP)) {
+  console.error(`LX_APP must name the built app (got ${APP})`);
+  process.exit(2);
+}
+
+/** Every process's parent and command line, from /proc. */
+function processes() {
+  const out = [];
+  for (const pid of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
+    try {
+      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter(Boolean);
+      const rss = readFileSync(`/proc/${pid}/status`, "utf8").match(/^VmRSS:\s+(\d+) kB/m);
+      out.push({ pid: Number(pid), ppid, cmd, rssBytes: rss ? Number(rss[1]) * 1024 : 0 });
+    } catch {
+      // exited while we looked
+    }
+  }
+  return out;
+}
+
+/** The app (its binary, not a worker), and everything it started, named by role. */
+function sample() {
+  const all = processes();
+  const app = all.find((p) => p.cmd[0] === APP && !p.cmd.includes("worker"));
+  if (!app) return null;
+  const rss = { app: app.rssBytes };
+  const below = (pid) => all.filter((p) => p.ppid === pid);
+  for (const child of below(app.pid)) {
+    const name = child.cmd.includes("worker") ? `worker ${child.cmd[child.cmd.indexOf("--backend") + 1] ?? ""}`.trim() : child.cmd[0].split("/").pop();
+    rss[name] = (rss[name] ?? 0) + child.rssBytes;
+    // WebKit starts its web process through a helper on some versions.
+    for (const grandchild of below(child.pid)) rss[grandchild.cmd[0].split("/").pop()] = (rss[grandchild.cmd[0].split("/").pop()] ?? 0) + grandchild.rssBytes;
+  }
+  return rss;
+}
+
+const mib = (b) => `${(b / 2 ** 20).toFixed(1)} MiB`;
+const { driver, browser: b } = await openApp(APP, Number(process.env.LX_E2E_PORT ?? 4444));
+const samples = [];
+let verdict = 0;
+try {
+  for (let i = 0; !(await b.execute(() => window.__lx?.model() != null)); i++) {
+    if (i > 600) throw new Error("the model did not open");
+    await sleep(500);
+  }
+  await b.execute((p, c, m) => {
+    const set = (sel, v, ev) => {
+      const el = document.querySelector(sel);
+      el.value = String(v);
+      el.dispatchEvent(new Event(ev, { bubbles: true }));
+    };
+    for (const box of document.querySelectorAll('.backend-list input[type="checkbox"]')) if (box.checked !== (box.value === "llama")) box.click();
+    set('[data-testid="max-tokens"]', m, "change");
+    set('[data-testid="prompt-tokens"]', p, "change");
+    set('[data-testid="concurrency-slider"]', c, "input");
+    set('[data-testid="policy"]', "continuous", "change");
+  }, P, C, M);
+  await sleep(500);
+  await b.execute(() => document.querySelector('[data-testid="go-live"]').click());
+  const start = Date.now();
+  let settled = 0;
+  while (settled < N) {
+    if (Date.now() - start > 3 * 3600_000) throw new Error(`only ${settled} requests settled in 3 hours`);
+    await sleep(EVERY);
+    settled = await b.execute(() => [...window.__lx.store.summaries.values()].reduce((n, s) => n + s.requests, 0));
+    const rss = sample();
+    if (!rss) throw new Error("the app is gone");
+    const at = (Date.now() - start) / 1000;
+    samples.push({ at_s: at, requests: settled, rss_bytes: rss });
+    console.error(`${at.toFixed(0).padStart(6)} s  ${String(settled).padStart(6)} requests  ${Object.entries(rss).map(([k, v]) => `${k} ${mib(v)}`).join(", ")}`);
+  }
+  await b.execute(() => document.querySelector('[data-testid="go-live"]').click());
+  await sleep(2000);
+} finally {
+  await b.deleteSession().catch(() => undefined);
+  driver.kill();
+  // WebKitWebDriver does not always close the app (nor its worker, the same binary).
+  spawnSync("pkill", ["-f", APP]);
+}
+
+const last = samples.at(-1);
+const after = last.at_s / 10;
+console.log(`\n${last.requests} requests settled in ${(last.at_s / 60).toFixed(1)} min (llama.cpp, continuous, ${P}-token prompts, ${M} output tokens, ${C} clients); resident memory after the warm-up (from ${after.toFixed(0)} s):\n`);
+console.log("| process | first | last | change | lowest | highest | range |");
+console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+for (const name of Object.keys(last.rss_bytes)) {
+  const seen = samples.filter((s) => s.at_s >= after && s.rss_bytes[name] != null).map((s) => s.rss_bytes[name]);
+  if (seen.length === 0) continue;
+  const [first, end] = [seen[0], seen.at(-1)];
+  const [lo, hi] = [Math.min(...seen), Math.max(...seen)];
+  const change = (end - first) / first;
+  console.log(`| ${name} | ${mib(first)} | ${mib(end)} | ${(change * 100).toFixed(1)}% | ${mib(lo)} | ${mib(hi)} | ${(((hi - lo) / first) * 100).toFixed(1)}% |`);
+  if (change > TOL) verdict = 1;
+}
+if (OUT) {
+  writeFileSync(`${OUT}.tmp`, JSON.stringify({ settings: { prompt_tokens: P, max_tokens: M, concurrency: C, backend: "llama", policy: "continuous" }, memory: samples }, null, 2));
+  renameSync(`${OUT}.tmp`, OUT);
+  console.log(`\nsamples written to ${OUT}`);
+}
+process.exit(verdict);
