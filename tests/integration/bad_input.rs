@@ -261,3 +261,39 @@ exit "$code"
     assert_eq!((points[0]["errors"].as_u64(), points[0]["requests"].as_u64()), (Some(0), Some(6)));
     assert_eq!(read("files").split_whitespace().collect::<Vec<_>>(), ["filler", "run.json"], "no temporary file left behind");
 }
+
+/// A worker that runs out of memory: under a 300 MB limit on private memory (`prlimit
+/// --data`, which leaves the mapped model file out), llama.cpp's worker fits, and candle's,
+/// which holds its weights in memory, cannot load. candle's points fail saying it ran out of
+/// memory; llama.cpp's are measured in the same sweep; exit 2.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_worker_out_of_memory_fails_its_points_and_no_other() {
+    let _lock = heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.json");
+    let model = model_path();
+    let output = Command::new("prlimit")
+        .arg("--data=300000000")
+        .arg(lx_bin())
+        .args(["sweep", "--backend", "llama,candle", "--model", model.to_str().unwrap(), "--prompt-tokens", "16", "--concurrency", "1,2"])
+        .args(["--max-tokens", "4", "--requests", "2", "--warmup", "0", "--threads", "2", "--out", out.to_str().unwrap()])
+        .output()
+        .expect("prlimit (util-linux) runs lx");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    let run: Json = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let points = run["points"].as_array().unwrap();
+    assert_eq!(points.len(), 4, "{run}");
+    for p in points {
+        match p["backend"].as_str().unwrap() {
+            "llama" => assert_eq!((p["errors"].as_u64(), p["requests"].as_u64()), (Some(0), Some(2)), "{p}"),
+            _ => {
+                let said = p["error_messages"].to_string();
+                assert!(said.contains("ran out of memory (memory allocation of"), "{said}");
+                assert!(!said.contains(" at /"), "backtrace frames are left out: {said}");
+            }
+        }
+    }
+}

@@ -315,12 +315,7 @@ impl Worker {
         // Give the stderr thread a moment to drain what the process wrote last.
         std::thread::sleep(Duration::from_millis(20));
         let tail = self.stderr_tail.lock().expect("poisoned");
-        let last: Vec<&str> = tail.iter().rev().take(5).map(String::as_str).collect::<Vec<_>>().into_iter().rev().collect();
-        if last.is_empty() {
-            how
-        } else {
-            format!("{how}; last stderr: {}", last.join(" | "))
-        }
+        explain_exit(how, &tail.iter().map(String::as_str).collect::<Vec<_>>())
     }
 }
 
@@ -332,13 +327,37 @@ impl Drop for Worker {
     }
 }
 
+/// `how` a worker ended, with the last lines it wrote to stderr that say something: a
+/// backtrace's frames are left out, and an allocation that failed is named first, since
+/// "signal 6" alone does not tell a user that the worker ran out of memory.
+fn explain_exit(how: String, stderr: &[&str]) -> String {
+    let frame = |l: &&str| {
+        let t = l.trim_start();
+        t.starts_with("at ") || t.split_once(": ").is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
+    };
+    let said: Vec<&str> = stderr.iter().filter(|l| !frame(l) && !l.trim().is_empty() && !l.contains("skipping backtrace") && !l.starts_with("stack backtrace")).copied().collect();
+    let last: Vec<&str> = said[said.len().saturating_sub(5)..].to_vec();
+    // Rust's, C++'s and ggml's words for it.
+    let out_of_memory = ["memory allocation of", "bad_alloc", "failed to allocate", "insufficient memory", "out of memory"];
+    let oom = said.iter().rev().find(|l| out_of_memory.iter().any(|m| l.contains(m)));
+    let how = match oom {
+        Some(line) => format!("ran out of memory ({}); {how}", line.trim()),
+        None => how,
+    };
+    if last.is_empty() {
+        how
+    } else {
+        format!("{how}; last stderr: {}", last.join(" | "))
+    }
+}
+
 fn describe_exit(status: std::process::ExitStatus) -> String {
     #[cfg(unix)]
     {
         use std::os::unix::process::ExitStatusExt;
         if let Some(sig) = status.signal() {
             let name = match sig {
-                6 => " (SIGABRT: the backend aborted, e.g. a failed ggml assert)",
+                6 => " (SIGABRT: the backend aborted: a failed assert, or memory it could not get)",
                 9 => " (SIGKILL: killed, e.g. by the OOM killer or by hand)",
                 11 => " (SIGSEGV: the backend crashed)",
                 15 => " (SIGTERM)",
@@ -351,5 +370,31 @@ fn describe_exit(status: std::process::ExitStatus) -> String {
         Some(0) => "exited".to_string(),
         Some(c) => format!("exited with status {c}"),
         None => "exited".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::explain_exit;
+
+    #[test]
+    fn an_allocation_that_failed_is_named_and_backtrace_frames_are_left_out() {
+        // What a candle worker under a 300 MB data limit wrote before it aborted.
+        let stderr = [
+            "  18: main",
+            "             at /work/main/crates/cli/src/main.rs:64:30",
+            "  19: call_once<fn(), ()>",
+            "             at /rustc/library/core/src/ops/function.rs:250:5",
+            "memory allocation of 7168 bytes failed",
+            "skipping backtrace printing to avoid potential recursion",
+        ];
+        assert_eq!(
+            explain_exit("exited on signal 6".into(), &stderr),
+            "ran out of memory (memory allocation of 7168 bytes failed); exited on signal 6; last stderr: memory allocation of 7168 bytes failed"
+        );
+        let ggml = ["llama_model_load: error loading model", "ggml_aligned_malloc: insufficient memory (attempted to allocate 300.00 MB)"];
+        assert!(explain_exit("exited on signal 6".into(), &ggml).starts_with("ran out of memory (ggml_aligned_malloc: insufficient memory"));
+        assert_eq!(explain_exit("exited on signal 9".into(), &[]), "exited on signal 9");
+        assert_eq!(explain_exit("exited with status 1".into(), &["error: bad id 7"]), "exited with status 1; last stderr: error: bad id 7");
     }
 }
