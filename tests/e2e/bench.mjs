@@ -13,7 +13,7 @@ import { spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import path from "node:path";
-import { openApp, sleep } from "./driver.mjs";
+import { goLiveOnLlama, openApp, sleep } from "./driver.mjs";
 
 const APP = process.env.LX_APP;
 const CLI = process.env.LX_CLI;
@@ -57,25 +57,7 @@ function headless(label) {
 async function live() {
   const { driver, browser: b } = await openApp(APP, Number(process.env.LX_E2E_PORT ?? 4444));
   try {
-    for (let i = 0; !(await b.execute(() => window.__lx?.model() != null)); i++) {
-      if (i > 600) throw new Error("the model did not open");
-      await sleep(500);
-    }
-    await b.execute((p, c, m, t) => {
-      const set = (sel, v, ev) => {
-        const el = document.querySelector(sel);
-        el.value = String(v);
-        el.dispatchEvent(new Event(ev, { bubbles: true }));
-      };
-      for (const box of document.querySelectorAll('.backend-list input[type="checkbox"]')) if (box.checked !== (box.value === "llama")) box.click();
-      set('[data-testid="max-tokens"]', m, "change");
-      set('[data-testid="prompt-tokens"]', p, "change");
-      set('[data-testid="concurrency-slider"]', c, "input");
-      set('[data-testid="policy"]', "continuous", "change");
-      set('[data-testid="threads"]', t, "change");
-    }, P, C, M, T);
-    await sleep(500);
-    await b.execute(() => document.querySelector('[data-testid="go-live"]').click());
+    await goLiveOnLlama(b, { prompt: P, concurrency: C, maxTokens: M, threads: T });
     const start = Date.now();
     let s = null;
     while (!s || s.requests < R) {

@@ -52,3 +52,35 @@ export async function openApp(app, port) {
     throw e;
   }
 }
+
+/**
+ * Wait for the app to open its model, set live mode to one llama.cpp setting (`threads`
+ * left at the app's auto when absent) and go live.
+ */
+export async function goLiveOnLlama(browser, { prompt, concurrency, maxTokens, threads }) {
+  for (let i = 0; !(await browser.execute(() => window.__lx?.model() != null)); i++) {
+    if (i > 600) throw new Error("the model did not open");
+    await sleep(500);
+  }
+  await browser.execute(
+    (p, c, m, t) => {
+      const set = (sel, v, ev) => {
+        const el = document.querySelector(sel);
+        el.value = String(v);
+        el.dispatchEvent(new Event(ev, { bubbles: true }));
+      };
+      for (const box of document.querySelectorAll('.backend-list input[type="checkbox"]')) if (box.checked !== (box.value === "llama")) box.click();
+      set('[data-testid="max-tokens"]', m, "change");
+      set('[data-testid="prompt-tokens"]', p, "change");
+      set('[data-testid="concurrency-slider"]', c, "input");
+      set('[data-testid="policy"]', "continuous", "change");
+      if (t != null) set('[data-testid="threads"]', t, "change");
+    },
+    prompt,
+    concurrency,
+    maxTokens,
+    threads ?? null,
+  );
+  await sleep(500);
+  await browser.execute(() => document.querySelector('[data-testid="go-live"]').click());
+}

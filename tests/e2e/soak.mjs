@@ -11,7 +11,7 @@
 
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync, readdirSync, renameSync, writeFileSync } from "node:fs";
-import { openApp, sleep } from "./driver.mjs";
+import { goLiveOnLlama, openApp, sleep } from "./driver.mjs";
 
 const APP = process.env.LX_APP;
 const N = Number(process.env.SOAK_REQUESTS ?? 10000);
@@ -64,24 +64,7 @@ const { driver, browser: b } = await openApp(APP, Number(process.env.LX_E2E_PORT
 const samples = [];
 let verdict = 0;
 try {
-  for (let i = 0; !(await b.execute(() => window.__lx?.model() != null)); i++) {
-    if (i > 600) throw new Error("the model did not open");
-    await sleep(500);
-  }
-  await b.execute((p, c, m) => {
-    const set = (sel, v, ev) => {
-      const el = document.querySelector(sel);
-      el.value = String(v);
-      el.dispatchEvent(new Event(ev, { bubbles: true }));
-    };
-    for (const box of document.querySelectorAll('.backend-list input[type="checkbox"]')) if (box.checked !== (box.value === "llama")) box.click();
-    set('[data-testid="max-tokens"]', m, "change");
-    set('[data-testid="prompt-tokens"]', p, "change");
-    set('[data-testid="concurrency-slider"]', c, "input");
-    set('[data-testid="policy"]', "continuous", "change");
-  }, P, C, M);
-  await sleep(500);
-  await b.execute(() => document.querySelector('[data-testid="go-live"]').click());
+  await goLiveOnLlama(b, { prompt: P, concurrency: C, maxTokens: M });
   const start = Date.now();
   let settled = 0;
   while (settled < N) {

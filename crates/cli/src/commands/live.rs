@@ -13,7 +13,6 @@ use lx_engine::hardware::resident_bytes;
 use lx_engine::live::{BackendState, LiveEvent, LiveModel, LiveSession, LiveSettings};
 use lx_engine::printers::{printer, Format};
 use lx_engine::results::{MemorySample, RunFile};
-use lx_engine::scheduler::Policy;
 use lx_engine::workload::PromptBuilder;
 
 #[derive(Args)]
@@ -34,18 +33,8 @@ pub struct LiveArgs {
     /// Output tokens per request (EOS ignored).
     #[arg(long, default_value_t = 64)]
     max_tokens: u32,
-    /// Scheduling policy: serial, static, continuous, chunked.
-    #[arg(long, default_value = "continuous")]
-    policy: Policy,
-    /// Prompt tokens per pass for the chunked policy.
-    #[arg(long, default_value_t = lx_engine::scheduler::DEFAULT_CHUNK_TOKENS)]
-    chunk_tokens: usize,
-    /// Compute threads (default: physical cores).
-    #[arg(long, default_value_t = 0)]
-    threads: usize,
-    /// Layers to offload to the GPU (default: all, where the backend has a GPU).
-    #[arg(long)]
-    gpu_layers: Option<u32>,
+    #[command(flatten)]
+    engine: crate::commands::EngineArgs,
     /// With several backends: seconds each is measured before the next takes over.
     #[arg(long, default_value_t = 8.0)]
     rotate_after: f64,
@@ -91,10 +80,10 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
         prompt_tokens: args.prompt_tokens,
         concurrency: args.concurrency,
         max_tokens: args.max_tokens,
-        policy: args.policy,
-        chunk_tokens: args.chunk_tokens,
-        threads: args.threads,
-        gpu_layers: args.gpu_layers,
+        policy: args.engine.policy,
+        chunk_tokens: args.engine.chunk_tokens,
+        threads: args.engine.threads,
+        gpu_layers: args.engine.gpu_layers,
         rotate_after_s: args.rotate_after,
         hang_timeout_s: args.hang_timeout,
         ..LiveSettings::default()

@@ -9,6 +9,23 @@ pub mod show;
 pub mod sweep;
 pub mod worker;
 
+/// How the engine runs a backend: `lx serve` and `lx live` take these alike.
+#[derive(clap::Args)]
+pub struct EngineArgs {
+    /// Scheduling policy: serial, static, continuous, chunked.
+    #[arg(long, default_value = "continuous")]
+    pub policy: lx_engine::scheduler::Policy,
+    /// Prompt tokens per pass for the chunked policy.
+    #[arg(long, default_value_t = lx_engine::scheduler::DEFAULT_CHUNK_TOKENS)]
+    pub chunk_tokens: usize,
+    /// Compute threads (default: physical cores).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+    /// Layers to offload to the GPU (default: all, where the backend has a GPU).
+    #[arg(long)]
+    pub gpu_layers: Option<u32>,
+}
+
 /// Parse a comma list: `64,256,1024`.
 pub fn list<T: std::str::FromStr>(s: &str) -> Result<Vec<T>, String>
 where

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use clap::Args;
 use lx_engine::backend::LoadSpec;
-use lx_engine::scheduler::{Policy, SchedulerConfig};
+use lx_engine::scheduler::SchedulerConfig;
 use lx_openai::server::{ChatTemplate, Served};
 
 #[derive(Args)]
@@ -17,24 +17,14 @@ pub struct ServeArgs {
     /// Model: a catalog name (default), a .gguf path, or hf:OWNER/REPO/FILE.gguf.
     #[arg(long, default_value = "default")]
     model: String,
-    /// Scheduling policy: serial, static, continuous, chunked.
-    #[arg(long, default_value = "continuous")]
-    policy: Policy,
     /// Sequences served at once (the worker's slots); more requests wait in its queue.
     #[arg(long, default_value_t = 4)]
     slots: usize,
     /// Prompt plus output tokens each request may use (default: the model's context ÷ slots, at most 4096).
     #[arg(long)]
     ctx: Option<usize>,
-    /// Prompt tokens per pass for the chunked policy.
-    #[arg(long, default_value_t = lx_engine::scheduler::DEFAULT_CHUNK_TOKENS)]
-    chunk_tokens: usize,
-    /// Compute threads (default: physical cores).
-    #[arg(long, default_value_t = 0)]
-    threads: usize,
-    /// Layers to offload to the GPU (default: all, where the backend has a GPU).
-    #[arg(long)]
-    gpu_layers: Option<u32>,
+    #[command(flatten)]
+    engine: crate::commands::EngineArgs,
     /// Address to listen on; 127.0.0.1 keeps it to this machine (0.0.0.0 exposes it).
     #[arg(long, default_value = "127.0.0.1")]
     host: std::net::IpAddr,
@@ -68,14 +58,14 @@ pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
     };
     let load = LoadSpec {
         model_path: model.path.clone(),
-        threads: args.threads,
+        threads: args.engine.threads,
         slots: args.slots,
         ctx_per_slot,
         max_batch_tokens: lx_engine::scheduler::batch_tokens_for(ctx_per_slot, args.slots),
-        gpu_layers: args.gpu_layers,
+        gpu_layers: args.engine.gpu_layers,
     };
-    let mut config = SchedulerConfig::new(args.policy, args.slots, load.max_batch_tokens);
-    config.chunk_tokens = args.chunk_tokens;
+    let mut config = SchedulerConfig::new(args.engine.policy, args.slots, load.max_batch_tokens);
+    config.chunk_tokens = args.engine.chunk_tokens;
     let spawner = lx_backends::spawner();
     let start: lx_openai::server::Start = {
         let (backend, load, config) = (backend.clone(), load.clone(), config.clone());
@@ -102,7 +92,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     let _ = ctrlc::set_handler(move || flag.store(true, std::sync::atomic::Ordering::SeqCst));
-    let (policy, slots) = (args.policy, args.slots);
+    let (policy, slots) = (args.engine.policy, args.slots);
     let key = if served.api_key.is_some() { ", API key required" } else { "" };
     let model_name = served.name.clone();
     lx_openai::server::run(served, target, start, SocketAddr::new(args.host, args.port), stop, |addr| {
