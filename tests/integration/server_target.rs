@@ -77,3 +77,37 @@ fn a_server_that_cannot_be_reached_fails_its_points_and_the_rest_run() {
     // Both points are reported (as failed), not dropped.
     assert_eq!(r.stdout().lines().filter(|l| l.starts_with("| gone |")).count(), 2, "{}", r.dump());
 }
+
+#[test]
+fn live_mode_measures_a_server_through_the_same_client_loop() {
+    // No model load: the server answers 8 tokens, the first after 40 ms, then every 20 ms.
+    let model = model_path();
+    let s = serve(|_, _| Script::Stream(tokens(8, 40, 20, 16)));
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("live.json");
+    let args = [
+        "live", "--model", model.to_str().unwrap(), "--target", &format!("scripted={}", s.url), "--prompt-tokens", "16",
+        "--max-tokens", "8", "--concurrency", "3", "--requests", "24", "--every", "0.5", "--out", out.to_str().unwrap(),
+    ];
+    let output = std::process::Command::new(lx_bin()).args(args).output().unwrap();
+    let r = Run { args: args.iter().map(|a| a.to_string()).collect(), output }.ok();
+    let run: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let points = run["points"].as_array().unwrap();
+    assert_eq!(points.len(), 1, "{}", r.dump());
+    let p = &points[0];
+    assert_eq!((p["backend"].as_str(), p["scheduled_by_server"].as_bool()), (Some("scripted"), Some(true)), "{p}");
+    assert!(p["requests"].as_u64().unwrap() >= 18 && p["errors"] == 0, "{p}");
+    // The server's schedule is the truth: each stamp is taken on our side at arrival, so it
+    // can only come later than the server sent it, and on loopback not by much.
+    let (ttft, gap) = (p["ttft_ms"]["p50"].as_f64().unwrap(), 1000.0 / p["decode_tps"]["p50"].as_f64().unwrap());
+    assert!((40.0..90.0).contains(&ttft), "TTFT p50 {ttft} ms for a server that answers after 40 ms\n{p}");
+    assert!((19.0..30.0).contains(&gap), "decode gap {gap} ms for a server that sends every 20 ms\n{p}");
+    for sample in p["samples"].as_array().unwrap() {
+        assert_eq!(sample["token_ms"].as_array().unwrap().len(), 8, "{sample}");
+    }
+    let sent = s.requests.lock().unwrap();
+    assert!(sent.len() >= 24, "{} requests reached the server", sent.len());
+    assert!(sent.iter().all(|q| q.body["max_tokens"] == 8 && q.body["ignore_eos"] == true));
+    // The server's name, not a backend's, leads the table.
+    assert!(r.stdout().lines().any(|l| l.starts_with("| scripted | server |")), "{}", r.dump());
+}

@@ -17,10 +17,13 @@ use lx_engine::workload::PromptBuilder;
 
 #[derive(Args)]
 pub struct LiveArgs {
-    /// Backends, comma-separated (llama, candle, mlx): with several, each is measured in
-    /// turn for --rotate-after seconds.
-    #[arg(long, default_value = "llama")]
-    backend: String,
+    /// Backends, comma-separated (llama, candle, mlx): with several (servers included), each
+    /// is measured in turn for --rotate-after seconds. Default: llama, or none when --target
+    /// names servers.
+    #[arg(long)]
+    backend: Option<String>,
+    #[command(flatten)]
+    targets: crate::commands::TargetArgs,
     /// Model: a catalog name (default), a .gguf path, or hf:OWNER/REPO/FILE.gguf.
     #[arg(long, default_value = "default")]
     model: String,
@@ -69,12 +72,9 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
     if args.duration.is_some_and(|d| !(d > 0.0 && d.is_finite())) {
         anyhow::bail!("--duration must be a positive number of seconds");
     }
-    let backends = args
-        .backend
-        .split(',')
-        .filter(|b| !b.trim().is_empty())
-        .map(|b| lx_backends::canonical(b.trim()).map(String::from))
-        .collect::<anyhow::Result<Vec<_>>>()?;
+    // Live mode always asks for exactly --max-tokens (EOS ignored), servers included.
+    let servers = args.targets.servers(false)?;
+    let backends = crate::commands::backends_and_servers(args.backend.as_deref(), &servers)?;
     let settings = LiveSettings {
         backends,
         prompt_tokens: args.prompt_tokens,
@@ -108,7 +108,8 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
     let sink = Box::new(move |batch: Vec<LiveEvent>| {
         let _ = tx.send(batch);
     });
-    let session = LiveSession::start(settings, live_model, lx_backends::spawner(), sink).map_err(anyhow::Error::msg)?;
+    let spawner = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()));
+    let session = LiveSession::start(settings, live_model, spawner, sink).map_err(anyhow::Error::msg)?;
 
     let started = Instant::now();
     let every = Duration::from_secs_f64(args.every);

@@ -26,6 +26,72 @@ pub struct EngineArgs {
     pub gpu_layers: Option<u32>,
 }
 
+/// OpenAI-compatible servers to measure: `lx sweep` and `lx live` take these alike.
+#[derive(clap::Args)]
+pub struct TargetArgs {
+    /// OpenAI-compatible servers to measure too, `URL` or `NAME=URL` (comma-separated or
+    /// repeated), e.g. `http://127.0.0.1:8080/v1`. Prompts are built with --model's
+    /// tokenizer; an API key comes from LX_API_KEY.
+    #[arg(long, value_parser = list::<String>)]
+    pub target: Vec<Vec<String>>,
+    /// The model to ask the servers for (default: the first each lists).
+    #[arg(long)]
+    pub target_model: Option<String>,
+    /// Which endpoint to stream from: completions (the prompt as is) or chat (the prompt as
+    /// one user message, in the server's chat template).
+    #[arg(long, default_value = "completions")]
+    pub api: lx_openai::Api,
+    /// Seconds a server may send nothing before its request fails.
+    #[arg(long, default_value_t = 60.0)]
+    pub target_timeout: f64,
+    /// Retries of a request a server answers with HTTP 429 or 503 (after its Retry-After).
+    #[arg(long, default_value_t = 3)]
+    pub target_retries: u32,
+}
+
+impl TargetArgs {
+    /// The servers `--target` names, with the options that apply to all of them.
+    pub fn servers(&self, stop_at_eos: bool) -> anyhow::Result<Vec<lx_openai::Server>> {
+        let api_key = std::env::var("LX_API_KEY").ok().filter(|k| !k.is_empty());
+        if !(self.target_timeout > 0.0 && self.target_timeout.is_finite()) {
+            anyhow::bail!("--target-timeout must be a positive number of seconds");
+        }
+        self.target
+            .iter()
+            .flatten()
+            .map(|spec| {
+                let mut s = lx_openai::Server::parse(spec).map_err(|e| anyhow::anyhow!("--target {e}"))?;
+                s.model = self.target_model.clone();
+                s.api = self.api;
+                s.api_key = api_key.clone();
+                s.ignore_eos = !stop_at_eos;
+                s.idle_timeout = std::time::Duration::from_secs_f64(self.target_timeout);
+                s.max_retries = self.target_retries;
+                Ok(s)
+            })
+            .collect()
+    }
+}
+
+/// What `--backend` names (default: llama, or none when servers are named) followed by the
+/// servers, each name once.
+pub fn backends_and_servers(backend: Option<&str>, servers: &[lx_openai::Server]) -> anyhow::Result<Vec<String>> {
+    let default_backend = if servers.is_empty() { "llama" } else { "" };
+    let mut names = backend
+        .unwrap_or(default_backend)
+        .split(',')
+        .filter(|b| !b.trim().is_empty())
+        .map(|b| lx_backends::canonical(b.trim()).map(String::from))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    for s in servers {
+        if names.contains(&s.name) {
+            anyhow::bail!("--target: '{}' is already the name of a backend or another server; name it with NAME=URL", s.name);
+        }
+        names.push(s.name.clone());
+    }
+    Ok(names)
+}
+
 /// Parse a comma list: `64,256,1024`.
 pub fn list<T: std::str::FromStr>(s: &str) -> Result<Vec<T>, String>
 where

@@ -30,24 +30,8 @@ pub struct SweepArgs {
     /// --target names servers.
     #[arg(long)]
     backend: Option<String>,
-    /// OpenAI-compatible servers to measure too, `URL` or `NAME=URL` (comma-separated or
-    /// repeated), e.g. `http://127.0.0.1:8080/v1`. Prompts are built with --model's
-    /// tokenizer; an API key comes from LX_API_KEY.
-    #[arg(long, value_parser = list::<String>)]
-    target: Vec<Vec<String>>,
-    /// The model to ask the servers for (default: the first each lists).
-    #[arg(long)]
-    target_model: Option<String>,
-    /// Which endpoint to stream from: completions (the prompt as is) or chat (the prompt as
-    /// one user message, in the server's chat template).
-    #[arg(long, default_value = "completions")]
-    api: lx_openai::Api,
-    /// Seconds a server may send nothing before its request fails.
-    #[arg(long, default_value_t = 60.0)]
-    target_timeout: f64,
-    /// Retries of a request a server answers with HTTP 429 or 503 (after its Retry-After).
-    #[arg(long, default_value_t = 3)]
-    target_retries: u32,
+    #[command(flatten)]
+    targets: crate::commands::TargetArgs,
     /// Model: a catalog name (default), a .gguf path, or hf:OWNER/REPO/FILE.gguf.
     #[arg(long, default_value = "default")]
     model: String,
@@ -135,21 +119,7 @@ pub struct SweepArgs {
 
 /// The sweep the arguments describe (not yet checked).
 fn plan(args: &SweepArgs, servers: &[lx_openai::Server]) -> anyhow::Result<SweepPlan> {
-    let default_backend = if servers.is_empty() { "llama" } else { "" };
-    let mut backends = args
-        .backend
-        .as_deref()
-        .unwrap_or(default_backend)
-        .split(',')
-        .filter(|b| !b.trim().is_empty())
-        .map(|b| lx_backends::canonical(b.trim()).map(String::from))
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    for s in servers {
-        if backends.contains(&s.name) {
-            anyhow::bail!("--target: '{}' is already the name of a backend or another server; name it with NAME=URL", s.name);
-        }
-        backends.push(s.name.clone());
-    }
+    let backends = crate::commands::backends_and_servers(args.backend.as_deref(), servers)?;
     let concurrency: Vec<usize> = args.concurrency.iter().flatten().copied().collect();
     Ok(SweepPlan {
         backends,
@@ -179,7 +149,7 @@ fn plan(args: &SweepArgs, servers: &[lx_openai::Server]) -> anyhow::Result<Sweep
 }
 
 pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
-    let servers = servers(&args)?;
+    let servers = args.targets.servers(args.stop_at_eos)?;
     let plan = plan(&args, &servers)?;
     // Cheap checks first, so a typo never waits for a model load; then against the model.
     plan.validate(None).map_err(anyhow::Error::msg)?;
@@ -215,28 +185,6 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
         return Ok(2);
     }
     Ok(0)
-}
-
-/// The servers `--target` names, with the options that apply to all of them.
-fn servers(args: &SweepArgs) -> anyhow::Result<Vec<lx_openai::Server>> {
-    let api_key = std::env::var("LX_API_KEY").ok().filter(|k| !k.is_empty());
-    if !(args.target_timeout > 0.0 && args.target_timeout.is_finite()) {
-        anyhow::bail!("--target-timeout must be a positive number of seconds");
-    }
-    args.target
-        .iter()
-        .flatten()
-        .map(|spec| {
-            let mut s = lx_openai::Server::parse(spec).map_err(|e| anyhow::anyhow!("--target {e}"))?;
-            s.model = args.target_model.clone();
-            s.api = args.api;
-            s.api_key = api_key.clone();
-            s.ignore_eos = !args.stop_at_eos;
-            s.idle_timeout = Duration::from_secs_f64(args.target_timeout);
-            s.max_retries = args.target_retries;
-            Ok(s)
-        })
-        .collect()
 }
 
 #[cfg(test)]

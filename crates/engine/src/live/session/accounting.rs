@@ -104,6 +104,7 @@ impl Session {
                 };
                 let mut point = PointResult::from_run(&key.backend, key.policy, &spec, run);
                 point.throughput_tps = summary.throughput_tps;
+                point.scheduled_by_server = self.servers.contains(&key.backend);
                 Some(point)
             })
             .collect()

@@ -4,7 +4,7 @@
 //! sit beside it: `rotation` (which backend runs, and its worker's life), `requests` (the
 //! closed loop of clients), `accounting` (which requests count, and the figures reported).
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
@@ -44,6 +44,9 @@ pub(super) struct Session {
     first_after_load: bool,
     want_preview: bool,
     stats: HashMap<SettingKey, SettingStats>,
+    /// Backends that turned out to be servers scheduling requests themselves: their
+    /// results say so, since our policy settings did not apply.
+    servers: HashSet<String>,
     dirty: Vec<SettingKey>,
     stint: Option<Stint>,
     recent_tokens: VecDeque<Instant>,
@@ -78,6 +81,7 @@ impl Session {
             sent: 0,
             generation: 0,
             first_after_load: true,
+            servers: HashSet::new(),
             want_preview: true,
             stats: HashMap::new(),
             dirty: Vec::new(),

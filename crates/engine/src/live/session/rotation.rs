@@ -140,6 +140,9 @@ impl Session {
         let name = self.slots[i].name.clone();
         match result {
             Ok(ep) => {
+                if ep.schedules_itself() {
+                    self.servers.insert(name.clone());
+                }
                 self.emit(LiveEvent::BackendStatus {
                     backend: name,
                     state: BackendState::Ready,
