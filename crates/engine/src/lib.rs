@@ -3,7 +3,7 @@
 //! Backends (llama.cpp, candle, MLX) implement the small [`backend::Backend`] step
 //! interface in their own crates; this crate schedules requests over it
 //! ([`scheduler`]), runs it in a worker process ([`worker`], [`protocol`]), generates
-//! load and stamps time on the client side ([`coordinator`], [`load`]), and turns the
+//! load and stamps time on the client side ([`coordinator`], [`client`], [`load`]), and turns the
 //! stamps into distributions ([`stats`]), result files ([`results`]), tables
 //! ([`printers`]) and comparisons of runs ([`compare`]). It has no dependency on any backend library.
 
@@ -19,6 +19,7 @@ pub mod coordinator;
 pub mod protocol;
 pub mod worker;
 pub mod target;
+pub mod client;
 pub mod load;
 pub mod printers;
 pub mod results;

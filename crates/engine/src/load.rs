@@ -6,7 +6,6 @@
 //! submit, and the receipt of each token; the worker's phase stamps (admit, prefill)
 //! are mapped onto the same clock for queue wait, prefill rate and the timeline.
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -14,7 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::TokenId;
 use crate::coordinator::WorkerError;
-use crate::protocol::Reply;
+use crate::client::{Clients, Heard};
 use crate::target::Target;
 use crate::scheduler::{FinishReason, SchedEvent, WorkRequest};
 
@@ -432,8 +431,6 @@ pub fn run_point(
     run_phase(worker, spec, load, prompt, stop_tokens, control, observer)
 }
 
-type InFlight = HashMap<u64, (Instant, RequestRecord)>;
-
 fn run_phase(
     worker: &mut dyn Target,
     spec: &PointSpec,
@@ -446,7 +443,7 @@ fn run_phase(
     let t0 = Instant::now();
     let ms = |at: Instant| at.saturating_duration_since(t0).as_secs_f64() * 1e3;
     let mut run = PointRun::default();
-    let mut in_flight: InFlight = HashMap::new();
+    let mut clients: Clients<()> = Clients::default();
     let total = load.requests(spec);
     let open = load.is_open();
     let deadline = load.duration_s.map(|s| t0 + Duration::from_secs_f64(s.max(0.0)));
@@ -454,28 +451,23 @@ fn run_phase(
     let mut next_arrival = t0 + Duration::from_secs_f64(load.gap_ms(0) / 1e3);
     let mut sent = 0usize;
     let mut last_done = t0;
-    let mut last_heard = Instant::now();
     let mut cancelling = false;
     let stop_list: Vec<TokenId> = if spec.stop_at_eos { stop_tokens.to_vec() } else { Vec::new() };
 
-    let submit = |worker: &mut dyn Target, i: usize, submitted: Instant, in_flight: &mut InFlight| -> Result<(), WorkerError> {
+    let submit = |worker: &mut dyn Target, i: usize, submitted: Instant, clients: &mut Clients<()>| -> Result<(), WorkerError> {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let draw = load.draw(spec, i);
         let prompt_ids = prompt(&draw, i);
         let prefix_tokens = if load.prefix_tokens > 0 { draw.prefix_tokens } else { 0 };
         let request = WorkRequest { id, prompt: prompt_ids, max_tokens: draw.max_tokens, stop_tokens: stop_list.clone(), top_logprobs: spec.top_logprobs, prefix_tokens };
-        let prompt_len = request.prompt.len() as u32;
-        in_flight.insert(id, (submitted, RequestRecord::new(id, prompt_len, draw.max_tokens, ms(submitted))));
-        worker.submit(request)
+        let record = RequestRecord::new(id, request.prompt.len() as u32, draw.max_tokens, ms(submitted));
+        clients.submit(worker, request, submitted, record, ())
     };
 
-    let fail_all = |run: &mut PointRun, in_flight: &mut InFlight, why: String, observer: &mut dyn Observer| {
-        let mut left: Vec<RequestRecord> = in_flight.drain().map(|(_, (_, rec))| rec).collect();
-        left.sort_by_key(|r| r.id);
-        for mut rec in left {
-            rec.error = Some(why.clone());
-            observer.done(&rec);
-            run.records.push(rec);
+    let fail_all = |run: &mut PointRun, clients: &mut Clients<()>, why: String, observer: &mut dyn Observer| {
+        for flight in clients.end_all(None, &why) {
+            observer.done(&flight.record);
+            run.records.push(flight.record);
         }
         run.worker_error = Some(why);
     };
@@ -485,7 +477,7 @@ fn run_phase(
             // Ctrl-C: send nothing more; cancel what is in flight and book how it ended.
             cancelling = true;
             run.stopped = true;
-            for id in in_flight.keys().copied().collect::<Vec<_>>() {
+            for id in clients.ids() {
                 worker.cancel(id);
             }
         }
@@ -495,21 +487,18 @@ fn run_phase(
         while sending(sent) {
             let now = Instant::now();
             let submitted = if open {
-                let capped = load.max_in_flight.is_some_and(|cap| in_flight.len() >= cap);
+                let capped = load.max_in_flight.is_some_and(|cap| clients.len() >= cap);
                 if capped || next_arrival > now {
                     break;
                 }
                 next_arrival
             } else {
-                if in_flight.len() >= spec.concurrency {
+                if clients.len() >= spec.concurrency {
                     break;
                 }
                 now
             };
-            if in_flight.is_empty() {
-                last_heard = now;
-            }
-            if let Err(e) = submit(worker, sent, submitted, &mut in_flight) {
+            if let Err(e) = submit(worker, sent, submitted, &mut clients) {
                 failed = Some(e.to_string());
                 break;
             }
@@ -517,11 +506,11 @@ fn run_phase(
             next_arrival += Duration::from_secs_f64(load.gap_ms(sent) / 1e3);
         }
         if let Some(why) = failed {
-            fail_all(&mut run, &mut in_flight, why, observer);
+            fail_all(&mut run, &mut clients, why, observer);
             break;
         }
         let more = sending(sent);
-        if in_flight.is_empty() && !more {
+        if clients.is_empty() && !more {
             break;
         }
         // Wait for the worker, but no later than the next arrival.
@@ -529,57 +518,36 @@ fn run_phase(
         if open && more {
             wait = wait.min(next_arrival.saturating_duration_since(Instant::now()));
         }
-        let (at, reply) = match worker.recv(wait) {
+        let (at, heard) = match clients.receive(worker, wait, control.hang_timeout) {
             Ok(Some(x)) => x,
-            Ok(None) => {
-                if !in_flight.is_empty() && last_heard.elapsed() > control.hang_timeout {
-                    worker.kill();
-                    let why = WorkerError::Hung(control.hang_timeout).to_string();
-                    fail_all(&mut run, &mut in_flight, why, observer);
-                    break;
-                }
-                continue;
-            }
+            Ok(None) => continue,
             Err(e) => {
-                fail_all(&mut run, &mut in_flight, e.to_string(), observer);
+                fail_all(&mut run, &mut clients, e.to_string(), observer);
                 break;
             }
         };
-        last_heard = Instant::now();
-        let event = match reply {
-            Reply::Event(e) => e,
-            Reply::Error { error } => {
-                // A protocol-level complaint is a bug on our side: fail loudly.
-                fail_all(&mut run, &mut in_flight, format!("worker refused a command: {error}"), observer);
-                break;
-            }
-            _ => continue,
-        };
-        let id = match &event {
-            SchedEvent::Step { step, seqs, prefill_tokens, decode_tokens, t_start, t_end, compute } => {
-                let (start_ms, end_ms) = (ms(worker.to_local(*t_start)), ms(worker.to_local(*t_end)));
+        match heard {
+            Heard::Step(SchedEvent::Step { step, seqs, prefill_tokens, decode_tokens, t_start, t_end, compute }) => {
+                let (start_ms, end_ms) = (ms(worker.to_local(t_start)), ms(worker.to_local(t_end)));
                 let compute_ms = compute.map(|ns| ns as f64 / 1e6);
-                run.steps.push(StepRecord { step: *step, seqs: *seqs, prefill_tokens: *prefill_tokens, decode_tokens: *decode_tokens, start_ms, end_ms, compute_ms });
-                continue;
+                run.steps.push(StepRecord { step, seqs, prefill_tokens, decode_tokens, start_ms, end_ms, compute_ms });
             }
-            SchedEvent::Admitted { id, .. }
-            | SchedEvent::Prefill { id, .. }
-            | SchedEvent::PrefixReused { id, .. }
-            | SchedEvent::Token { id, .. }
-            | SchedEvent::Finished { id, .. }
-            | SchedEvent::Failed { id, .. }
-            | SchedEvent::Warning { id, .. } => *id,
-        };
-        let Some((submitted, rec)) = in_flight.get_mut(&id) else { continue };
-        let ended = rec.book(*submitted, at, &event, &|t| worker.to_local(t));
-        if let SchedEvent::Token { index, token, .. } = event {
-            observer.token(id, index, token, *rec.token_ms.last().expect("booked above"));
-        }
-        if ended {
-            let (_, rec) = in_flight.remove(&id).expect("present above");
-            last_done = at;
-            observer.done(&rec);
-            run.records.push(rec);
+            Heard::Booked { id, event: SchedEvent::Token { index, token, .. } } => {
+                if let Some(at_ms) = clients.get(id).and_then(|f| f.record.token_ms.last()) {
+                    observer.token(id, index, token, *at_ms);
+                }
+            }
+            Heard::Ended(flight) => {
+                last_done = at;
+                observer.done(&flight.record);
+                run.records.push(flight.record);
+            }
+            Heard::Refused(error) => {
+                // A protocol-level complaint is a bug on our side: fail loudly.
+                fail_all(&mut run, &mut clients, format!("worker refused a command: {error}"), observer);
+                break;
+            }
+            Heard::Step(_) | Heard::Booked { .. } | Heard::Nothing => {}
         }
     }
     if control.stop.load(Ordering::Relaxed) && sent < total {
@@ -602,6 +570,7 @@ pub fn since(from: Instant, to: Instant) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::Reply;
 
     fn record(token_ms: &[f64]) -> RequestRecord {
         let mut r = RequestRecord::new(1, 100, token_ms.len() as u32, 0.0);

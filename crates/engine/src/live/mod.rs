@@ -4,7 +4,8 @@
 //! A [`LiveSession`] runs on a thread of its own. It owns one worker process per selected
 //! backend (reusing [`crate::coordinator::Worker`]) and measures them **in turn, never at the
 //! same time**: the active backend gets a closed loop of `concurrency` clients (each sends its
-//! next request when its previous one completes, like [`crate::load`]); after
+//! next request when its previous one completes, through the same [`crate::client`] loop as
+//! a sweep's); after
 //! [`LiveSettings::rotate_after_s`] seconds (and at least one completed request) the session
 //! stops submitting, lets the requests in flight finish, and hands over to the next backend.
 //! With one backend selected it never rotates.

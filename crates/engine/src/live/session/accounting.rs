@@ -36,8 +36,8 @@ impl Session {
     /// a new measured stretch begins.
     pub(super) fn new_generation(&mut self) {
         self.generation += 1;
-        for f in self.in_flight.values_mut() {
-            f.settled = false;
+        for f in self.clients.flights_mut() {
+            f.tag.settled = false;
         }
         self.close_stint();
     }
@@ -142,8 +142,8 @@ impl Session {
         let measured = since.map(|s| now.duration_since(s)).unwrap_or(THROUGHPUT_WINDOW).min(THROUGHPUT_WINDOW);
         let throughput_tps = (measured >= Duration::from_millis(500))
             .then(|| self.recent_tokens.len() as f64 / measured.as_secs_f64());
-        let queued = self.in_flight.values().filter(|f| f.record.admit_ms.is_none()).count();
-        let prefilling = self.in_flight.values().filter(|f| f.record.admit_ms.is_some() && f.record.token_ms.is_empty()).count();
+        let queued = self.clients.flights().filter(|f| f.record.admit_ms.is_none()).count();
+        let prefilling = self.clients.flights().filter(|f| f.record.admit_ms.is_some() && f.record.token_ms.is_empty()).count();
         let backend = self.slots[slot].name.clone();
         let key = self.settings.key(&backend);
         let (p50, p95) = match self.stats.get(&key) {
@@ -158,7 +158,7 @@ impl Session {
             at_ms,
             backend,
             throughput_tps,
-            in_flight: self.in_flight.len(),
+            in_flight: self.clients.len(),
             queued,
             prefilling,
             ttft_p50_ms: p50,

@@ -12,6 +12,7 @@ use crate::live::{
     BackendState, Control, EventBatcher, EventSink, LiveEvent, LiveModel, LiveSettings, SettingKey,
     LOOP_TICK,
 };
+use crate::client::Clients;
 use crate::target::Spawner;
 
 mod accounting;
@@ -19,7 +20,7 @@ mod requests;
 mod rotation;
 
 use accounting::{SettingStats, Stint};
-use requests::Flight;
+use requests::LiveRequest;
 use rotation::{Phase, LiveBackend};
 
 pub(super) struct Session {
@@ -35,7 +36,8 @@ pub(super) struct Session {
     last_slot: Option<usize>,
     /// Stay on this slot at the next choice (reload).
     prefer: Option<usize>,
-    in_flight: HashMap<u64, Flight>,
+    /// The requests in flight on the backend being measured.
+    clients: Clients<LiveRequest>,
     next_id: u64,
     sent: usize,
     /// Raised by every change of setting, backend or worker: requests of an older
@@ -51,7 +53,6 @@ pub(super) struct Session {
     stint: Option<Stint>,
     recent_tokens: VecDeque<Instant>,
     last_tick: Instant,
-    last_heard: Instant,
     batcher: EventBatcher,
     paused_reported: bool,
 }
@@ -76,7 +77,7 @@ impl Session {
             phase: Phase::Choose,
             last_slot: None,
             prefer: None,
-            in_flight: HashMap::new(),
+            clients: Clients::default(),
             next_id: 1,
             sent: 0,
             generation: 0,
@@ -88,7 +89,6 @@ impl Session {
             stint: None,
             recent_tokens: VecDeque::new(),
             last_tick: now,
-            last_heard: now,
             batcher,
             paused_reported: false,
         }

@@ -1,25 +1,24 @@
-//! The closed loop on the backend being measured: keep `concurrency` requests in flight,
-//! book each reply on its request, and report each request when it ends.
+//! The closed loop on the backend being measured: keep `concurrency` requests in flight
+//! through the shared client loop ([`crate::client`]), and report each request as it goes
+//! and when it ends.
 
 use std::time::{Duration, Instant};
 
 use super::accounting::Stint;
 use super::rotation::Phase;
 use super::Session;
+use crate::client::{Flight, Heard};
 use crate::coordinator::WorkerError;
 use crate::live::{LiveEvent, PrefillSpan, SettingKey, KEEP_PER_SETTING, LOOP_TICK};
 use crate::load::RequestRecord;
-use crate::protocol::Reply;
 use crate::scheduler::{FinishReason, SchedEvent, WorkRequest};
 use crate::tokenizer::PieceDecoder;
 
-/// A request in flight.
-pub(super) struct Flight {
+/// What live mode keeps beside a request's record while it is in flight.
+pub(super) struct LiveRequest {
     pub(super) backend: String,
     pub(super) key: SettingKey,
     pub(super) generation: u64,
-    pub(super) submitted: Instant,
-    pub(super) record: RequestRecord,
     pub(super) prefill_spans: Vec<PrefillSpan>,
     pub(super) settled: bool,
     pub(super) preview: Option<PieceDecoder>,
@@ -52,25 +51,18 @@ impl Session {
             return;
         }
         let deadline = Instant::now() + LOOP_TICK;
+        let hang_timeout = Duration::from_secs_f64(self.settings.hang_timeout_s);
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
-            let reply = match self.slots[i].endpoint.as_mut() {
-                Some(ep) => ep.recv(left),
-                None => return,
-            };
-            match reply {
-                Ok(Some((at, reply))) => {
-                    self.last_heard = Instant::now();
-                    if !self.reply(i, at, reply) {
-                        return;
-                    }
+            let Some(ep) = self.slots[i].endpoint.as_mut() else { return };
+            match self.clients.receive(ep.as_mut(), left, hang_timeout) {
+                Ok(Some((at, heard))) => {
+                    self.heard(i, at, heard);
                     // A client is free: its next request goes now (a closed loop resubmits on
                     // completion, not on the next tick); then back to the loop, which looks at
                     // commands before waiting again.
-                    if !draining && self.in_flight.len() < self.settings.concurrency {
-                        if !self.fill(i) {
-                            return;
-                        }
+                    if !draining && self.clients.len() < self.settings.concurrency {
+                        self.fill(i);
                         break;
                     }
                 }
@@ -84,18 +76,11 @@ impl Session {
                 break;
             }
         }
-        if !self.in_flight.is_empty() && self.last_heard.elapsed().as_secs_f64() > self.settings.hang_timeout_s {
-            if let Some(ep) = self.slots[i].endpoint.as_mut() {
-                ep.kill();
-            }
-            let why = WorkerError::Hung(Duration::from_secs_f64(self.settings.hang_timeout_s)).to_string();
-            self.crashed(i, why);
-        }
     }
 
     /// Submit until every client has a request in flight; false if the worker died.
     fn fill(&mut self, i: usize) -> bool {
-        while self.in_flight.len() < self.settings.concurrency {
+        while self.clients.len() < self.settings.concurrency {
             if let Err(e) = self.submit(i) {
                 self.crashed(i, e.to_string());
                 return false;
@@ -105,6 +90,9 @@ impl Session {
     }
 
     fn submit(&mut self, i: usize) -> Result<(), WorkerError> {
+        if self.slots[i].endpoint.is_none() {
+            return Err(WorkerError::Died("is gone".into()));
+        }
         let id = self.next_id;
         self.next_id += 1;
         let s = &self.settings;
@@ -119,7 +107,7 @@ impl Session {
             let text: String = tail.iter().map(|&t| d.push(&(self.model.token_bytes)(t))).collect();
             text
         });
-        let settled = !self.first_after_load && self.in_flight.values().all(|f| f.generation == self.generation);
+        let settled = !self.first_after_load && self.clients.flights().all(|f| f.tag.generation == self.generation);
         self.first_after_load = false;
         let request = WorkRequest { id, prompt, max_tokens: s.max_tokens, stop_tokens: Vec::new(), top_logprobs: 0, prefix_tokens: 0 };
         let submitted = Instant::now();
@@ -143,104 +131,78 @@ impl Session {
             preview,
             prompt_tail,
         });
-        self.in_flight.insert(
-            id,
-            Flight {
-                backend,
-                key,
-                generation: self.generation,
-                submitted,
-                record,
-                prefill_spans: Vec::new(),
-                settled,
-                preview: preview.then(PieceDecoder::default),
-            },
-        );
-        match self.slots[i].endpoint.as_mut() {
-            Some(ep) => ep.submit(request),
-            None => Err(WorkerError::Died("is gone".into())),
+        let tag = LiveRequest { backend, key, generation: self.generation, prefill_spans: Vec::new(), settled, preview: preview.then(PieceDecoder::default) };
+        let ep = self.slots[i].endpoint.as_mut().expect("checked above");
+        self.clients.submit(ep.as_mut(), request, submitted, record, tag)
+    }
+
+    /// Report one reply the client loop booked.
+    fn heard(&mut self, i: usize, at: Instant, heard: Heard<LiveRequest>) {
+        match heard {
+            Heard::Booked { id, event } => self.booked(i, id, at, event),
+            Heard::Ended(flight) => self.finish(flight),
+            // A refused command is a bug on our side; report it and carry on.
+            Heard::Refused(error) => self.emit(LiveEvent::Rejected { message: format!("the worker refused a command: {error}") }),
+            Heard::Step(_) | Heard::Nothing => {}
         }
     }
 
-    /// Handle one reply; false when the worker must be dropped.
-    fn reply(&mut self, i: usize, at: Instant, reply: Reply) -> bool {
-        let event = match reply {
-            Reply::Event(e) => e,
-            Reply::Error { error } => {
-                // A refused command is a bug on our side; report it and carry on.
-                self.emit(LiveEvent::Rejected { message: format!("the worker refused a command: {error}") });
-                return true;
-            }
-            _ => return true,
-        };
-        let Some(ep) = self.slots[i].endpoint.as_ref() else { return false };
-        // The request's record is booked exactly as a sweep books it; live mode only adds
-        // its events and running figures on top.
-        let to_local = |t: u64| ep.to_local(t);
+    /// What live mode shows of an event on a request in flight: its queue wait, its prefill
+    /// passes, its tokens (counted towards throughput, and decoded for the preview).
+    fn booked(&mut self, i: usize, id: u64, at: Instant, event: SchedEvent) {
+        let (Some(ep), Some(f)) = (self.slots[i].endpoint.as_ref(), self.clients.get_mut(id)) else { return };
         let t0 = self.t0;
         let ms = |at: Instant| at.saturating_duration_since(t0).as_secs_f64() * 1e3;
-        match &event {
-            SchedEvent::Step { .. } => {}
-            SchedEvent::Finished { id, reason, .. } => self.finish(*id, Some(*reason), None),
-            SchedEvent::Failed { id, error } => self.finish(*id, None, Some(error.clone())),
-            SchedEvent::Admitted { id, .. } | SchedEvent::Prefill { id, .. } | SchedEvent::PrefixReused { id, .. } | SchedEvent::Token { id, .. } | SchedEvent::Warning { id, .. } => {
-                let id = *id;
-                let Some(f) = self.in_flight.get_mut(&id) else { return true };
-                f.record.book(f.submitted, at, &event, &to_local);
-                match event {
-                    SchedEvent::Admitted { t, .. } => {
-                        let at_ms = ms(to_local(t));
-                        let queue_ms = f.record.admit_ms.unwrap_or(0.0);
-                        self.batcher.push(LiveEvent::RequestAdmitted { id, at_ms, queue_ms });
+        match event {
+            SchedEvent::Admitted { t, .. } => {
+                let at_ms = ms(ep.to_local(t));
+                let queue_ms = f.record.admit_ms.unwrap_or(0.0);
+                self.batcher.push(LiveEvent::RequestAdmitted { id, at_ms, queue_ms });
+            }
+            SchedEvent::Prefill { tokens, t_start, t_end, .. } => {
+                let (start_ms, end_ms) = (ms(ep.to_local(t_start)), ms(ep.to_local(t_end)));
+                f.tag.prefill_spans.push(PrefillSpan { tokens, start_ms, end_ms });
+                self.batcher.push(LiveEvent::RequestPrefill { id, tokens, start_ms, end_ms });
+            }
+            SchedEvent::Token { index, token, .. } => {
+                let at_ms = ms(at);
+                self.recent_tokens.push_back(at);
+                if let Some(st) = self.stint.as_mut() {
+                    if st.generation == f.tag.generation && st.start_ms.is_some_and(|s| at_ms >= s) {
+                        st.tokens += 1;
+                        st.last_ms = at_ms;
                     }
-                    SchedEvent::Prefill { tokens, t_start, t_end, .. } => {
-                        let (start_ms, end_ms) = (ms(to_local(t_start)), ms(to_local(t_end)));
-                        f.prefill_spans.push(PrefillSpan { tokens, start_ms, end_ms });
-                        self.batcher.push(LiveEvent::RequestPrefill { id, tokens, start_ms, end_ms });
-                    }
-                    SchedEvent::Token { index, token, .. } => {
-                        let at_ms = ms(at);
-                        self.recent_tokens.push_back(at);
-                        if let Some(st) = self.stint.as_mut() {
-                            if st.generation == f.generation && st.start_ms.is_some_and(|s| at_ms >= s) {
-                                st.tokens += 1;
-                                st.last_ms = at_ms;
-                            }
-                        }
-                        if let Some(dec) = f.preview.as_mut() {
-                            let piece = dec.push(&(self.model.token_bytes)(token));
-                            self.batcher.push(LiveEvent::PreviewTokens { id, first_index: index, pieces: vec![piece], at_ms: vec![at_ms] });
-                        }
-                    }
-                    _ => {}
+                }
+                if let Some(dec) = f.tag.preview.as_mut() {
+                    let piece = dec.push(&(self.model.token_bytes)(token));
+                    self.batcher.push(LiveEvent::PreviewTokens { id, first_index: index, pieces: vec![piece], at_ms: vec![at_ms] });
                 }
             }
+            _ => {}
         }
-        true
     }
 
-    pub(super) fn finish(&mut self, id: u64, reason: Option<FinishReason>, error: Option<String>) {
-        let Some(mut f) = self.in_flight.remove(&id) else { return };
-        f.record.finish = reason;
-        f.record.error = error;
+    /// A request ended: report it, and count it when it settled.
+    pub(super) fn finish(&mut self, mut f: Flight<LiveRequest>) {
+        let id = f.record.id;
         let ok = f.record.ok();
         if let Phase::Measuring { completed, .. } = &mut self.phase {
             if ok {
                 *completed += 1;
             }
         }
-        let settled = f.settled && ok && f.generation == self.generation;
+        let settled = f.tag.settled && ok && f.tag.generation == self.generation;
         let r = &f.record;
         let event = LiveEvent::RequestDone {
             id,
-            backend: f.backend.clone(),
-            policy: f.key.policy,
+            backend: f.tag.backend.clone(),
+            policy: f.tag.key.policy,
             prompt_tokens: r.prompt_tokens,
             max_tokens: r.max_tokens,
-            concurrency: f.key.concurrency,
+            concurrency: f.tag.key.concurrency,
             submit_at_ms: r.submit_ms,
             admit_at_ms: r.admit_ms.map(|q| r.submit_ms + q),
-            prefill: std::mem::take(&mut f.prefill_spans),
+            prefill: std::mem::take(&mut f.tag.prefill_spans),
             first_token_at_ms: r.token_ms.first().map(|t| r.submit_ms + t),
             last_token_at_ms: r.token_ms.last().map(|t| r.submit_ms + t),
             output_tokens: r.tokens.len() as u32,
@@ -255,7 +217,7 @@ impl Session {
         };
         self.emit(event);
         if settled {
-            let key = f.key.clone();
+            let key = f.tag.key.clone();
             let s = self.stats.entry(key.clone()).or_default();
             s.requests += 1;
             if s.records.len() == KEEP_PER_SETTING {
@@ -270,9 +232,8 @@ impl Session {
 
     /// End every request in flight with `why` (its worker is going away).
     pub(super) fn cancel_in_flight(&mut self, why: &str) {
-        let ids: Vec<u64> = self.in_flight.keys().copied().collect();
-        for id in ids {
-            self.finish(id, Some(FinishReason::Cancelled), Some(why.to_string()));
+        for f in self.clients.end_all(Some(FinishReason::Cancelled), why) {
+            self.finish(f);
         }
     }
 }

@@ -53,7 +53,7 @@ impl Session {
             }
             Phase::Draining { slot } => {
                 self.phase = Phase::Draining { slot };
-                if self.in_flight.is_empty() {
+                if self.clients.is_empty() {
                     self.last_slot = Some(slot);
                     self.set_state(slot, BackendState::Ready);
                     self.phase = Phase::Choose;
@@ -181,7 +181,6 @@ impl Session {
     fn begin_measuring(&mut self, i: usize) {
         self.new_generation();
         self.recent_tokens.clear();
-        self.last_heard = Instant::now();
         self.set_state(i, BackendState::Measuring);
         self.phase = Phase::Measuring { slot: i, since: Instant::now(), completed: 0 };
     }
@@ -207,9 +206,8 @@ impl Session {
         let name = self.slots[i].name.clone();
         let at_ms = self.now_ms();
         self.emit(LiveEvent::WorkerCrashed { backend: name.clone(), reason: reason.clone(), pid, at_ms });
-        let ids: Vec<u64> = self.in_flight.keys().copied().collect();
-        for id in ids {
-            self.finish(id, None, Some(format!("worker {name}: {reason}")));
+        for f in self.clients.end_all(None, &format!("worker {name}: {reason}")) {
+            self.finish(f);
         }
         if let Some(mut ep) = self.slots[i].endpoint.take() {
             ep.kill();
