@@ -5,11 +5,13 @@ use std::path::PathBuf;
 use anyhow::Context;
 use lx_engine::backend::TokenId;
 use lx_engine::gguf::{GgufFile, ModelFacts};
+use lx_engine::live::{LiveModel, LiveSettings};
 use lx_engine::load::RunControl;
-use lx_engine::results::ModelRecord;
+use lx_engine::results::{ModelRecord, RunFile};
 use lx_engine::stamp::FileStamp;
 use lx_engine::sweep::SweepContext;
 use lx_engine::tokenizer::Tokenizer;
+use lx_engine::workload::PromptBuilder;
 
 /// A model ready to measure.
 pub struct OpenModel {
@@ -53,5 +55,24 @@ impl OpenModel {
             out,
             control,
         }
+    }
+
+    /// What live mode needs of this model: exact-length prompts and each token's bytes for
+    /// the preview (`lx live` and the app's live mode alike).
+    pub fn live_model(&self) -> LiveModel {
+        let prompts = PromptBuilder::new(&self.tokenizer);
+        let tokenizer = self.tokenizer.clone();
+        LiveModel {
+            model_path: self.path.clone(),
+            context_length: self.context_length,
+            prompt: Box::new(move |n, i| prompts.prompt(n as usize, i as u64)),
+            token_bytes: Box::new(move |t| tokenizer.token_bytes(t).to_vec()),
+        }
+    }
+
+    /// The run file a live session of this model is saved as (one point per setting), with
+    /// this machine's report.
+    pub fn live_run_file(&self, command: Vec<String>, settings: &LiveSettings) -> RunFile {
+        RunFile::live(command, crate::hardware_report(), self.record(), settings)
     }
 }

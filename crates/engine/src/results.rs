@@ -248,6 +248,11 @@ pub struct MemorySample {
 }
 
 impl RunFile {
+    /// A live session's run file: its settings under `{"mode": "live", "live": ...}`.
+    pub fn live(command: Vec<String>, hardware: HardwareReport, model: ModelRecord, settings: &crate::live::LiveSettings) -> Self {
+        Self::new(command, hardware, model, serde_json::json!({ "mode": "live", "live": settings }))
+    }
+
     pub fn new(command: Vec<String>, hardware: HardwareReport, model: ModelRecord, settings: serde_json::Value) -> Self {
         let started_unix_ms = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)

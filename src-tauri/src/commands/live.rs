@@ -2,31 +2,15 @@
 //! measuring; these commands only own it and forward its event batches to the UI.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use lx_engine::backend::BackendInfo;
-use lx_engine::live::{LiveEvent, LiveModel, LiveSession, LiveSettings};
-use lx_engine::results::RunFile;
+use lx_engine::live::{LiveEvent, LiveSession, LiveSettings};
 use tauri::ipc::Channel;
 use tauri::State;
 
 use super::{app_threads, blocking};
 use crate::error::{CmdError, CmdResult};
-use crate::state::{run_file_name, AppState, Live, Model};
-
-/// How long a worker may take to start and load its model.
-const LOAD_TIMEOUT: Duration = Duration::from_secs(300);
-
-fn live_model(model: &Arc<Model>) -> LiveModel {
-    let prompts = Arc::clone(model);
-    let pieces = Arc::clone(model);
-    LiveModel {
-        model_path: model.open.path.clone(),
-        context_length: model.open.context_length,
-        prompt: Box::new(move |n, i| prompts.prompts.prompt(n as usize, i as u64)),
-        token_bytes: Box::new(move |t| pieces.open.tokenizer.token_bytes(t).to_vec()),
-    }
-}
+use crate::state::{run_file_name, AppState, Live};
 
 /// Start live mode on the open model with `settings`, replacing a session already running.
 ///
@@ -59,8 +43,8 @@ pub async fn live_start(state: State<'_, AppState>, mut settings: LiveSettings, 
         // until it is stopped.
         let _ = on_event.send(batch);
     });
-    let spawner = lx_engine::target::process_spawner(lx_backends::worker_command, LOAD_TIMEOUT);
-    let session = LiveSession::start(settings.clone(), live_model(&model), spawner, sink).map_err(CmdError::Live)?;
+    let spawner = state.spawner(&model);
+    let session = LiveSession::start(settings.clone(), model.open.live_model(), spawner, sink).map_err(CmdError::Live)?;
     *state.live.lock().expect("poisoned") = Some(Live { session, settings, model, backends });
     Ok(())
 }
@@ -136,9 +120,7 @@ pub async fn live_save(state: State<'_, AppState>) -> CmdResult<String> {
     }
     let dir = state.runs_dir.clone();
     blocking(move || -> CmdResult<String> {
-        let hardware = lx_backends::hardware_report();
-        let settings = serde_json::json!({ "mode": "live", "live": settings });
-        let mut run = RunFile::new(vec!["latency-explorer".into(), "live".into()], hardware, model.open.record(), settings);
+        let mut run = model.open.live_run_file(vec!["latency-explorer".into(), "live".into()], &settings);
         run.backends = backends;
         run.points = points;
         let path = dir.join(run_file_name("live", run.started_unix_ms / 1000));

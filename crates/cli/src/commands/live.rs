@@ -10,10 +10,9 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use lx_engine::hardware::resident_bytes;
-use lx_engine::live::{BackendState, LiveEvent, LiveModel, LiveSession, LiveSettings};
+use lx_engine::live::{BackendState, LiveEvent, LiveSession, LiveSettings};
 use lx_engine::printers::{printer, Format};
 use lx_engine::results::{MemorySample, RunFile};
-use lx_engine::workload::PromptBuilder;
 
 #[derive(Args)]
 pub struct LiveArgs {
@@ -95,15 +94,8 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
 
     let control = lx_engine::load::RunControl::default();
     crate::commands::stop_on_ctrl_c(&control);
-    let mut run = RunFile::new(std::env::args().collect(), lx_backends::hardware_report(), model.record(), serde_json::json!({ "mode": "live", "live": &settings }));
-    let prompts = PromptBuilder::new(&model.tokenizer);
-    let tokenizer = model.tokenizer.clone();
-    let live_model = LiveModel {
-        model_path: model.path.clone(),
-        context_length: model.context_length,
-        prompt: Box::new(move |n, i| prompts.prompt(n as usize, i as u64)),
-        token_bytes: Box::new(move |t| tokenizer.token_bytes(t).to_vec()),
-    };
+    let mut run = model.live_run_file(std::env::args().collect(), &settings);
+    let live_model = model.live_model();
     let (tx, events) = mpsc::channel();
     let sink = Box::new(move |batch: Vec<LiveEvent>| {
         let _ = tx.send(batch);
