@@ -376,7 +376,7 @@ pub fn run_points(
     let prompts_sent = std::cell::Cell::new(0usize);
     let mut prompts_for: Option<String> = None;
     let mut model_changed: Option<String> = None;
-    let mut saver = RunFileSaver { path: ctx.out.as_deref(), unsaved: None };
+    let mut saver = RunFileSaver::new(ctx.out.as_deref());
     for (index, point) in points.into_iter().enumerate() {
         let SweepPoint { backend, policy, spec: point, load, repetition } = point;
         if ctx.control.stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -484,7 +484,7 @@ pub fn run_points(
     }
     drop(worker);
     printer.footer(run)?;
-    saver.save(run, observer);
+    saver.settle(run, observer);
     if let (Some(why), Some(path)) = (saver.unsaved, ctx.out.as_ref()) {
         let kept = RunFile::read(path).map(|r| r.points.len()).unwrap_or(0);
         anyhow::bail!(
@@ -525,13 +525,30 @@ struct RunFileSaver<'p> {
     path: Option<&'p std::path::Path>,
     /// Why the last write failed, while it has not succeeded since.
     unsaved: Option<String>,
+    /// What the file on disk holds: its point count, and whether it says the run stopped.
+    written: Option<(usize, bool)>,
 }
 
-impl RunFileSaver<'_> {
+impl<'p> RunFileSaver<'p> {
+    fn new(path: Option<&'p std::path::Path>) -> Self {
+        Self { path, unsaved: None, written: None }
+    }
+
+    /// The run as it ends: written unless the file already holds all of it (the usual case:
+    /// the last point's write), and tried again if the last write failed.
+    fn settle(&mut self, run: &RunFile, observer: &mut dyn SweepObserver) {
+        if self.written != Some((run.points.len(), run.stopped)) {
+            self.save(run, observer);
+        }
+    }
+
     fn save(&mut self, run: &RunFile, observer: &mut dyn SweepObserver) {
         let Some(path) = self.path else { return };
         match run.write_atomic(path) {
-            Ok(()) => self.unsaved = None,
+            Ok(()) => {
+                self.unsaved = None;
+                self.written = Some((run.points.len(), run.stopped));
+            }
             Err(e) => {
                 let why = format!("{e:#}");
                 observer.run_file_unsaved(&why);
@@ -544,6 +561,41 @@ impl RunFileSaver<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_run_file_is_written_once_per_change_and_again_until_a_failed_write_succeeds() {
+        struct Nobody;
+        impl Observer for Nobody {}
+        impl SweepObserver for Nobody {}
+        let fixture = include_bytes!("../../../docs/results/mlx-cpu-pp64-256-c1-4.json");
+        let mut run = RunFile::read_bytes(fixture, std::path::Path::new("fixture.json")).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.json");
+        // Every write replaces the file (a new inode); a write that was not needed leaves it.
+        let inode = || std::fs::metadata(&path).map(|m| std::os::unix::fs::MetadataExt::ino(&m)).ok();
+        let mut saver = RunFileSaver::new(Some(&path));
+        saver.save(&run, &mut Nobody);
+        let after_last_point = inode();
+        saver.settle(&run, &mut Nobody);
+        assert_eq!(inode(), after_last_point, "a finished sweep's last point was already on disk");
+        run.stopped = true;
+        saver.settle(&run, &mut Nobody);
+        assert_ne!(inode(), after_last_point, "a stop after the last write is written");
+        assert!(RunFile::read(&path).unwrap().stopped);
+        // A failed write (a file stands where its folder should be) is tried again at the end,
+        // and says why until then.
+        let blocked = dir.path().join("gone");
+        std::fs::write(&blocked, b"a file where the folder should be").unwrap();
+        let gone = blocked.join("run.json");
+        let mut saver = RunFileSaver::new(Some(&gone));
+        saver.save(&run, &mut Nobody);
+        assert!(saver.unsaved.is_some());
+        std::fs::remove_file(&blocked).unwrap();
+        std::fs::create_dir(&blocked).unwrap();
+        saver.settle(&run, &mut Nobody);
+        assert!(saver.unsaved.is_none() && gone.exists());
+    }
 
     fn plan(prompt_tokens: &[&str]) -> SweepPlan {
         SweepPlan {
