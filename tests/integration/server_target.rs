@@ -1,5 +1,6 @@
-//! `lx sweep --target`: an OpenAI-compatible server measured beside a backend, through the
-//! same client loop, with prompts built by the real model's tokenizer.
+//! `lx sweep --target`, `lx live --target`, `lx generate --target`: an OpenAI-compatible
+//! server measured beside a backend, through the same client loop, with prompts built by the
+//! real model's tokenizer.
 
 use integration_tests::{heavy, lx_bin, model_path, Run};
 use lx_engine::tokenizer::Tokenizer;
@@ -110,4 +111,29 @@ fn live_mode_measures_a_server_through_the_same_client_loop() {
     assert!(sent.iter().all(|q| q.body["max_tokens"] == 8 && q.body["ignore_eos"] == true));
     // The server's name, not a backend's, leads the table.
     assert!(r.stdout().lines().any(|l| l.starts_with("| scripted | server |")), "{}", r.dump());
+}
+
+#[test]
+fn generate_streams_one_prompt_from_a_server_with_its_timing() {
+    let model = model_path();
+    let s = serve(|_, _| Script::Stream(tokens(5, 30, 10, 4)));
+    let args = ["generate", "--model", model.to_str().unwrap(), "--target", &s.url, "--prompt", "Once upon a time", "--max-tokens", "5"];
+    let output = std::process::Command::new(lx_bin()).args(args).output().unwrap();
+    let r = Run { args: args.iter().map(|a| a.to_string()).collect(), output }.ok();
+    // The text as it streamed, after the prompt; the server's five chunks counted as tokens.
+    assert_eq!(r.stdout().lines().next(), Some("Once upon a time tok tok tok tok tok"), "{}", r.dump());
+    let timing = r.stderr().lines().find(|l| l.starts_with("prompt ")).unwrap_or_default().to_string();
+    let ttft: f64 = timing.split("TTFT ").nth(1).and_then(|t| t.split(' ').next()).and_then(|t| t.parse().ok()).unwrap_or(-1.0);
+    assert!((30.0..80.0).contains(&ttft), "TTFT {ttft} ms for a server that answers after 30 ms\n{}", r.dump());
+    assert!(timing.contains("· 5 tokens ·") && !timing.contains("prefill"), "a server has no prefill passes to time: {timing}");
+    let sent = s.requests.lock().unwrap();
+    // Without --ignore-eos the server may stop at its end-of-sequence token, as the model would.
+    assert_eq!((sent.len(), sent[0].body["max_tokens"].as_u64(), sent[0].body.get("ignore_eos")), (1, Some(5), None));
+    drop(sent);
+    // One backend or one server: both at once is refused, with the reason.
+    let both = ["generate", "--model", model.to_str().unwrap(), "--backend", "llama", "--target", &s.url, "--prompt", "x"];
+    let output = std::process::Command::new(lx_bin()).args(both).output().unwrap();
+    let r = Run { args: both.iter().map(|a| a.to_string()).collect(), output };
+    assert_eq!(r.code(), Some(2), "{}", r.dump());
+    assert!(r.stderr().contains("cannot be used with"), "{}", r.dump());
 }

@@ -1,20 +1,21 @@
-//! `lx generate`: one prompt through one backend, streamed, with its timing.
+//! `lx generate`: one prompt through one backend, or one OpenAI-compatible server, streamed,
+//! with its timing.
 
 use std::io::Write;
-use std::time::Duration;
-
 use clap::Args;
 use lx_engine::backend::TokenId;
-use lx_engine::coordinator::Worker;
 use lx_engine::load::{run_closed_loop, Observer, PointSpec, RunControl};
 use lx_engine::scheduler::{Policy, SchedulerConfig};
 use lx_engine::tokenizer::PieceDecoder;
 
 #[derive(Args)]
 pub struct GenerateArgs {
-    /// Backend: llama, candle, mlx.
-    #[arg(long, default_value = "llama")]
-    backend: String,
+    /// Backend: llama (default), candle, mlx.
+    #[arg(long, conflicts_with = "target")]
+    backend: Option<String>,
+    /// Or one server to ask instead (`--target URL`); see `lx sweep --help`.
+    #[command(flatten)]
+    targets: crate::commands::TargetArgs,
     /// Model: a catalog name (default), a .gguf path, or hf:OWNER/REPO/FILE.gguf.
     #[arg(long, default_value = "default")]
     model: String,
@@ -51,7 +52,11 @@ impl Observer for Stream<'_> {
 }
 
 pub fn run(args: GenerateArgs) -> anyhow::Result<i32> {
-    let backend = lx_backends::canonical(&args.backend)?;
+    let servers = args.targets.servers(!args.ignore_eos)?;
+    let names = crate::commands::backends_and_servers(args.backend.as_deref(), &servers)?;
+    let [backend] = names.as_slice() else {
+        anyhow::bail!("lx generate asks one backend or one server; {} were named ({})", names.len(), names.join(", "));
+    };
     if args.max_tokens == 0 {
         anyhow::bail!("--max-tokens must be at least 1");
     }
@@ -75,7 +80,8 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<i32> {
         gpu_layers: None,
     };
     let scheduler = SchedulerConfig::new(Policy::Serial, 1, load.max_batch_tokens);
-    let mut worker = Worker::spawn(&lx_backends::worker_command(backend), &load, &scheduler, Duration::from_secs(300))?;
+    let spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()));
+    let mut worker = spawn(backend, &load, &scheduler)?;
     eprintln!("{}: {} on {}", backend, worker.info().version, worker.info().device);
     if let Some(why) = &worker.info().cpu_fallback {
         eprintln!("warning: {why}");
@@ -84,7 +90,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<i32> {
     let spec = PointSpec { prompt_tokens: prompt.len() as u32, max_tokens: args.max_tokens, concurrency: 1, requests: 1, warmup: 0, stop_at_eos: !args.ignore_eos, top_logprobs: 0 };
     print!("{}", args.prompt);
     let mut stream = Stream { tokenizer: &model.tokenizer, decoder: PieceDecoder::default() };
-    let run = run_closed_loop(&mut worker, &spec, &|_| prompt.clone(), model.tokenizer.eos_tokens(), &RunControl::default(), &mut stream);
+    let run = run_closed_loop(worker.as_mut(), &spec, &|_| prompt.clone(), model.tokenizer.eos_tokens(), &RunControl::default(), &mut stream);
     println!();
     let record = run.records.first().ok_or_else(|| anyhow::anyhow!("the worker returned no result"))?;
     if let Some(e) = &record.error {
@@ -93,13 +99,14 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<i32> {
     if args.ids {
         println!("ids: {:?}", record.tokens);
     }
+    // A server reports no prefill passes: its prefill rate is not known, rather than zero.
+    let prefill = record.prefill_tps().map(|tps| format!(" · prefill {tps:.0} tok/s")).unwrap_or_default();
     eprintln!(
-        "prompt {} tokens · TTFT {:.1} ms · {} tokens · decode {:.1} tok/s · prefill {:.0} tok/s",
+        "prompt {} tokens · TTFT {:.1} ms · {} tokens · decode {:.1} tok/s{prefill}",
         prompt.len(),
         record.ttft_ms().unwrap_or(0.0),
         record.tokens.len(),
         record.decode_tps().unwrap_or(0.0),
-        record.prefill_tps().unwrap_or(0.0)
     );
     Ok(0)
 }
