@@ -19,6 +19,9 @@ pub enum CmdError {
     /// A sweep refused or failed.
     #[error("{0}")]
     Sweep(String),
+    /// A server could not be added: unreachable, refused us, or a name already taken.
+    #[error("{0}")]
+    Server(String),
     /// Reading or writing a file failed.
     #[error("{0}")]
     Io(String),

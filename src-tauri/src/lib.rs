@@ -89,6 +89,9 @@ pub fn run() {
             commands::system::hardware,
             commands::system::backends,
             commands::system::check_backends,
+            // OpenAI-compatible servers as backends.
+            commands::servers::server_add,
+            commands::servers::server_remove,
             // Models: catalog, open (fetching when needed), pick a file.
             commands::models::models,
             commands::models::current_model,

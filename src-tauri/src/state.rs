@@ -54,6 +54,8 @@ pub struct AppState {
     pub last_run: Mutex<Option<PathBuf>>,
     /// Where sweeps and saved live sessions are written.
     pub runs_dir: PathBuf,
+    /// OpenAI-compatible servers the user added: backends for live mode and sweeps.
+    pub servers: Mutex<Vec<lx_openai::Server>>,
 }
 
 impl AppState {
@@ -65,7 +67,14 @@ impl AppState {
             sweep: Mutex::new(None),
             last_run: Mutex::new(None),
             runs_dir,
+            servers: Mutex::new(Vec::new()),
         }
+    }
+
+    /// What starts each backend by name: this binary's workers, and the servers added.
+    pub fn spawner(&self, model: &Model) -> lx_engine::target::Spawner {
+        let servers = self.servers.lock().expect("poisoned").clone();
+        lx_backends::spawner_with_servers(servers, Arc::new(model.open.tokenizer.clone()))
     }
 
     pub fn sweep_running(&self) -> bool {

@@ -10,7 +10,10 @@
 //   3. runs a small sweep from the app (progress, table, run file), one with its "More
 //      options" (a drawn length, open-loop arrivals, repetitions), and cancels a longer one;
 //   4. goes live on MLX where the build has it (screenshot), or finds it listed with the reason;
-//   5. runs "Check backends" (a tiny model on every backend and device) and saves a screenshot.
+//   5. adds an OpenAI-compatible server whose pace is known (tests/e2e/paced-server.mjs),
+//      measures it live alone (the policy greyed out: the server schedules itself) and checks
+//      TTFT and decode against its schedule, then forgets it;
+//   6. runs "Check backends" (a tiny model on every backend and device) and saves a screenshot.
 //
 // Environment: LX_APP (the app binary, required), LX_E2E_ARTIFACTS (screenshots; default
 // tests/e2e/artifacts), TAURI_DRIVER (default: tauri-driver on PATH or in ~/.cargo/bin).
@@ -21,6 +24,7 @@ import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
 import { openApp, sleep } from "./driver.mjs";
+import { pacedServer } from "./paced-server.mjs";
 
 const APP = process.env.LX_APP;
 const ARTIFACTS = process.env.LX_E2E_ARTIFACTS ?? path.join(import.meta.dirname, "artifacts");
@@ -345,6 +349,64 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     await shot("live-mlx");
     await browser.execute(() => document.querySelector('[data-testid="go-live"][data-state="live"]')?.click());
     await until("live mode to stop", () => window.__lx.store.running, (v) => v === false, 60_000);
+  });
+
+  test("a server added beside the backends is measured live against its known pace", async () => {
+    const [FIRST_MS, GAP_MS] = [80, 25];
+    const server = await pacedServer({ firstMs: FIRST_MS, gapMs: GAP_MS });
+    try {
+      // A bad address is refused with the reason, and the app carries on.
+      await browser.execute(() => (document.querySelector('[data-testid="add-server"]').open = true));
+      const fill = async (sel, v) => browser.execute((s, x) => (document.querySelector(s).value = x), sel, v);
+      await fill('[data-testid="server-url"]', "127.0.0.1:1/v1");
+      await (await browser.$('[data-testid="server-add"]')).click();
+      await until("a bad address refused", () => document.querySelector('[data-testid="server-status"]').textContent, (v) => /starts with http/.test(v), 30_000);
+
+      await fill('[data-testid="server-url"]', server.url);
+      await fill('[data-testid="server-name"]', "paced");
+      await (await browser.$('[data-testid="server-add"]')).click();
+      await until("the server to be added", () => document.querySelector('[data-testid="server-status"]').textContent, (v) => v === "added paced", 60_000);
+      const listed = await browser.execute(() => window.__lx.backends().find((b) => b.name === "paced"));
+      assert.ok(listed?.server && listed.devices.join(" ").includes(server.url), JSON.stringify(listed));
+
+      // The server alone: nothing of ours schedules its requests, so the policy is greyed out.
+      await browser.execute(() => {
+        for (const box of document.querySelectorAll('.backend-list input[type="checkbox"]')) if (box.checked !== (box.value === "paced")) box.click();
+        const max = document.querySelector('[data-testid="max-tokens"]');
+        max.value = "12";
+        max.dispatchEvent(new Event("change", { bubbles: true }));
+      });
+      assert.deepEqual(await browser.execute(() => window.__lx.settings().backends), ["paced"]);
+      assert.equal(await (await browser.$('[data-testid="policy"]')).isEnabled(), false);
+      server.prompt.tokens = await movePromptSlider(64);
+      await (await browser.$('[data-testid="go-live"]')).click();
+      const summary = await until(
+        "settled requests from the server",
+        () => [...window.__lx.store.summaries.values()].find((s) => s.key.backend === "paced") ?? null,
+        (s) => s !== null && s.requests >= 8,
+        180_000,
+      );
+      await sleep(500);
+      await shot("live-server");
+      await browser.execute(() => document.querySelector('[data-testid="go-live"][data-state="live"]')?.click());
+      await until("live mode to stop", () => window.__lx.store.running, (v) => v === false, 60_000);
+
+      // Our stamps are taken as chunks arrive: never before the server sent them, and on
+      // loopback not much after.
+      const [ttft, gap] = [summary.ttftMs.p50, 1000 / summary.decodeTps.p50];
+      console.log(`server live: ${summary.requests} requests, TTFT p50 ${ttft.toFixed(1)} ms (server: ${FIRST_MS}), decode gap p50 ${gap.toFixed(1)} ms (server: ${GAP_MS})`);
+      assert.ok(ttft >= FIRST_MS && ttft < FIRST_MS + 100, `TTFT p50 ${ttft} ms`);
+      assert.ok(gap >= GAP_MS * 0.95 && gap < GAP_MS * 1.5, `decode gap p50 ${gap} ms`);
+      assert.ok(server.requests.length >= 8 && server.requests.every((r) => r.max_tokens === 12 && r.ignore_eos === true && r.stream === true), JSON.stringify(server.requests.slice(0, 2)));
+
+      // Forgotten: gone from the list, and a built-in backend is selected again.
+      await (await browser.$('[data-testid="server-remove-paced"]')).click();
+      await until("the server to be forgotten", () => window.__lx.backends().some((b) => b.name === "paced"), (v) => v === false, 30_000);
+      const left = await browser.execute(() => window.__lx.settings().backends);
+      assert.ok(left.length === 1 && left[0] !== "paced", JSON.stringify(left));
+    } finally {
+      await server.close();
+    }
   });
 
   test("Check backends runs a tiny model on every backend and device of the build", async () => {

@@ -101,18 +101,21 @@ pub struct SweepRequest {
 }
 
 impl SweepRequest {
-    /// The engine's plan: this grid, everything else as `lx sweep` does it.
-    pub fn plan(&self) -> CmdResult<SweepPlan> {
+    /// The engine's plan: this grid, everything else as `lx sweep` does it. A backend may
+    /// also be one of `servers` (added by the user), by its name.
+    pub fn plan(&self, servers: &[String]) -> CmdResult<SweepPlan> {
         let backends = self
             .backends
             .iter()
-            .map(|b| lx_backends::canonical(b).map(String::from))
+            .map(|b| if servers.contains(b) { Ok(b.clone()) } else { lx_backends::canonical(b).map(String::from) })
             .collect::<anyhow::Result<Vec<_>>>()
             .map_err(|e| CmdError::Sweep(e.to_string()))?;
+        let servers = servers.iter().filter(|s| backends.contains(s)).cloned().collect();
         let lengths = |v: &[LengthArg]| v.iter().map(LengthArg::length).collect::<CmdResult<Vec<_>>>();
         let d = SweepPlan::default();
         Ok(SweepPlan {
             backends,
+            servers,
             policies: self.policies.clone(),
             prompt_tokens: lengths(&self.prompt_tokens)?,
             warmup: self.warmup.unwrap_or_else(|| self.concurrency.iter().copied().max().unwrap_or(1)),
@@ -205,7 +208,8 @@ pub async fn sweep_start(state: State<'_, AppState>, request: SweepRequest, on_e
         return Err(CmdError::Busy("a sweep is already running".into()));
     }
     let model = state.model.lock().expect("poisoned").clone().ok_or(CmdError::NoModel)?;
-    let plan = request.plan()?;
+    let servers: Vec<String> = state.servers.lock().expect("poisoned").iter().map(|s| s.name.clone()).collect();
+    let plan = request.plan(&servers)?;
     plan.validate(Some(model.open.context_length)).map_err(CmdError::Sweep)?;
 
     let control = RunControl::default();
@@ -218,13 +222,15 @@ pub async fn sweep_start(state: State<'_, AppState>, request: SweepRequest, on_e
     let total_requests = total_points * plan.requests;
     let _ = on_event.send(SweepEvent::Started { path: path.clone(), total_points, total_requests });
 
+    let spawn = state.spawner(&model);
     let out = path.clone();
     let thread = std::thread::Builder::new()
         .name("lx-sweep".into())
         .spawn(move || {
             let mut run = run;
             let prompt = |n: u32, i: usize| model.prompts.prompt(n as usize, i as u64);
-            let ctx = model.open.sweep_context(&prompt, Some(out.clone()), control);
+            let mut ctx = model.open.sweep_context(&prompt, Some(out.clone()), control);
+            ctx.spawn = spawn;
             let mut progress = Progress {
                 channel: on_event.clone(),
                 done: 0,
@@ -281,16 +287,24 @@ mod tests {
             "concurrency": [1, 4], "maxTokens": [32], "requests": 8
         }))
         .unwrap();
-        let plan = r.plan().unwrap();
+        let plan = r.plan(&[]).unwrap();
         assert_eq!(plan.backends, vec!["llama"]);
         assert_eq!(plan.warmup, 4);
         assert_eq!(plan.chunk_tokens, lx_engine::scheduler::DEFAULT_CHUNK_TOKENS);
         assert_eq!(plan.threads, crate::commands::threads_beside_a_window(), "auto leaves the window a core where needed");
-        assert_eq!(SweepRequest { threads: 3, ..r.clone() }.plan().unwrap().threads, 3);
+        assert_eq!(SweepRequest { threads: 3, ..r.clone() }.plan(&[]).unwrap().threads, 3);
         assert_eq!(plan.points().len(), 2 * 2 * 2);
-        let bad = SweepRequest { backends: vec!["nope".into()], ..r };
-        assert!(matches!(bad.plan(), Err(CmdError::Sweep(m)) if m.contains("unknown backend")));
+        let bad = SweepRequest { backends: vec!["nope".into()], ..r.clone() };
+        assert!(matches!(bad.plan(&[]), Err(CmdError::Sweep(m)) if m.contains("unknown backend")));
         assert_eq!(plan, SweepPlan { threads: plan.threads, ..SweepPlan { backends: vec!["llama".into()], policies: vec![Policy::Serial, Policy::Continuous], prompt_tokens: vec![Length::fixed(64), Length::fixed(256)], max_tokens: vec![Length::fixed(32)], ..SweepPlan::default() } });
+
+        // A server the user added is a backend by its name, measured once per point.
+        let with_server = SweepRequest { backends: vec!["llama.cpp".into(), "lab".into()], ..r };
+        let plan = with_server.plan(&["lab".into(), "other".into()]).unwrap();
+        assert_eq!((plan.backends.clone(), plan.servers.clone()), (vec!["llama".to_string(), "lab".into()], vec!["lab".to_string()]));
+        // The server once per prompt length and concurrency, not once per policy.
+        assert_eq!(plan.points().len(), 2 * 2 * 2 + 2 * 2);
+        assert!(matches!(with_server.plan(&[]), Err(CmdError::Sweep(m)) if m.contains("unknown backend")));
     }
 
     #[test]
@@ -302,7 +316,7 @@ mod tests {
             "sloDecodeTps": 10.0, "repetitions": 3, "chunkTokens": 128, "stopAtEos": true
         }))
         .unwrap();
-        let p = r.plan().unwrap();
+        let p = r.plan(&[]).unwrap();
         assert_eq!(p.prompt_tokens, [Length { from: Some(64), to: 512 }, Length::fixed(1024)]);
         assert_eq!(p.max_tokens, [Length { from: Some(8), to: 32 }]);
         assert_eq!((&p.rates, p.max_in_flight, p.seed, p.duration_s), (&vec![1.5, 3.0], Some(8), 7, Some(30.0)));
@@ -315,6 +329,6 @@ mod tests {
         let p = SweepPlan { prefix_tokens: 0, prefix_cache: vec![false], ..p };
         assert_eq!(p.validate(Some(4096)), Ok(()));
         let bad = SweepRequest { prompt_tokens: vec![LengthArg::Text("64..x".into())], ..r };
-        assert!(matches!(bad.plan(), Err(CmdError::Sweep(m)) if m.contains("'64..x'")));
+        assert!(matches!(bad.plan(&[]), Err(CmdError::Sweep(m)) if m.contains("'64..x'")));
     }
 }

@@ -22,6 +22,16 @@ pub struct BackendAvailability {
     pub devices: Vec<String>,
     /// What proves it on this platform, one line per device (docs/PLATFORMS.md's status table).
     pub proven: Vec<String>,
+    /// An OpenAI-compatible server the user added (it schedules requests itself, so the
+    /// policy settings do not apply to it).
+    pub server: bool,
+}
+
+impl BackendAvailability {
+    /// A server the user added, described by `lines` (what it serves, where).
+    pub fn server(name: &str, lines: Vec<String>) -> Self {
+        Self { name: name.into(), label: name.into(), available: true, reason: None, devices: lines, proven: Vec::new(), server: true }
+    }
 }
 
 /// Display name of a backend.
@@ -40,10 +50,17 @@ pub async fn hardware() -> CmdResult<HardwareReport> {
     blocking(lx_backends::hardware_report).await
 }
 
-/// Every backend, whether it can run here, and on what.
+/// Every backend, whether it can run here, and on what; then the servers added.
 #[tauri::command]
-pub async fn backends() -> CmdResult<Vec<BackendAvailability>> {
-    blocking(|| {
+pub async fn backends(state: tauri::State<'_, crate::state::AppState>) -> CmdResult<Vec<BackendAvailability>> {
+    let servers: Vec<BackendAvailability> = state
+        .servers
+        .lock()
+        .expect("poisoned")
+        .iter()
+        .map(|s| BackendAvailability::server(&s.name, vec![format!("{} · {}", s.base_url, s.model.as_deref().unwrap_or("the first model it lists"))]))
+        .collect();
+    let mut all = blocking(|| {
         let devices = lx_backends::devices();
         let status = lx_backends::platforms::here();
         lx_backends::ALL
@@ -65,11 +82,14 @@ pub async fn backends() -> CmdResult<Vec<BackendAvailability>> {
                         .filter(|r| r.backend == label(name))
                         .map(|r| format!("{}: built in CI: {}; tested in CI: {}; measured: {}", r.device, r.built_in_ci, r.tested_in_ci, r.measured))
                         .collect(),
+                    server: false,
                 }
             })
-            .collect()
+            .collect::<Vec<_>>()
     })
-    .await
+    .await?;
+    all.extend(servers);
+    Ok(all)
 }
 
 /// The backend check: a tiny generated model through every backend and device of this

@@ -1,5 +1,5 @@
 /**
- * Live mode's controls: backends, prompt length (log slider with the exact count, which can
+ * Live mode's controls: backends (and OpenAI-compatible servers the user adds), prompt length (log slider with the exact count, which can
  * also be typed), concurrency, output tokens, policy, threads. Every control is a native
  * input, so all of them work from the keyboard. Changes reach the engine at most every
  * 100 ms while a slider moves (and once more when it stops), well inside the engine's
@@ -8,7 +8,8 @@
 import { backendColor } from "../lib/colors";
 import { h, setText } from "../lib/dom";
 import { clampTokens, MIN_PROMPT, positionOf, STEPS, tokensAt } from "../lib/scale";
-import type { BackendAvailability, LiveSettings, Policy } from "../ipc/types";
+import { toAppError } from "../ipc/core";
+import type { BackendAvailability, LiveSettings, Policy, ServerSpec } from "../ipc/types";
 import { POLICIES } from "../ipc/types";
 
 const POLICY_HELP: Record<Policy, string> = {
@@ -34,6 +35,12 @@ export const DEFAULT_SETTINGS: LiveSettings = {
   hangTimeoutS: 300,
 };
 
+/** What the controls ask of the app to add and forget servers (each refreshes the list). */
+export interface ServerHooks {
+  add(spec: ServerSpec): Promise<string>;
+  remove(name: string): Promise<void>;
+}
+
 export class Controls {
   readonly el: HTMLElement;
   settings: LiveSettings = { ...DEFAULT_SETTINGS, backends: [...DEFAULT_SETTINGS.backends] };
@@ -52,10 +59,21 @@ export class Controls {
   // Why auto is not simply every core: the window's repaints would stall the backend's
   // threads, which wait for each other (see lx_engine::hardware::threads_beside_a_window).
   private threadsHelp = h("span", { class: "muted small", id: "threads-help" }, "auto: the physical cores, less one for this window when the machine has no spare hyper-threads");
+  private list: BackendAvailability[] = [];
+  private servers = new Set<string>();
+  private serverUrl = h("input", { type: "url", placeholder: "http://127.0.0.1:8080/v1", "aria-label": "server address, up to /v1", "data-testid": "server-url" }) as HTMLInputElement;
+  private serverName = h("input", { type: "text", placeholder: "name (optional)", "aria-label": "server name, optional", "data-testid": "server-name" }) as HTMLInputElement;
+  private serverModel = h("input", { type: "text", placeholder: "model (default: the first it lists)", "aria-label": "model to ask the server for, optional", "data-testid": "server-model" }) as HTMLInputElement;
+  private serverChat = h("input", { type: "checkbox", "aria-label": "use the chat completions API", "data-testid": "server-chat" }) as HTMLInputElement;
+  private serverAdd = h("button", { type: "submit", class: "small", "data-testid": "server-add" }, "Add server") as HTMLButtonElement;
+  private serverStatus = h("span", { class: "muted small", role: "status", "data-testid": "server-status" });
   private timer: number | null = null;
   private lastSent = 0;
 
-  constructor(private onChange: (s: LiveSettings) => void) {
+  constructor(
+    private onChange: (s: LiveSettings) => void,
+    private serverHooks: ServerHooks,
+  ) {
     this.promptSlider.addEventListener("input", () => this.setPrompt(tokensAt(Number(this.promptSlider.value), this.maxPrompt()), "slider"));
     this.promptInput.addEventListener("change", () => this.setPrompt(clampTokens(Number(this.promptInput.value), this.maxPrompt()), "input"));
     this.concSlider.addEventListener("input", () => {
@@ -89,7 +107,7 @@ export class Controls {
     this.el = h(
       "section",
       { class: "controls", "aria-label": "live mode settings" },
-      field("Backends", this.backendBox),
+      field("Backends", this.backendBox, this.serverForm()),
       field("Prompt length", h("div", { class: "row" }, this.promptSlider, this.promptInput), this.promptRange),
       field("Concurrent clients", h("div", { class: "row" }, this.concSlider, this.concValue)),
       field("Output tokens per request", this.maxInput),
@@ -98,6 +116,45 @@ export class Controls {
       field("Threads (0 = auto)", this.threadsInput, this.threadsHelp),
     );
     this.sync();
+  }
+
+  /** "Add a server": an OpenAI-compatible server measured like a backend. */
+  private serverForm(): HTMLElement {
+    const form = h(
+      "form",
+      { class: "server-form" },
+      this.serverUrl,
+      this.serverName,
+      this.serverModel,
+      h("label", { class: "sweep-check" }, this.serverChat, " chat API (/v1/chat/completions)"),
+      h("div", { class: "row" }, this.serverAdd, this.serverStatus),
+      h("span", { class: "muted small" }, "An API key, if it needs one, comes from LX_API_KEY in the app's environment. The server schedules its own requests: the policy and threads below do not apply to it."),
+    ) as HTMLFormElement;
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      const url = this.serverUrl.value.trim();
+      if (!url) {
+        setText(this.serverStatus, "type the server's address, up to /v1");
+        return;
+      }
+      this.serverAdd.disabled = true;
+      setText(this.serverStatus, "reaching the server…");
+      try {
+        const name = await this.serverHooks.add({ url, name: this.serverName.value.trim() || null, model: this.serverModel.value.trim() || null, chat: this.serverChat.checked });
+        // Selected at once: adding a server is asking to measure it.
+        if (!this.settings.backends.includes(name)) this.settings.backends = [...this.settings.backends, name];
+        this.setBackends(this.list);
+        this.serverUrl.value = this.serverName.value = this.serverModel.value = "";
+        setText(this.serverStatus, `added ${name}`);
+        this.sync();
+        this.changed(true);
+      } catch (e) {
+        setText(this.serverStatus, toAppError(e).message);
+      } finally {
+        this.serverAdd.disabled = false;
+      }
+    });
+    return h("details", { class: "sweep-more add-server", "data-testid": "add-server" }, h("summary", {}, "Add a server (OpenAI-compatible)…"), form);
   }
 
   private maxPrompt(): number {
@@ -119,6 +176,8 @@ export class Controls {
   }
 
   setBackends(list: BackendAvailability[]): void {
+    this.list = list;
+    this.servers = new Set(list.filter((b) => b.server).map((b) => b.name));
     const selected = new Set(this.settings.backends.filter((b) => list.some((x) => x.name === b && x.available)));
     if (selected.size === 0) {
       const first = list.find((b) => b.available);
@@ -142,9 +201,25 @@ export class Controls {
         const dot = h("span", { class: "dot" });
         dot.style.background = backendColor(b.name);
         const device = b.available ? b.devices.join("; ") || "ready" : (b.reason ?? "not available");
-        return h("label", { class: `backend${b.available ? "" : " unavailable"}`, title: device }, box, dot, h("span", { class: "backend-name" }, b.label), h("span", { class: "backend-device" }, device));
+        const row = h("label", { class: `backend${b.available ? "" : " unavailable"}`, title: device }, box, dot, h("span", { class: "backend-name" }, b.label), h("span", { class: "backend-device" }, device));
+        if (b.server) {
+          const remove = h("button", { type: "button", class: "small ghost remove", "aria-label": `forget the server ${b.label}`, "data-testid": `server-remove-${b.name}` }, "×") as HTMLButtonElement;
+          remove.addEventListener("click", async (ev) => {
+            ev.preventDefault();
+            remove.disabled = true;
+            try {
+              await this.serverHooks.remove(b.name);
+            } catch (e) {
+              setText(this.serverStatus, toAppError(e).message);
+              remove.disabled = false;
+            }
+          });
+          row.append(remove);
+        }
+        return row;
       }),
     );
+    this.sync();
   }
 
   private sync(fromSlider = false) {
@@ -156,11 +231,17 @@ export class Controls {
     this.concSlider.value = String(s.concurrency);
     setText(this.concValue, String(s.concurrency));
     this.maxInput.value = String(s.maxTokens);
+    // A server schedules requests itself: our policy, chunk and threads apply only to the
+    // embedded backends, so with nothing but servers selected they are greyed out.
+    const onlyServers = s.backends.length > 0 && s.backends.every((b) => this.servers.has(b));
+    const someServers = s.backends.some((b) => this.servers.has(b));
     this.policySelect.value = s.policy;
-    setText(this.policyHelp, POLICY_HELP[s.policy]);
+    this.policySelect.disabled = onlyServers;
+    setText(this.policyHelp, onlyServers ? "scheduled by the server" : someServers ? `${POLICY_HELP[s.policy]} (servers schedule their own)` : POLICY_HELP[s.policy]);
     this.chunkInput.value = String(s.chunkTokens);
-    this.chunkInput.disabled = s.policy !== "chunked";
+    this.chunkInput.disabled = onlyServers || s.policy !== "chunked";
     this.threadsInput.value = String(s.threads);
+    this.threadsInput.disabled = onlyServers;
   }
 
   /** Tell the app, at most every 100 ms while a control moves, and always at the end. */

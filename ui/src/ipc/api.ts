@@ -12,6 +12,7 @@ import type {
   LiveEvent,
   LiveSettings,
   ModelInfo,
+  ServerSpec,
   SweepEvent,
   SweepRequest,
 } from "./types";
@@ -19,6 +20,9 @@ import type {
 export const hardware = () => call<HardwareReport>("hardware");
 export const backends = () => call<BackendAvailability[]>("backends");
 export const checkBackends = (onRow: (row: CheckRow) => void) => call<CheckRow[]>("check_backends", { onRow: channel(onRow) });
+
+export const serverAdd = (spec: ServerSpec) => call<BackendAvailability>("server_add", { spec });
+export const serverRemove = (name: string) => call<void>("server_remove", { name });
 
 export const models = () => call<CatalogModel[]>("models");
 export const currentModel = () => call<ModelInfo | null>("current_model");
