@@ -45,6 +45,13 @@ pub enum FetchEvent {
         /// Bytes to hash.
         bytes_total: u64,
     },
+    /// Writing a shape-only model (`synth:NAME`), made on first use.
+    Generating {
+        /// Bytes written.
+        bytes_done: u64,
+        /// The file's size.
+        bytes_total: u64,
+    },
     /// The file is in place; reading its header and tokenizer follows.
     Fetched {
         /// The model file.
@@ -63,6 +70,7 @@ impl FetchEvent {
             P::Transferring { bytes_done, bytes_total } => FetchEvent::Transferring { bytes_done, bytes_total },
             P::Extracting { part, parts } => FetchEvent::Extracting { part, parts },
             P::Verifying { bytes_done, bytes_total } => FetchEvent::Verifying { bytes_done, bytes_total },
+            P::Generating { bytes_done, bytes_total } => FetchEvent::Generating { bytes_done, bytes_total },
             P::Done { path, already_present } => FetchEvent::Fetched { path, already_present },
             _ => return None,
         })
@@ -71,7 +79,7 @@ impl FetchEvent {
     /// Byte counters can fire thousands of times a second; only these may be dropped when
     /// they come faster than the UI should redraw.
     pub fn is_counter(&self) -> bool {
-        matches!(self, FetchEvent::Transferring { .. } | FetchEvent::Verifying { .. })
+        matches!(self, FetchEvent::Transferring { .. } | FetchEvent::Verifying { .. } | FetchEvent::Generating { .. })
     }
 }
 

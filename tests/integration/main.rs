@@ -13,5 +13,6 @@ mod serve;
 mod server_target;
 mod serving;
 mod serving_input;
+mod synth;
 mod tokenizer;
 mod tokenizer_bpe;

@@ -54,10 +54,17 @@ const saveBtn = h("button", { type: "button", disabled: true, title: "Save what 
 const csvBtn = h("button", { type: "button", disabled: true, title: "Export live results as CSV" }, "Export CSV");
 
 function setModelList(list: CatalogModel[], current: string | null) {
+  const option = (m: CatalogModel) =>
+    h(
+      "option",
+      { value: m.name, selected: m.name === current, title: `${m.description} · ${m.parameters ?? ""} ${m.quantization} · ${bytes(m.size)} · ${m.license}` },
+      m.synthetic ? `${m.name.replace(/^synth:/, "")} · ${m.parameters ?? ""}${m.present ? "" : ` · writes ${bytes(m.size)}`}` : `${m.name}${m.isDefault ? " (default)" : ""}${m.present ? "" : ` · download ${bytes(m.size)}`}`,
+    );
+  const synthetic = list.filter((m) => m.synthetic);
   modelSelect.replaceChildren(
-    ...list.map((m) =>
-      h("option", { value: m.name, selected: m.name === current, title: `${m.description} · ${m.parameters ?? ""} ${m.quantization} · ${bytes(m.size)} · ${m.license}` }, `${m.name}${m.isDefault ? " (default)" : ""}${m.present ? "" : ` · download ${bytes(m.size)}`}`),
-    ),
+    ...list.filter((m) => !m.synthetic).map(option),
+    // Shape-only models: the sizes people run, for timing only (their text is noise).
+    ...(synthetic.length ? [h("optgroup", { label: "Synthetic: timings only, text is noise" }, ...synthetic.map(option))] : []),
     h("option", { value: "__file__" }, "Open a .gguf file…"),
   );
   if (current && !list.some((m) => m.name === current)) {
@@ -75,6 +82,8 @@ function fetchText(e: FetchEvent): [string, number | null] {
       return [`extracting part ${e.part}/${e.parts}…`, e.part / e.parts];
     case "verifying":
       return [`verifying sha256 ${bytes(e.bytesDone)} of ${bytes(e.bytesTotal)}`, e.bytesTotal ? e.bytesDone / e.bytesTotal : null];
+    case "generating":
+      return [`writing a synthetic model: ${bytes(e.bytesDone)} of ${bytes(e.bytesTotal)}`, e.bytesTotal ? e.bytesDone / e.bytesTotal : null];
     case "fetched":
       return [e.alreadyPresent ? "reading the model…" : "fetched and verified; reading the model…", 1];
   }
@@ -109,7 +118,8 @@ async function openModel(spec: string) {
 function setModel(info: ModelInfo) {
   model = info;
   const f = info.facts;
-  setText(modelStatus, `${f.name ?? info.name} · ${f.architecture} · ${f.quantization.name} · ${bytes(f.file_size)} · context ${info.contextLength}`);
+  setText(modelStatus, `${f.synthetic ? "SYNTHETIC: timings only, text is noise · " : ""}${f.name ?? info.name} · ${f.architecture} · ${f.quantization.name} · ${bytes(f.file_size)} · context ${info.contextLength}`);
+  modelStatus.classList.toggle("synthetic", Boolean(f.synthetic));
   modelStatus.title = info.path;
   controls.setContext(info.contextLength);
   hardware.setModel(info);
@@ -197,7 +207,18 @@ function onSettings(s: LiveSettings) {
   if (store.running) void api.liveUpdate(s).catch((e) => problem(e));
 }
 
-const controls = new Controls(onSettings);
+const controls = new Controls(onSettings, {
+  add: async (spec) => {
+    const added = await api.serverAdd(spec);
+    await refreshBackends();
+    return added.name;
+  },
+  remove: async (name) => {
+    await api.serverRemove(name);
+    await refreshBackends();
+    onSettings(controls.settings);
+  },
+});
 const current = () => controls.settings;
 
 // ---------------------------------------------------------------- views
@@ -339,17 +360,21 @@ curveTpsCard.empty.textContent = "Settled requests at two or more concurrencies 
 
 // ---------------------------------------------------------------- start-up
 
+/** The backends of this build and the servers added, into the controls and the panel. */
+async function refreshBackends() {
+  const list = await api.backends();
+  backends = list;
+  controls.setBackends(list);
+  hardware.setBackends(list);
+  updateButtons();
+}
+
 async function boot() {
   if (!inApp) {
     store.addProblem({ kind: "command", message: "This page is Latency Explorer's interface: start it with scripts/app-start, not in a browser.", retry: false });
     return;
   }
-  api.backends().then((list) => {
-    backends = list;
-    controls.setBackends(list);
-    hardware.setBackends(list);
-    updateButtons();
-  }, (e) => problem(e));
+  refreshBackends().catch((e) => problem(e));
   api.hardware().then((hw) => hardware.setHardware(hw), (e) => problem(e));
   try {
     const [list, open] = await Promise.all([api.models(), api.currentModel()]);

@@ -164,7 +164,7 @@ pub fn write_tiny_model(path: &Path) -> anyhow::Result<()> {
         .kv(format!("{arch}.attention.layer_norm_rms_epsilon"), 1e-6f32)
         .kv(format!("{arch}.rope.freq_base"), 1_000_000f32)
         .kv(format!("{arch}.attention.sliding_window"), 512u32);
-    w = spm_vocabulary(w);
+    w = lx_engine::gguf::synth::spm_vocabulary(w, VOCAB);
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     let mut values = |n: usize, scale: f32, offset: f32| -> Vec<f32> {
         (0..n)
@@ -204,30 +204,6 @@ pub fn write_tiny_model(path: &Path) -> anyhow::Result<()> {
     }
     w.write(path)?;
     Ok(())
-}
-
-/// A SentencePiece vocabulary llama.cpp accepts: unknown, BOS and EOS, the 256 byte
-/// pieces (so any text has tokens), then made-up words. The check feeds token ids.
-fn spm_vocabulary(w: GgufWriter) -> GgufWriter {
-    let mut tokens = vec!["<unk>".to_string(), "<bos>".to_string(), "<eos>".to_string()];
-    // llama.cpp token types: 1 normal, 2 unknown, 3 control, 6 byte.
-    let mut types = vec![2i32, 3, 3];
-    for b in 0..=255u8 {
-        tokens.push(format!("<0x{b:02X}>"));
-        types.push(6);
-    }
-    while tokens.len() < VOCAB {
-        tokens.push(format!("\u{2581}w{}", tokens.len()));
-        types.push(1);
-    }
-    let scores: Vec<f32> = (0..VOCAB).map(|i| -(i as f32)).collect();
-    w.kv("tokenizer.ggml.model", "llama")
-        .kv("tokenizer.ggml.tokens", tokens)
-        .kv("tokenizer.ggml.scores", scores)
-        .kv("tokenizer.ggml.token_type", types)
-        .kv("tokenizer.ggml.bos_token_id", 1u32)
-        .kv("tokenizer.ggml.eos_token_id", 2u32)
-        .kv("tokenizer.ggml.unknown_token_id", 0u32)
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@
 pub mod check;
 pub mod model;
 pub mod platforms;
+pub mod synth;
 
 use lx_engine::backend::{Backend, BackendError, LoadSpec};
 use lx_engine::coordinator::WorkerCommand;

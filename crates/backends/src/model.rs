@@ -25,18 +25,23 @@ pub struct OpenModel {
 }
 
 impl OpenModel {
-    /// Resolve `spec` (a catalog name, a path or `hf:...`), fetching a catalog model if it is
+    /// Resolve `spec` (a catalog name, a path, `hf:...` or `synth:NAME`), fetching a catalog model if it is
     /// missing, then read its header and tokenizer. Every failure says what to do.
     pub fn open(spec: &str, progress: &mut dyn FnMut(lx_models::Progress)) -> anyhow::Result<Self> {
-        let parsed = lx_models::ModelSpec::parse(spec)?;
-        let resolved = lx_models::resolve(&parsed, &lx_models::Options::default(), progress)?;
-        let path = resolved.path.clone();
+        let (path, sha256) = match crate::synth::resolve_spec(spec, progress) {
+            Some(made) => (made?, None),
+            None => {
+                let parsed = lx_models::ModelSpec::parse(spec)?;
+                let resolved = lx_models::resolve(&parsed, &lx_models::Options::default(), progress)?;
+                (resolved.path, resolved.sha256)
+            }
+        };
         let stamp = FileStamp::of(&path).with_context(|| format!("cannot use {} as a model", path.display()))?;
         let gguf = GgufFile::open(&path).with_context(|| format!("cannot use {} as a model", path.display()))?;
         let facts = ModelFacts::from_gguf(&gguf).with_context(|| format!("cannot use {} as a model", path.display()))?;
         let tokenizer = Tokenizer::from_gguf(&gguf).with_context(|| format!("cannot read the tokenizer of {}", path.display()))?;
         let context_length = facts.context_length.unwrap_or(2048) as usize;
-        Ok(Self { path, facts, sha256: resolved.sha256, tokenizer, context_length, stamp })
+        Ok(Self { path, facts, sha256, tokenizer, context_length, stamp })
     }
 
     pub fn record(&self) -> ModelRecord {

@@ -195,6 +195,7 @@ impl Printer for Markdown<'_> {
             writeln!(self.out, "{line}")?;
         }
         let mut lines = device_lines(&run.backends);
+        lines.extend(run.model.facts.synthetic_note().map(|note| format!("model: {note}")));
         for p in &run.points {
             lines.extend(p.warnings.iter().map(|w| format!("warning: {} {}: {w}", p.backend, row_name(p))));
         }

@@ -226,6 +226,13 @@ pub enum Progress {
         /// Bytes to hash.
         bytes_total: u64,
     },
+    /// A shape-only model is being written: `bytes_done` of `bytes_total`.
+    Generating {
+        /// Bytes written so far.
+        bytes_done: u64,
+        /// The file's size.
+        bytes_total: u64,
+    },
     /// Finished: the model is at `path`; `already_present` when nothing was downloaded.
     Done {
         /// The model file.

@@ -41,6 +41,8 @@ pub struct CatalogModel {
     pub verified: bool,
     /// Where the file is or would be.
     pub path: String,
+    /// A shape-only model (`synth:NAME`): timings only, text is noise; written on first use.
+    pub synthetic: bool,
 }
 
 /// An open model, as the UI shows it.
@@ -92,7 +94,22 @@ pub async fn models() -> CmdResult<Vec<CatalogModel>> {
                 present: m.present,
                 verified: m.verified,
                 path: m.path.display().to_string(),
+                synthetic: false,
             })
+            .chain(lx_backends::synth::listing().iter().map(|p| CatalogModel {
+                name: p.spec.clone(),
+                description: format!("{}: the shapes and types of {}, made-up weights", lx_engine::gguf::synth::SYNTHETIC_NOTE, p.name),
+                size: p.bytes,
+                quantization: p.quantization.to_uppercase(),
+                parameters: Some(format!("{:.2}B", p.parameters as f64 / 1e9)),
+                architecture: p.architecture.to_string(),
+                license: "none (no weights)".into(),
+                is_default: false,
+                present: p.path.is_file(),
+                verified: false,
+                path: p.path.display().to_string(),
+                synthetic: true,
+            }))
             .collect()
     })
     .await

@@ -85,6 +85,7 @@ export class HardwarePanel {
     this.model.replaceChildren(
       rows([
         ["Name", f.name ? `${f.name} (${m.name})` : m.name],
+        ...(f.synthetic ? [["Synthetic", `${f.synthetic}: shapes and types of the real model, made-up weights; timings only, text is noise`] as [string, string]] : []),
         ["Architecture", f.architecture],
         ["Parameters", `${params(f.parameter_count)} (${num(f.parameter_count)})`],
         ["Quantization", f.quantization.name],

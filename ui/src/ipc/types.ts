@@ -175,6 +175,20 @@ export interface BackendAvailability {
   devices: string[];
   /** What proves it on this platform (docs/PLATFORMS.md), one line per device. */
   proven: string[];
+  /** An OpenAI-compatible server the user added: it schedules requests itself. */
+  server: boolean;
+}
+
+/** `ServerSpec`: a server to add as a backend. */
+export interface ServerSpec {
+  /** Its API's base address, up to and including `/v1`. */
+  url: string;
+  /** What charts and results call it (default: the address's host and port). */
+  name: string | null;
+  /** The model to ask for (default: the first one the server lists). */
+  model: string | null;
+  /** Stream from /v1/chat/completions instead of /v1/completions. */
+  chat: boolean;
 }
 
 /** One row of the backend check: a tiny model on one backend and device. */
@@ -219,6 +233,8 @@ export interface CatalogModel {
   present: boolean;
   verified: boolean;
   path: string;
+  /** A shape-only model (`synth:NAME`): timings only, text is noise; written on first use. */
+  synthetic: boolean;
 }
 
 export interface ModelFacts {
@@ -236,6 +252,8 @@ export interface ModelFacts {
   head_count: number | null;
   head_count_kv: number | null;
   vocab_size: number | null;
+  /** Set for a shape-only model: what it mimics (its timings stand for that model's; its text is noise). */
+  synthetic?: string | null;
 }
 
 export interface ModelInfo {
@@ -252,6 +270,7 @@ export type FetchEvent =
   | { type: "transferring"; bytesDone: number; bytesTotal: number | null }
   | { type: "extracting"; part: number; parts: number }
   | { type: "verifying"; bytesDone: number; bytesTotal: number }
+  | { type: "generating"; bytesDone: number; bytesTotal: number }
   | { type: "fetched"; path: string; alreadyPresent: boolean };
 
 /** Everything `lx sweep` takes for the engine's backends; left out (or null): its default. */
@@ -326,6 +345,6 @@ export type SweepEvent =
 
 /** A command's error (`CmdError`). */
 export interface AppError {
-  kind: "noModel" | "model" | "live" | "sweep" | "io" | "busy" | "ipc";
+  kind: "noModel" | "model" | "live" | "sweep" | "server" | "io" | "busy" | "ipc";
   message: string;
 }

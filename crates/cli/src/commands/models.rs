@@ -1,4 +1,4 @@
-//! `lx models list|fetch`.
+//! `lx models list|fetch|synth`.
 
 use clap::Subcommand;
 use indicatif::ProgressBar;
@@ -12,6 +12,24 @@ pub enum ModelsCmd {
         /// Catalog name, or hf:OWNER/REPO/FILE.gguf.
         #[arg(default_value = "default")]
         name: String,
+    },
+    /// Write a shape-only model: a real model's tensor shapes and types with made-up
+    /// weights. It times like the model it mimics (greedy, EOS ignored); its text is noise,
+    /// and every result made with it says so. `--model synth:NAME` makes a preset on first use.
+    Synth {
+        /// A preset: NAME or NAME-q4_k_m / NAME-q8_0 (see --list).
+        #[arg(conflicts_with_all = ["like", "list"], required_unless_present_any = ["like", "list"])]
+        preset: Option<String>,
+        /// The twin of a real model instead (catalog name, .gguf path or hf:...): its exact
+        /// tensors and metadata, a made-up vocabulary of the same size.
+        #[arg(long, conflicts_with = "list")]
+        like: Option<String>,
+        /// Where to write it (default: the model directory's synthetic/NAME.gguf).
+        #[arg(long, short)]
+        out: Option<std::path::PathBuf>,
+        /// List the presets with their parameter counts and file sizes.
+        #[arg(long)]
+        list: bool,
     },
 }
 
@@ -34,6 +52,11 @@ pub fn draw(bar: &ProgressBar, p: lx_models::Progress) {
             bar.set_length(bytes_total);
             bar.set_position(bytes_done);
             bar.set_message("verifying sha256");
+        }
+        P::Generating { bytes_done, bytes_total } => {
+            bar.set_length(bytes_total);
+            bar.set_position(bytes_done);
+            bar.set_message("writing a synthetic model");
         }
         P::Done { path, already_present } => {
             bar.finish_and_clear();
@@ -71,6 +94,31 @@ pub fn run(cmd: ModelsCmd) -> anyhow::Result<i32> {
             let spec = lx_models::ModelSpec::parse(&name)?;
             let resolved = lx_models::resolve(&spec, &lx_models::Options::default(), &mut crate::progress::fetch_reporter())?;
             println!("{}", resolved.path.display());
+        }
+        ModelsCmd::Synth { list: true, .. } => {
+            println!("| name | architecture | parameters | file size | present | spec |");
+            println!("| --- | --- | ---: | ---: | --- | --- |");
+            for p in lx_backends::synth::listing() {
+                let present = if p.path.is_file() { "yes" } else { "no" };
+                println!("| {} | {} | {:.2} B | {:.2} GB | {present} | {} |", p.name, p.architecture, p.parameters as f64 / 1e9, p.bytes as f64 / 1e9, p.spec);
+            }
+        }
+        ModelsCmd::Synth { preset, like, out, .. } => {
+            use lx_backends::synth::{make, Source};
+            let source = match (&preset, &like) {
+                (_, Some(spec)) => Source::Like(spec),
+                (Some(name), None) => Source::Preset(name),
+                (None, None) => anyhow::bail!("name a preset or --like MODEL (see lx models synth --list)"),
+            };
+            let made = make(&source, out.as_deref(), &mut crate::progress::fetch_reporter())?;
+            eprintln!(
+                "wrote {} ({:.2} B parameters, {:.2} GB): {}",
+                made.name,
+                made.parameters as f64 / 1e9,
+                made.bytes as f64 / 1e9,
+                lx_engine::gguf::synth::SYNTHETIC_NOTE
+            );
+            println!("{}", made.path.display());
         }
     }
     Ok(0)

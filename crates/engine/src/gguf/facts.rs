@@ -77,9 +77,18 @@ pub struct ModelFacts {
     pub head_count: Option<u64>,
     pub head_count_kv: Option<u64>,
     pub vocab_size: Option<u64>,
+    /// Set for a shape-only model ([`super::synth`]): what it mimics. Its timings stand for
+    /// that model's; its text is noise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub synthetic: Option<String>,
 }
 
 impl ModelFacts {
+    /// What to say under a result made with this model, when there is anything to say.
+    pub fn synthetic_note(&self) -> Option<String> {
+        self.synthetic.as_ref().map(|of| format!("{} ({of})", super::synth::SYNTHETIC_NOTE))
+    }
+
     /// Summarises a parsed file. Fails only if `general.architecture` is missing or not a string;
     /// other missing keys become `None`.
     pub fn from_gguf(g: &GgufFile) -> Result<ModelFacts, GgufError> {
@@ -121,6 +130,7 @@ impl ModelFacts {
             head_count: arch_u64("attention.head_count"),
             head_count_kv: arch_u64("attention.head_count_kv"),
             vocab_size: g.vocab_size(),
+            synthetic: g.get_str(super::synth::SYNTHETIC_KEY).ok().map(str::to_string),
             architecture: arch,
         })
     }

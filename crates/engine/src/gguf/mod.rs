@@ -103,6 +103,7 @@ impl<T> OptionalKey<T> for Result<T, GgufError> {
 }
 
 mod facts;
+pub mod synth;
 mod values;
 mod writer;
 #[cfg(test)]
