@@ -137,3 +137,88 @@ fn generate_streams_one_prompt_from_a_server_with_its_timing() {
     assert_eq!(r.code(), Some(2), "{}", r.dump());
     assert!(r.stderr().contains("cannot be used with"), "{}", r.dump());
 }
+
+/// A TLS server that streams OpenAI completions, in Python's standard library (an
+/// implementation of TLS that is not ours), with a certificate for 127.0.0.1 made by
+/// `openssl`. Prints its port, then serves until killed.
+const HTTPS_SERVER: &str = r#"
+import http.server, json, ssl, sys
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    def log_message(self, *a): pass
+    def send_json(self, v):
+        b = json.dumps(v).encode()
+        self.send_response(200); self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(b))); self.end_headers(); self.wfile.write(b)
+    def do_GET(self):
+        self.send_json({"object": "list", "data": [{"id": "tls-model", "object": "model"}]})
+    def do_POST(self):
+        ask = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        n = ask["max_tokens"]
+        self.send_response(200); self.send_header("content-type", "text/event-stream")
+        self.send_header("connection", "close"); self.end_headers()
+        for i in range(n):
+            c = {"id": "c", "object": "text_completion", "choices": [{"index": 0, "text": " tok", "finish_reason": "length" if i + 1 == n else None}]}
+            self.wfile.write(("data: " + json.dumps(c) + "\n\n").encode()); self.wfile.flush()
+        self.wfile.write(("data: " + json.dumps({"choices": [], "usage": {"prompt_tokens": 16, "completion_tokens": n}}) + "\n\ndata: [DONE]\n\n").encode())
+        self.close_connection = True
+ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); ctx.load_cert_chain(sys.argv[1], sys.argv[2])
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+s.socket = ctx.wrap_socket(s.socket, server_side=True)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+
+#[test]
+fn an_https_server_is_measured_and_an_untrusted_certificate_is_a_clear_error_per_request() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    // A certificate authority of the test's own, and the server's certificate signed by it.
+    let path = |name: &str| dir.path().join(name).to_str().unwrap().to_string();
+    let (ca, cert, key) = (path("ca.pem"), path("cert.pem"), path("key.pem"));
+    std::fs::write(path("leaf.ext"), "subjectAltName=IP:127.0.0.1\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n").unwrap();
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    for args in [
+        [&["req", "-x509"][..], &ec, &["-days", "2", "-subj", "/CN=lx test CA", "-keyout", &path("ca.key"), "-out", &ca]].concat(),
+        [&["req"][..], &ec, &["-subj", "/CN=127.0.0.1", "-keyout", &key, "-out", &path("leaf.csr")]].concat(),
+        vec!["x509", "-req", "-in", &path("leaf.csr"), "-CA", &ca, "-CAkey", &path("ca.key"), "-CAcreateserial", "-days", "2", "-extfile", &path("leaf.ext"), "-out", &cert],
+    ] {
+        let made = std::process::Command::new("openssl").args(&args).output().expect("openssl makes the test certificates");
+        assert!(made.status.success(), "openssl {}: {}", args.join(" "), String::from_utf8_lossy(&made.stderr));
+    }
+    let mut server = std::process::Command::new("python3")
+        .args(["-c", HTTPS_SERVER, &cert, &key])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs the TLS server");
+    let mut port = String::new();
+    std::io::BufReader::new(server.stdout.take().unwrap()).read_line(&mut port).unwrap();
+    let url = format!("tls=https://127.0.0.1:{}/v1", port.trim());
+    let model = model_path();
+    let sweep = |trust: Option<&std::path::Path>, out: &std::path::Path| {
+        let args = ["sweep", "--model", model.to_str().unwrap(), "--target", &url, "--prompt-tokens", "16", "--max-tokens", "4", "--requests", "2", "--warmup", "0", "--concurrency", "1", "--out", out.to_str().unwrap()];
+        let mut cmd = std::process::Command::new(lx_bin());
+        cmd.args(args);
+        // The platform's trust store, as rustls reads it on Linux: SSL_CERT_FILE first.
+        match trust {
+            Some(file) => cmd.env("SSL_CERT_FILE", file),
+            None => cmd.env_remove("SSL_CERT_FILE"),
+        };
+        Run { args: args.iter().map(|a| a.to_string()).collect(), output: cmd.output().unwrap() }
+    };
+    // Trusted: measured like any server, over TLS.
+    let out = dir.path().join("tls.json");
+    let r = sweep(Some(std::path::Path::new(&ca)), &out).ok();
+    let run: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let point = &run["points"][0];
+    assert_eq!((point["requests"].as_u64(), point["errors"].as_u64()), (Some(2), Some(0)), "{}", r.dump());
+    assert!(point["samples"].as_array().unwrap().iter().all(|s| s["token_ms"].as_array().unwrap().len() == 4), "{point}");
+    // A certificate nobody vouches for: the server cannot even be asked for its models, and
+    // the sweep says why (no silent fallback to plain HTTP, no panic).
+    let untrusted = sweep(None, &dir.path().join("untrusted.json"));
+    let _ = server.kill();
+    let _ = server.wait();
+    assert_ne!(untrusted.code(), Some(0), "{}", untrusted.dump());
+    assert!(untrusted.stderr().to_lowercase().contains("certificate"), "the error names the certificate\n{}", untrusted.dump());
+    assert!(!untrusted.stderr().contains("panicked"), "{}", untrusted.dump());
+}

@@ -37,20 +37,11 @@ fn the_twin_and_the_gemma3_270m_preset_have_the_default_models_tensors() {
     assert_eq!((got.len(), differ.len()), (want.len(), 0), "tensors that differ from the real file:\n{}", differ.join("\n"));
 }
 
-/// One prefill of `prompt` and `decode` single-token steps on a fresh cache: (prefill tok/s,
-/// decode tok/s).
-fn time_once(backend: &mut LlamaCppBackend, prompt: &[TokenId], decode: usize) -> (f64, f64) {
-    backend.clear(0);
+/// One forward pass of `tokens` at `pos` in slot 0; its seconds and its greedy token.
+fn pass(backend: &mut LlamaCppBackend, pos: usize, tokens: &[TokenId]) -> (f64, TokenId) {
     let started = Instant::now();
-    let out = backend.step(&Batch { chunks: vec![Chunk { slot: 0, pos: 0, tokens: prompt.to_vec(), outputs: Outputs::Last }], top_logprobs: 0 }).unwrap();
-    let prefill = prompt.len() as f64 / started.elapsed().as_secs_f64();
-    let mut next = out[0].choices[0].token;
-    let started = Instant::now();
-    for i in 0..decode {
-        let chunk = Chunk { slot: 0, pos: (prompt.len() + i) as u32, tokens: vec![next], outputs: Outputs::Last };
-        next = backend.step(&Batch { chunks: vec![chunk], top_logprobs: 0 }).unwrap()[0].choices[0].token;
-    }
-    (prefill, decode as f64 / started.elapsed().as_secs_f64())
+    let out = backend.step(&Batch { chunks: vec![Chunk { slot: 0, pos: pos as u32, tokens: tokens.to_vec(), outputs: Outputs::Last }], top_logprobs: 0 }).unwrap();
+    (started.elapsed().as_secs_f64(), out[0].choices[0].token)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -60,7 +51,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 #[test]
 fn a_synthetic_twin_times_like_the_real_model_on_llama_cpp() {
-    const ROUNDS: usize = 7;
+    const ROUNDS: usize = 9;
     const PROMPT: usize = 128;
     const DECODE: usize = 32;
     let _lock = heavy();
@@ -75,25 +66,38 @@ fn a_synthetic_twin_times_like_the_real_model_on_llama_cpp() {
         let spec = LoadSpec { model_path: path.to_path_buf(), threads: 0, slots: 1, ctx_per_slot: 512, max_batch_tokens: 512, gpu_layers: None };
         LlamaCppBackend::load(&spec).unwrap_or_else(|e| panic!("llama.cpp loads {}: {e}", path.display()))
     };
-    let (mut real, mut twin) = (load(&real_path), load(&twin_path));
+    let mut models = [load(&real_path), load(&twin_path)];
     // The same token ids for both (the vocabularies have the same size); their values do not
     // matter to the timing.
     let prompt: Vec<TokenId> = (0..PROMPT as u32).map(|i| 2 + (i * 7919) % 200_000).collect();
-    time_once(&mut real, &prompt, 4);
-    time_once(&mut twin, &prompt, 4);
     let (mut prefill, mut decode) = (Vec::new(), Vec::new());
-    for round in 0..ROUNDS {
-        // Alternate who goes first, so neither always runs on a warmer or cooler machine.
-        let (r, t) = if round % 2 == 0 {
-            let r = time_once(&mut real, &prompt, DECODE);
-            (r, time_once(&mut twin, &prompt, DECODE))
-        } else {
-            let t = time_once(&mut twin, &prompt, DECODE);
-            (time_once(&mut real, &prompt, DECODE), t)
-        };
+    for round in 0..=ROUNDS {
+        // Pass by pass, the two take turns (who goes first alternates), so whatever else the
+        // machine is doing falls on both alike.
+        let order = if round % 2 == 0 { [0, 1] } else { [1, 0] };
+        let mut secs = [[0.0; 2]; 2];
+        let mut next = [0; 2];
+        for &m in &order {
+            models[m].clear(0);
+            let (s, t) = pass(&mut models[m], 0, &prompt);
+            secs[m][0] = s;
+            next[m] = t;
+        }
+        for i in 0..DECODE {
+            for &m in &order {
+                let (s, t) = pass(&mut models[m], PROMPT + i, &[next[m]]);
+                secs[m][1] += s;
+                next[m] = t;
+            }
+        }
+        let tps = |m: usize| (PROMPT as f64 / secs[m][0], DECODE as f64 / secs[m][1]);
+        let (r, t) = (tps(0), tps(1));
         eprintln!("round {round}: prefill real {:.0} twin {:.0} tok/s, decode real {:.1} twin {:.1} tok/s", r.0, t.0, r.1, t.1);
-        prefill.push(t.0 / r.0);
-        decode.push(t.1 / r.1);
+        // Round 0 warms both up and is not counted.
+        if round > 0 {
+            prefill.push(t.0 / r.0);
+            decode.push(t.1 / r.1);
+        }
     }
     let (p, d) = (median(prefill), median(decode));
     eprintln!("synthetic twin / real file, median of {ROUNDS} rounds: prefill {p:.3}, decode {d:.3}");

@@ -122,7 +122,9 @@ export class Controls {
   private serverForm(): HTMLElement {
     const form = h(
       "form",
-      { class: "server-form" },
+      // The app checks the address and says what is wrong with it; the browser's own check
+      // of type="url" would silently refuse to submit.
+      { class: "server-form", novalidate: "" },
       this.serverUrl,
       this.serverName,
       this.serverModel,
