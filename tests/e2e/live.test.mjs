@@ -13,7 +13,9 @@
 //   5. adds an OpenAI-compatible server whose pace is known (tests/e2e/paced-server.mjs),
 //      measures it live alone (the policy greyed out: the server schedules itself) and checks
 //      TTFT and decode against its schedule, then forgets it;
-//   6. runs "Check backends" (a tiny model on every backend and device) and saves a screenshot.
+//   6. opens a shape-only model from the picker (written on first use) and finds it named
+//      synthetic where the model shows, then opens the default model again;
+//   7. runs "Check backends" (a tiny model on every backend and device) and saves a screenshot.
 //
 // Environment: LX_APP (the app binary, required), LX_E2E_ARTIFACTS (screenshots; default
 // tests/e2e/artifacts), TAURI_DRIVER (default: tauri-driver on PATH or in ~/.cargo/bin).
@@ -407,6 +409,30 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     } finally {
       await server.close();
     }
+  });
+
+  test("a shape-only model from the picker is written, opened and named synthetic wherever the model shows", async () => {
+    const spec = "synth:smollm2-135m-q8_0";
+    const listed = await browser.execute((v) => [...document.querySelectorAll('[data-testid="model-select"] optgroup option')].map((o) => o.value).includes(v), spec);
+    assert.ok(listed, "the presets are listed under Synthetic");
+    await browser.execute((v) => {
+      const select = document.querySelector('[data-testid="model-select"]');
+      select.value = v;
+      select.dispatchEvent(new Event("change", { bubbles: true }));
+    }, spec);
+    const status = await until("the synthetic model to open", () => document.querySelector('[data-testid="model-status"]').textContent, (v) => v.startsWith("SYNTHETIC: timings only, text is noise"), 180_000);
+    assert.match(status, /synthetic smollm2-135m-q8_0 · llama · Q8_0/);
+    const facts = await browser.execute(() => document.querySelector(".facts")?.textContent ?? "");
+    assert.ok(/Synthetic/.test(await browser.execute(() => document.body.textContent)), facts);
+    await browser.execute(() => window.scrollTo(0, 0));
+    await shot("synthetic-model");
+    // Back to the default model for what follows.
+    await browser.execute(() => {
+      const select = document.querySelector('[data-testid="model-select"]');
+      select.value = [...select.options].find((o) => o.textContent.includes("(default)")).value;
+      select.dispatchEvent(new Event("change", { bubbles: true }));
+    });
+    await until("the default model to open again", () => document.querySelector('[data-testid="model-status"]').textContent, (v) => v.startsWith("Gemma 3"), 120_000);
   });
 
   test("Check backends runs a tiny model on every backend and device of the build", async () => {
