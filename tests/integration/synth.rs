@@ -57,10 +57,14 @@ fn a_synthetic_twin_times_like_the_real_model_on_llama_cpp() {
     let _lock = heavy();
     let dir = tempfile::tempdir().unwrap();
     let twin_path = dir.path().join("twin.gguf");
-    let real_path = model_path();
-    synth::twin_of(&GgufFile::open(&real_path).unwrap()).unwrap().write(&twin_path).unwrap();
+    synth::twin_of(&GgufFile::open(model_path()).unwrap()).unwrap().write(&twin_path).unwrap();
     let facts = ModelFacts::read(&twin_path).unwrap();
     assert!(facts.synthetic.as_deref().is_some_and(|s| s.starts_with("twin of")), "{:?}", facts.synthetic);
+    // The real file is copied just as the twin was just written, so that both are read from
+    // memory that the system laid out the same way: at the end of a full test run the cached
+    // model file decoded 10% slower than the freshly written twin (standalone: within 1%).
+    let real_path = dir.path().join("real.gguf");
+    std::fs::copy(model_path(), &real_path).unwrap();
 
     let load = |path: &std::path::Path| {
         let spec = LoadSpec { model_path: path.to_path_buf(), threads: 0, slots: 1, ctx_per_slot: 512, max_batch_tokens: 512, gpu_layers: None };
