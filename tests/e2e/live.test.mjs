@@ -422,6 +422,8 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     }, spec);
     const status = await until("the synthetic model to open", () => document.querySelector('[data-testid="model-status"]').textContent, (v) => v.startsWith("SYNTHETIC: timings only, text is noise"), 180_000);
     assert.match(status, /synthetic smollm2-135m-q8_0 · llama · Q8_0/);
+    // Once written, the picker no longer offers to write it.
+    await until("the picker to know the file is there", (v) => [...document.querySelectorAll('[data-testid="model-select"] option')].find((o) => o.value === v)?.textContent ?? "", (t) => t !== "" && !t.includes("writes"), 10_000, [spec]);
     const facts = await browser.execute(() => document.querySelector(".facts")?.textContent ?? "");
     assert.ok(/Synthetic/.test(await browser.execute(() => document.body.textContent)), facts);
     await browser.execute(() => window.scrollTo(0, 0));

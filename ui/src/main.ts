@@ -105,6 +105,8 @@ async function openModel(spec: string) {
     });
     setModel(info);
     store.clearProblems();
+    // What the cache holds changed (a download, a synthetic model written): say so in the list.
+    api.models().then((list) => setModelList(list, info.spec), (e) => problem(e));
   } catch (e) {
     setText(modelStatus, "no model open");
     store.addProblem({ kind: "load", message: `Cannot open the model: ${toAppError(e).message}`, retry: true });
