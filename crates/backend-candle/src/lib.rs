@@ -138,6 +138,13 @@ fn cpu_features() -> &'static str {
     }
 }
 
+/// A candle error's message alone: with `RUST_BACKTRACE` set, candle appends the stack to
+/// its Display, which in a device list is noise (measured on the CUDA archive with the
+/// driver stub: 20 lines of frames after the one that says why).
+fn without_backtrace(e: &candle_core::Error) -> String {
+    e.to_string().lines().next().unwrap_or_default().to_string()
+}
+
 /// The devices a candle worker of this build could use, for `lx hw` and the app. Opening a
 /// GPU device here is cheap; the CPU line does not touch candle's thread pools (they would
 /// be sized for this process, not for a worker).
@@ -146,13 +153,13 @@ pub fn devices() -> Vec<String> {
     if cfg!(feature = "cuda") {
         found.push(match Device::new_cuda(0) {
             Ok(_) => "CUDA:0".to_string(),
-            Err(e) => format!("CUDA compiled in, but device 0 does not open: {e}"),
+            Err(e) => format!("CUDA compiled in, but device 0 does not open: {}", without_backtrace(&e)),
         });
     }
     if cfg!(feature = "metal") {
         found.push(match Device::new_metal(0) {
             Ok(_) => "Metal:0".to_string(),
-            Err(e) => format!("Metal compiled in, but device 0 does not open: {e}"),
+            Err(e) => format!("Metal compiled in, but device 0 does not open: {}", without_backtrace(&e)),
         });
     }
     // The cores, not a thread count: `lx` uses them all by default, the app one less where
