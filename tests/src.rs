@@ -65,6 +65,11 @@ impl Run {
 
 /// Run `lx ARGS` to completion.
 pub fn lx(args: &[&str]) -> Run {
-    let output = Command::new(lx_bin()).args(args).output().expect("run lx");
+    lx_with(args, &[])
+}
+
+/// [`lx`] with environment variables set.
+pub fn lx_with(args: &[&str], env: &[(&str, &std::path::Path)]) -> Run {
+    let output = Command::new(lx_bin()).args(args).envs(env.iter().map(|(k, v)| (k, v))).output().expect("run lx");
     Run { args: args.iter().map(|s| s.to_string()).collect(), output }
 }

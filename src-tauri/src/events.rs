@@ -120,6 +120,10 @@ pub struct PointFigures {
     pub repetition: Option<u32>,
     /// Tokens in the context before the prompt (`prompt_tokens` includes them).
     pub depth: u32,
+    /// Prefill tok/s, measured by the worker.
+    pub prefill_tps: Distribution,
+    /// The most this setting allows on the device (`None`: no probe, or a server).
+    pub ceiling: Option<lx_engine::roofline::PointCeiling>,
 }
 
 impl From<&PointResult> for PointFigures {
@@ -142,6 +146,8 @@ impl From<&PointResult> for PointFigures {
             rate: p.rate(),
             repetition: p.repetition,
             depth: p.load.depth,
+            prefill_tps: p.prefill_tps,
+            ceiling: p.ceiling.clone(),
         }
     }
 }
@@ -158,6 +164,21 @@ pub enum SweepEvent {
         total_points: usize,
         /// Measured requests in the grid (warm-up excluded).
         total_requests: usize,
+    },
+    /// This machine's limits are being measured for the ceilings (once per machine and build).
+    Probing,
+    /// What the run's ceilings are computed from: the device's limits and the bytes one
+    /// decode step of the model reads.
+    Ceilings {
+        /// The probe's figures for the CPU.
+        limits: lx_engine::roofline::Limits,
+        /// Weight bytes read per decode step.
+        weight_bytes_per_step: u64,
+    },
+    /// No ceilings in this run, and why (the sweep goes on).
+    NoCeilings {
+        /// What went wrong.
+        message: String,
     },
     /// A backend's worker is loading.
     Loading {

@@ -13,14 +13,24 @@ pub mod state;
 
 use tauri::Manager;
 
-/// If the arguments ask for a worker (`worker --backend NAME`), the backend name.
-pub fn worker_backend(args: &[String]) -> Option<Result<String, String>> {
+/// What a worker process is asked to be.
+#[derive(Debug, PartialEq, Eq)]
+pub enum WorkerRole {
+    /// `worker --backend NAME`: host one backend.
+    Backend(String),
+    /// `worker --probe`: measure this machine's limits and print them.
+    Probe,
+}
+
+/// If the arguments ask for a worker, which kind.
+pub fn worker_role(args: &[String]) -> Option<Result<WorkerRole, String>> {
     if args.get(1).map(String::as_str) != Some("worker") {
         return None;
     }
     Some(match (args.get(2).map(String::as_str), args.get(3)) {
-        (Some("--backend"), Some(name)) if args.len() == 4 => Ok(name.clone()),
-        _ => Err("usage: latency-explorer worker --backend NAME".into()),
+        (Some("--backend"), Some(name)) if args.len() == 4 => Ok(WorkerRole::Backend(name.clone())),
+        (Some("--probe"), None) => Ok(WorkerRole::Probe),
+        _ => Err("usage: latency-explorer worker --backend NAME | --probe".into()),
     })
 }
 
@@ -33,13 +43,16 @@ pub fn main() {
             return;
         }
         Some("--help" | "-h") => {
-            println!("Latency Explorer {}: measure how fast a local LLM answers (TTFT, tokens/s), live.\n\nusage: latency-explorer           start the app\n       latency-explorer worker --backend NAME   (internal: host one backend's worker)", env!("CARGO_PKG_VERSION"));
+            println!("Latency Explorer {}: measure how fast a local LLM answers (TTFT, tokens/s), live.\n\nusage: latency-explorer           start the app\n       latency-explorer worker --backend NAME   (internal: host one backend's worker)\n       latency-explorer worker --probe          (internal: measure this machine's limits)", env!("CARGO_PKG_VERSION"));
             return;
         }
         _ => {}
     }
-    if let Some(backend) = worker_backend(&args) {
-        let code = match backend.map_err(anyhow::Error::msg).and_then(|b| lx_backends::serve_worker(&b)) {
+    if let Some(role) = worker_role(&args) {
+        let code = match role.map_err(anyhow::Error::msg).and_then(|role| match role {
+            WorkerRole::Backend(b) => lx_backends::serve_worker(&b),
+            WorkerRole::Probe => Ok(println!("{}", serde_json::to_string(&lx_backends::limits::measure_here()?)?)),
+        }) {
             Ok(()) => 0,
             Err(e) => {
                 eprintln!("error: {e:#}");
@@ -138,11 +151,12 @@ mod tests {
 
     #[test]
     fn worker_arguments_are_recognised_exactly() {
-        assert_eq!(worker_backend(&args(&["app"])), None);
-        assert_eq!(worker_backend(&args(&["app", "--foo"])), None);
-        assert_eq!(worker_backend(&args(&["app", "worker", "--backend", "llama"])), Some(Ok("llama".into())));
-        assert!(matches!(worker_backend(&args(&["app", "worker"])), Some(Err(_))));
-        assert!(matches!(worker_backend(&args(&["app", "worker", "--backend", "llama", "x"])), Some(Err(_))));
+        assert_eq!(worker_role(&args(&["app"])), None);
+        assert_eq!(worker_role(&args(&["app", "--foo"])), None);
+        assert_eq!(worker_role(&args(&["app", "worker", "--backend", "llama"])), Some(Ok(WorkerRole::Backend("llama".into()))));
+        assert_eq!(worker_role(&args(&["app", "worker", "--probe"])), Some(Ok(WorkerRole::Probe)));
+        assert!(matches!(worker_role(&args(&["app", "worker"])), Some(Err(_))));
+        assert!(matches!(worker_role(&args(&["app", "worker", "--backend", "llama", "x"])), Some(Err(_))));
     }
 
     #[test]

@@ -283,6 +283,30 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     assert.equal(run.schema, "latency-explorer/run");
     assert.deepEqual(run.points.map((p) => [p.prompt_tokens, p.concurrency, p.requests, p.errors]), [[32, 1, 3, 0], [32, 2, 3, 0]]);
     assert.equal(run.stopped, false);
+    // Ceilings: the run carries the probe and the model's cost, every point its ceiling,
+    // the table the share of it, and the curves a ceiling line through the points.
+    assert.ok(run.limits?.devices?.[0]?.memory_bytes_per_s > 1e9, JSON.stringify(run.limits));
+    assert.ok(run.model_cost?.weight_bytes_per_step > 1e8, JSON.stringify(run.model_cost));
+    for (const p of run.points) {
+      assert.ok(p.ceiling?.decode_tps > p.decode_tps.p50, `decode ${p.decode_tps.p50} tok/s under a ceiling of ${p.ceiling?.decode_tps}`);
+      assert.ok(p.ceiling.least_ttft_ms < p.ttft_ms.p50, `TTFT ${p.ttft_ms.p50} ms above its floor of ${p.ceiling.least_ttft_ms}`);
+    }
+    const shares = await browser.execute(() => [...document.querySelectorAll(".sweep table.points tbody tr")].map((r) => r.children[9].textContent));
+    assert.ok(shares.every((s) => /^\d+% (memory|compute)$/.test(s)), shares.join(", "));
+    const why = await browser.execute(() => document.querySelector('[data-testid="sweep-ceilings"]').textContent);
+    assert.match(why, /memory read \d+\.\d GB\/s.*Decode reads every weight once per token \(\d+ MB for this model\)/, why);
+    // The curves show the sliders' setting: put them on the sweep's (32-token prompts, 8 out).
+    await browser.execute(() => {
+      for (const [id, v] of [["prompt-tokens", "32"], ["max-tokens", "8"]]) {
+        const el = document.querySelector(`[data-testid="${id}"]`);
+        el.value = v;
+        el.dispatchEvent(new Event("change", { bubbles: true }));
+      }
+    });
+    await until("the ceiling lines on the curves", () => window.__lx.curves(), (c) => c.tps.some((s) => s.label.startsWith("throughput ceiling")) && c.ttft.some((s) => s.label.startsWith("least possible TTFT")), 10_000);
+    await browser.execute(() => document.querySelector('[data-testid="curve-ttft"]').scrollIntoView());
+    await sleep(500);
+    await shot("sweep-ceilings");
     await browser.execute(() => (document.querySelector(".main").scrollTop = 100_000));
     await sleep(500);
     await shot("sweep-done");

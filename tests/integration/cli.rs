@@ -1,6 +1,6 @@
 //! `lx` end to end on the real default model.
 
-use integration_tests::{heavy, lx, model_path};
+use integration_tests::{heavy, lx, lx_with, model_path};
 use serde_json::Value;
 
 fn ids(stdout: &str) -> Vec<u64> {
@@ -120,6 +120,24 @@ fn sweep_figures_are_sane() {
         let prefill_ms = |p: &Value| p["samples"][0]["prefill"].as_array().unwrap().iter().map(|c| c["end_ms"].as_f64().unwrap() - c["start_ms"].as_f64().unwrap()).sum::<f64>();
         assert!(prefill_ms(long) > prefill_ms(short), "{policy}: prefill time did not grow with the prompt\n{}", r.stdout());
     }
+    // Ceilings: the probe's figures in the run, and every point under its own ceiling
+    // (decode slower than the fastest the memory allows, TTFT above the least possible),
+    // shown as a share in the table with the limits under it.
+    assert!(run["limits"]["devices"][0]["memory_bytes_per_s"].as_f64().unwrap() > 1e9, "{}", run["limits"]);
+    assert!(run["model_cost"]["weight_bytes_per_step"].as_u64().unwrap() > 100_000_000, "{}", run["model_cost"]);
+    for p in run["points"].as_array().unwrap() {
+        let c = &p["ceiling"];
+        assert!(c["decode_tps"].as_f64().unwrap() > p["decode_tps"]["p50"].as_f64().unwrap(), "{c} vs {}", p["decode_tps"]);
+        assert!(c["least_ttft_ms"].as_f64().unwrap() < p["ttft_ms"]["p50"].as_f64().unwrap(), "{c} vs {}", p["ttft_ms"]);
+        assert!(c["throughput_tps"].as_f64().unwrap() > p["throughput_tps"].as_f64().unwrap(), "{c}");
+    }
+    let header = r.stdout().lines().find(|l| l.starts_with("| backend |")).unwrap().to_string();
+    let share = header.split(" | ").position(|c| c == "decode % of ceiling").expect("decode % of ceiling column");
+    for row in r.stdout().lines().filter(|l| l.starts_with("| llama |")) {
+        let cell = row.split(" | ").nth(share).unwrap();
+        assert!(cell.ends_with("% memory") || cell.ends_with("% compute"), "{cell:?} in {row}");
+    }
+    assert!(r.stdout().contains("ceilings from CPU"), "{}", r.dump());
     let tput = |policy| point(&run, policy, 64, 4)["throughput_tps"].as_f64().unwrap();
     assert!(tput("continuous") > tput("serial"), "continuous ({}) should beat serial ({}) at concurrency 4", tput("continuous"), tput("serial"));
     eprintln!("throughput at c4 pp64: continuous {:.1} tok/s, serial {:.1} tok/s", tput("continuous"), tput("serial"));
@@ -200,6 +218,31 @@ fn hw_reports_the_machine_and_backend_devices() {
     let build = if features.is_empty() { "CPU only (no GPU features)".to_string() } else { features.join(", ") };
     assert!(text.contains(&format!("build     {build}")), "{text}");
     assert!(!text.contains("built in CI") && !text.contains("tested in CI"), "{text}");
+}
+
+/// `lx hw --limits`: measured on first use in a fresh cache, then read back without
+/// measuring; `--refresh` measures again. The figures are this machine's and plausible.
+#[test]
+fn limits_are_measured_once_and_cached() {
+    let _lock = heavy();
+    let home = tempfile::tempdir().unwrap();
+    let env = [("HOME", home.path()), ("LX_MODEL_DIR", home.path())];
+    let first = lx_with(&["hw", "--limits", "--json"], &env).ok();
+    assert!(first.stderr().contains("measuring this machine's limits"), "{}", first.dump());
+    let probe: Value = serde_json::from_str(&first.stdout()).unwrap();
+    let cpu = &probe["devices"][0];
+    assert!(cpu["device"].as_str().unwrap().starts_with("CPU ("), "{probe}");
+    // Any machine that runs the suite reads memory faster than 1 GB/s and multiplies faster
+    // than 1 GFLOP/s; nothing reads faster than 10 TB/s.
+    assert!((1e9..1e13).contains(&cpu["memory_bytes_per_s"].as_f64().unwrap()), "{probe}");
+    assert!(cpu["compute_flops_per_s"].as_f64().unwrap() > 1e9, "{probe}");
+    assert!(cpu["compute_method"].as_str().unwrap().contains("ggml Q4_K"), "{probe}");
+    assert!(home.path().join(".cache/latency-explorer/limits.json").is_file());
+    let again = lx_with(&["hw", "--limits", "--json"], &env).ok();
+    assert!(!again.stderr().contains("measuring"), "{}", again.dump());
+    assert_eq!(serde_json::from_str::<Value>(&again.stdout()).unwrap()["measured_unix_ms"], probe["measured_unix_ms"]);
+    let fresh = lx_with(&["hw", "--limits", "--refresh"], &env).ok();
+    assert!(fresh.stderr().contains("measuring") && fresh.stdout().contains("memory read"), "{}", fresh.dump());
 }
 
 /// The `lx` under test has this test binary's backend features (both come from one build

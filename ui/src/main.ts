@@ -243,8 +243,8 @@ function chartCard(title: string, subtitle: string, testid: string, fileName: st
 
 const ttftCard = chartCard("Time to first token", "each dot a request · line p50, band to p95 · dashed: 1 s feels instant", "chart-ttft", "ttft-over-time.png", () => ttftChart.chart);
 const tpsCard = chartCard("Tokens per second", "dots: each request's decode rate · line: all clients together · green: human reading pace", "chart-tps", "tokens-per-second.png", () => tpsChart.chart);
-const curveTtftCard = chartCard("TTFT against prompt length", "p50 per setting explored · one line per backend and policy", "curve-ttft", "ttft-vs-prompt.png", () => ttftCurve.chart);
-const curveTpsCard = chartCard("Tokens/s against concurrency", "thick: throughput of all clients · thin: each client's decode rate (p50)", "curve-tps", "tps-vs-concurrency.png", () => tpsCurve.chart);
+const curveTtftCard = chartCard("TTFT against prompt length", "p50 per setting explored · one line per backend and policy · red dashes: least possible TTFT on this machine (after a sweep)", "curve-ttft", "ttft-vs-prompt.png", () => ttftCurve.chart);
+const curveTpsCard = chartCard("Tokens/s against concurrency", "thick: throughput of all clients · thin: each client's decode rate (p50) · red dashes: the machine's throughput ceiling (after a sweep)", "curve-tps", "tps-vs-concurrency.png", () => tpsCurve.chart);
 
 const ttftChart = new TtftChart(ttftCard.host, store);
 const tpsChart = new TpsChart(tpsCard.host, store);
@@ -401,6 +401,7 @@ window.__lx = {
   ttftPoints: () => ttftChart.drawn,
   tpsPoints: () => tpsChart.drawn,
   ttftChartData: () => ttftChart.chart.data(),
+  curves: () => ({ ttft: ttftCurve.chart.series(), tps: tpsCurve.chart.series() }),
   backends: () => backends,
   model: () => model,
   label: backendLabel,

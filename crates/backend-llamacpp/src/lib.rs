@@ -8,6 +8,7 @@
 //! initialised once per process, and a failed ggml assert aborts the whole process.
 
 mod logs;
+pub mod probe;
 
 use std::num::NonZeroU32;
 use std::sync::OnceLock;

@@ -3,6 +3,7 @@
 //! `worker --backend NAME` (see [`worker_command`]).
 
 pub mod check;
+pub mod limits;
 pub mod model;
 pub mod platforms;
 pub mod synth;

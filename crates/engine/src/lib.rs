@@ -26,6 +26,8 @@ pub mod results;
 pub mod stamp;
 pub mod compare;
 pub mod repeats;
+pub mod roofline;
+pub mod probe;
 pub mod sweep;
 pub mod live;
 pub mod parity;

@@ -135,7 +135,7 @@ pub fn markdown_columns(list: &str) -> Result<Vec<usize>, String> {
         .collect()
 }
 
-const MD_COLUMNS: [(&str, bool); 15] = [
+const MD_COLUMNS: [(&str, bool); 17] = [
     ("backend", false),
     ("policy", false),
     ("test", false),
@@ -146,6 +146,8 @@ const MD_COLUMNS: [(&str, bool); 15] = [
     ("decode tok/s p50", true),
     ("prefill tok/s p50", true),
     ("throughput tok/s", true),
+    ("decode % of ceiling", true),
+    ("prefill % of ceiling", true),
     ("req/min", true),
     ("SLO met %", true),
     ("goodput req/min", true),
@@ -173,6 +175,8 @@ impl Printer for Markdown<'_> {
             num(&p.decode_tps, p.decode_tps.p50, 2),
             num(&p.prefill_tps, p.prefill_tps.p50, 1),
             format!("{:.2}", p.throughput_tps),
+            of_ceiling(p.decode_tps.p50, p.decode_tps.count, p.ceiling.as_ref().map(|c| (c.decode_tps, c.decode_bound))),
+            of_ceiling(p.prefill_tps.p50, p.prefill_tps.count, p.ceiling.as_ref().map(|c| (c.prefill_tps, c.prefill_bound))),
             format!("{:.1}", p.requests_per_min),
             percent(p.slo_met),
             p.goodput_rpm.map_or("-".into(), |g| format!("{g:.1}")),
@@ -195,6 +199,7 @@ impl Printer for Markdown<'_> {
             writeln!(self.out, "{line}")?;
         }
         let mut lines = device_lines(&run.backends);
+        lines.extend(limits_lines(run));
         lines.extend(run.model.facts.synthetic_note().map(|note| format!("model: {note}")));
         for p in &run.points {
             lines.extend(p.warnings.iter().map(|w| format!("warning: {} {}: {w}", p.backend, row_name(p))));
@@ -229,6 +234,33 @@ pub fn repetitions_table(points: &[PointResult]) -> Vec<String> {
         lines.push(format!("| {} | {} | {} | {} | {} |", r.backend, r.policy, r.test, r.repetitions, cells.join(" | ")));
     }
     lines
+}
+
+/// A measured median as a percentage of its ceiling, with the limit the ceiling comes from:
+/// `61% memory`. A dash without samples or without a ceiling.
+fn of_ceiling(p50: f64, samples: u64, ceiling: Option<(f64, crate::roofline::Bound)>) -> String {
+    match ceiling {
+        Some((most, bound)) if samples > 0 && most > 0.0 => format!("{:.0}% {bound}", 100.0 * p50 / most),
+        _ => "-".into(),
+    }
+}
+
+/// Under the table: the limits the ceilings were computed from.
+fn limits_lines(run: &RunFile) -> Vec<String> {
+    let Some(probe) = &run.limits else { return Vec::new() };
+    probe
+        .devices
+        .iter()
+        .map(|l| {
+            format!(
+                "ceilings from {}: memory read {:.1} GB/s, compute {:.0} GFLOP/s ({})",
+                l.device,
+                l.memory_bytes_per_s / 1e9,
+                l.compute_flops_per_s / 1e9,
+                l.compute_method
+            )
+        })
+        .collect()
 }
 
 /// Under the table: the device each backend ran on, and a warning for any that could have

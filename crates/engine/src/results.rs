@@ -109,6 +109,10 @@ pub struct PointResult {
     /// (`--repetitions`); absent when each point is measured once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub repetition: Option<u32>,
+    /// The most this setting allows on the device the backend ran on (from the run's
+    /// `limits` and `model_cost`); absent for a server target or without a probe.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ceiling: Option<crate::roofline::PointCeiling>,
 }
 
 impl PointResult {
@@ -160,6 +164,7 @@ impl PointResult {
             scheduled_by_server: false,
             warnings,
             repetition: None,
+            ceiling: None,
         }
     }
 
@@ -234,6 +239,12 @@ pub struct RunFile {
     /// on (`lx live`); empty for a sweep.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub memory: Vec<MemorySample>,
+    /// The machine's measured limits ([`crate::probe`]), where the run was given them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<crate::probe::Probe>,
+    /// What a token of the model costs, for ceilings ([`crate::roofline`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_cost: Option<crate::roofline::ModelCost>,
 }
 
 /// One reading of resident memory during a run.
@@ -271,7 +282,25 @@ impl RunFile {
             points: Vec::new(),
             stopped: false,
             memory: Vec::new(),
+            limits: None,
+            model_cost: None,
         }
+    }
+
+    /// The ceiling of `point`: the run's limits for the device its backend ran on and the
+    /// model's cost, at the point's depth, mean prompt and output lengths and concurrency.
+    /// `None` for a server (its device is not this machine's) or when either is missing.
+    pub fn ceiling_for(&self, point: &PointResult) -> Option<crate::roofline::PointCeiling> {
+        if point.scheduled_by_server {
+            return None;
+        }
+        let device = &self.backends.iter().find(|b| b.name == point.backend)?.device;
+        let limits = self.limits.as_ref()?.for_device(device)?;
+        let mean = |from: Option<u32>, to: u32| from.map_or(to, |f| (f.min(to) + to) / 2);
+        let depth = point.load.depth;
+        let prompt = mean(point.load.prompt_tokens_from, point.prompt_tokens).saturating_sub(depth).max(1);
+        let output = mean(point.load.max_tokens_from, point.max_tokens);
+        Some(self.model_cost.as_ref()?.ceiling(limits, depth, prompt, output, point.concurrency))
     }
 
     /// Read a run file, refusing other schemas and newer versions.

@@ -228,6 +228,12 @@ impl SweepPlan {
         Ok(())
     }
 
+    /// Whether any backend runs in a worker on this machine (not a server), so that this
+    /// machine's limits bound its figures.
+    pub fn has_workers(&self) -> bool {
+        self.backends.iter().any(|b| !self.servers.contains(b))
+    }
+
     /// Points with their loads, in the order they run: backend outermost (one load each),
     /// then repetition, policy, prefix caching, arrival rate, concurrency, depth, prompt and
     /// output length. A server schedules requests itself: it is measured once per point, not once
@@ -511,6 +517,8 @@ fn finish_point(
     observer: &mut dyn SweepObserver,
     saver: &mut RunFileSaver<'_>,
 ) -> std::io::Result<()> {
+    let mut result = result;
+    result.ceiling = run.ceiling_for(&result);
     printer.point(&result)?;
     observer.point_done(&result);
     run.points.push(result);

@@ -323,27 +323,36 @@ pub fn catalog_model_path(name: &str) -> Result<PathBuf> {
 /// `$HOME/.cache/latency-explorer/models` on Linux and macOS (scripts rely on that path),
 /// `%LOCALAPPDATA%\latency-explorer\models` on Windows.
 pub fn model_dir() -> PathBuf {
-    let home_var = if cfg!(windows) {
-        "LOCALAPPDATA"
-    } else {
-        "HOME"
-    };
-    model_dir_from(
-        std::env::var_os(ENV_MODEL_DIR),
-        std::env::var_os(home_var).map(PathBuf::from),
-    )
+    model_dir_from(std::env::var_os(ENV_MODEL_DIR), home())
+}
+
+/// Where the caches live under: `$HOME` (`.cache` below it), `%LOCALAPPDATA%` on Windows.
+fn home() -> Option<PathBuf> {
+    std::env::var_os(if cfg!(windows) { "LOCALAPPDATA" } else { "HOME" }).map(PathBuf::from)
 }
 
 fn model_dir_from(env_dir: Option<OsString>, home: Option<PathBuf>) -> PathBuf {
-    if let Some(dir) = env_dir.filter(|d| !d.is_empty()) {
-        return PathBuf::from(dir);
+    match env_dir.filter(|d| !d.is_empty()) {
+        Some(dir) => PathBuf::from(dir),
+        None => cache_dir_from(home).join("models"),
     }
+}
+
+/// Latency Explorer's cache (`~/.cache/latency-explorer`, `%USERPROFILE%\latency-explorer`
+/// on Windows): models unless `LX_MODEL_DIR` says otherwise, and what is measured once per
+/// machine (the probe of its limits).
+pub fn cache_dir() -> PathBuf {
+    let home_var = if cfg!(windows) { "USERPROFILE" } else { "HOME" };
+    cache_dir_from(std::env::var_os(home_var).map(PathBuf::from))
+}
+
+fn cache_dir_from(home: Option<PathBuf>) -> PathBuf {
     let base = match home.filter(|h| !h.as_os_str().is_empty()) {
         Some(h) if cfg!(windows) => h,
         Some(h) => h.join(".cache"),
         None => std::env::temp_dir(),
     };
-    base.join("latency-explorer").join("models")
+    base.join("latency-explorer")
 }
 
 /// Where a resolved model came from.

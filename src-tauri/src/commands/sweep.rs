@@ -228,6 +228,17 @@ pub async fn sweep_start(state: State<'_, AppState>, request: SweepRequest, on_e
         .name("lx-sweep".into())
         .spawn(move || {
             let mut run = run;
+            if plan.has_workers() {
+                match lx_backends::limits::ceilings_basis(&model.open.path, &mut || drop(on_event.send(SweepEvent::Probing))) {
+                    Ok((limits, cost)) => {
+                        if let Some(cpu) = limits.for_device("CPU") {
+                            let _ = on_event.send(SweepEvent::Ceilings { limits: cpu.clone(), weight_bytes_per_step: cost.weight_bytes_per_step });
+                        }
+                        (run.limits, run.model_cost) = (Some(limits), Some(cost));
+                    }
+                    Err(e) => drop(on_event.send(SweepEvent::NoCeilings { message: format!("{e:#}") })),
+                }
+            }
             let prompt = |n: u32, i: usize| model.prompts.prompt(n as usize, i as u64);
             let mut ctx = model.open.sweep_context(&prompt, Some(out.clone()), control);
             ctx.spawn = spawn;

@@ -49,6 +49,12 @@ export class Chart {
     return this.last?.data ?? null;
   }
 
+  /** Each series drawn last: its legend label and values (for tests). */
+  series(): { label: string; values: (number | null)[] }[] {
+    if (!this.u || !this.last) return [];
+    return this.u.series.slice(1).map((s, i) => ({ label: String(s.label ?? ""), values: Array.from((this.last!.data[i + 1] ?? []) as ArrayLike<number | null>) }));
+  }
+
   /** The chart as a PNG (plot and axes on the app's background, with a title). */
   async png(title: string): Promise<Uint8Array> {
     if (!this.u) throw new Error("nothing drawn yet");

@@ -10,7 +10,7 @@ import { READING_BAND } from "../lib/reader";
 import { align, carryForward, reduceMinMax } from "../lib/reduce";
 import type { DonePoint, LiveStore } from "../lib/store";
 import { keyId } from "../lib/store";
-import type { Distribution, Policy, SettingSummary } from "../ipc/types";
+import type { Distribution, PointCeiling, Policy, SettingSummary } from "../ipc/types";
 import { axes, Chart, dots, line } from "./chart";
 
 const LABEL: Record<string, string> = { llama: "llama.cpp", candle: "candle", mlx: "MLX" };
@@ -181,24 +181,26 @@ interface CurvePoint {
   x: number;
   dist: Distribution;
   throughput: number;
+  /** The machine's ceiling at this setting (sweep points measured with a probe). */
+  ceiling: PointCeiling | null;
 }
 
 /** Summaries and sweep points by backend+policy, at the settings the curve holds fixed. */
 function curves(store: LiveStore, keep: (k: { promptTokens: number; concurrency: number; maxTokens: number; chunkTokens: number; policy: Policy }) => boolean, xOf: (k: { promptTokens: number; concurrency: number }) => number, yDist: "ttftMs" | "decodeTps") {
   const groups = new Map<string, Map<number, CurvePoint>>();
-  const add = (backend: string, policy: Policy, x: number, dist: Distribution, throughput: number) => {
+  const add = (backend: string, policy: Policy, x: number, dist: Distribution, throughput: number, ceiling: PointCeiling | null) => {
     const g = `${backend}|${policy}`;
     let m = groups.get(g);
     if (!m) groups.set(g, (m = new Map()));
-    m.set(x, { x, dist, throughput });
+    m.set(x, { x, dist, throughput, ceiling: ceiling ?? m.get(x)?.ceiling ?? null });
   };
   for (const [id, p] of store.sweepPoints) {
     const chunk = Number(id.split("|")[5]);
-    if (p.requests > 0 && keep({ ...p, chunkTokens: chunk })) add(p.backend, p.policy, xOf(p), p[yDist], p.throughputTps);
+    if (p.requests > 0 && keep({ ...p, chunkTokens: chunk })) add(p.backend, p.policy, xOf(p), p[yDist], p.throughputTps, p.ceiling);
   }
   // Live summaries win over sweep points of the same setting (they are newer).
   for (const s of store.summaries.values() as Iterable<SettingSummary>) {
-    if (s.requests > 0 && keep({ ...s.key })) add(s.key.backend, s.key.policy, xOf(s.key), s[yDist], s.throughputTps);
+    if (s.requests > 0 && keep({ ...s.key })) add(s.key.backend, s.key.policy, xOf(s.key), s[yDist], s.throughputTps, null);
   }
   const names = [...groups.keys()].sort();
   return names.map((n) => {
@@ -207,6 +209,26 @@ function curves(store: LiveStore, keep: (k: { promptTokens: number; concurrency:
     return { name: n, backend, policy, pts };
   });
 }
+
+/** One line per device whose ceiling the curves' points carry, through their x values: the
+ * same setting on the same device has one ceiling, whichever backend measured it. */
+function ceilingLines(cs: { pts: CurvePoint[] }[], value: (c: PointCeiling) => number) {
+  const byDevice = new Map<string, Map<number, number>>();
+  for (const s of cs) {
+    for (const p of s.pts) {
+      if (!p.ceiling) continue;
+      let m = byDevice.get(p.ceiling.device);
+      if (!m) byDevice.set(p.ceiling.device, (m = new Map()));
+      m.set(p.x, value(p.ceiling));
+    }
+  }
+  return [...byDevice.entries()].map(([device, m]) => {
+    const x = [...m.keys()].sort((a, b) => a - b);
+    return { device, x, y: x.map((v) => m.get(v)!) };
+  });
+}
+
+const ceilingLine = (label: string) => line(label, THEME.ceiling, { dash: [4, 4], width: 1.5, points: { show: true, size: 4 } });
 
 /** TTFT (p50) against prompt length, one line per backend and policy, at the current
  * concurrency and output length. */
@@ -220,13 +242,14 @@ export class TtftCurve {
   update(): number {
     const c = this.current();
     const cs = curves(this.store, (k) => k.concurrency === c.concurrency && k.maxTokens === c.maxTokens && (k.policy !== "chunked" || k.chunkTokens === c.chunkTokens), (k) => k.promptTokens, "ttftMs");
-    const [x, ...ys] = align(cs.map((s) => ({ x: s.pts.map((p) => p.x), y: s.pts.map((p) => p.dist.p50) })));
+    const floors = ceilingLines(cs, (c) => c.least_ttft_ms);
+    const [x, ...ys] = align([...cs.map((s) => ({ x: s.pts.map((p) => p.x), y: s.pts.map((p) => p.dist.p50) })), ...floors]);
     this.chart.render({
-      sig: sigOf(cs.map((s) => s.name)),
+      sig: sigOf([...cs.map((s) => s.name), ...floors.map((f) => `floor ${f.device}`)]),
       data: [x, ...ys] as uPlot.AlignedData,
       options: (width, height) => ({
         ...frame(width, height, "log2", `prompt tokens (at ${c.concurrency} client${c.concurrency === 1 ? "" : "s"}, ${c.maxTokens} output tokens)`, "TTFT p50", (v) => fmtMs(v)),
-        series: [{}, ...cs.map((s) => line(`${backendLabel(s.backend)} · ${s.policy}`, backendColor(s.backend), { dash: POLICY_DASH[s.policy] ?? [], points: { show: true, size: 6 } }))],
+        series: [{}, ...cs.map((s) => line(`${backendLabel(s.backend)} · ${s.policy}`, backendColor(s.backend), { dash: POLICY_DASH[s.policy] ?? [], points: { show: true, size: 6 } })), ...floors.map((f) => ceilingLine(`least possible TTFT · ${f.device}`))],
       }),
     });
     return x.length;
@@ -249,9 +272,10 @@ export class TpsCurve {
       { x: s.pts.map((p) => p.x), y: s.pts.map((p) => p.throughput) },
       { x: s.pts.map((p) => p.x), y: s.pts.map((p) => p.dist.p50) },
     ]);
-    const [x, ...ys] = align(series);
+    const ceilings = ceilingLines(cs, (c) => c.throughput_tps);
+    const [x, ...ys] = align([...series, ...ceilings]);
     this.chart.render({
-      sig: sigOf(cs.map((s) => s.name)),
+      sig: sigOf([...cs.map((s) => s.name), ...ceilings.map((c) => `ceiling ${c.device}`)]),
       data: [x, ...ys] as uPlot.AlignedData,
       options: (width, height) => ({
         ...frame(width, height, "log2", `concurrent clients (at ${c.promptTokens}-token prompts)`, "tokens/s"),
@@ -261,6 +285,7 @@ export class TpsCurve {
             line(`${backendLabel(s.backend)} · ${s.policy}: throughput`, backendColor(s.backend), { dash: POLICY_DASH[s.policy] ?? [], width: 2.5, points: { show: true, size: 6 } }),
             line(`per request`, withAlpha(backendColor(s.backend), 0.6), { dash: POLICY_DASH[s.policy] ?? [], width: 1, points: { show: true, size: 4 } }),
           ]),
+          ...ceilings.map((c) => ceilingLine(`throughput ceiling · ${c.device}`)),
         ],
       }),
     });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { parseLengths, parseList, parseNumbers } from "./sweep";
+import { explainCeilings, ofCeiling, parseLengths, parseList, parseNumbers } from "./sweep";
 
 describe("parseList", () => {
   it("reads comma or space separated whole numbers, once each", () => {
@@ -31,5 +31,17 @@ describe("parseNumbers", () => {
     expect(parseNumbers("  ")).toEqual([]);
     expect(parseNumbers("0")).toContain("'0'");
     expect(parseNumbers("fast")).toContain("'fast'");
+  });
+});
+
+describe("ceilings", () => {
+  it("gives a median as a share of its ceiling, with the limit behind it", () => {
+    expect(ofCeiling(91.78, 272.0, "memory")).toBe("34% memory");
+    expect(ofCeiling(10, undefined, undefined)).toBe("—");
+  });
+  it("explains them in the machine's numbers", () => {
+    const text = explainCeilings({ device: "CPU (2 threads)", memory_bytes_per_s: 67.5e9, compute_flops_per_s: 800e9, compute_method: "ggml Q4_K" }, 246.6e6);
+    expect(text).toContain("memory read 67.5 GB/s, compute 800 GFLOP/s");
+    expect(text).toContain("(247 MB for this model), so one request decodes at most 274 tok/s here: memory-bound");
   });
 });

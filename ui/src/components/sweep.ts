@@ -4,7 +4,7 @@
  */
 import { h, setText } from "../lib/dom";
 import { ms as fmtMs, num, tps as fmtTps } from "../lib/format";
-import type { AppError, Policy, SweepEvent, SweepRequest } from "../ipc/types";
+import type { AppError, Limits, Policy, SweepEvent, SweepRequest } from "../ipc/types";
 import { POLICIES } from "../ipc/types";
 import { backendLabel } from "./charts";
 
@@ -87,6 +87,7 @@ export class SweepPanel {
   private csvBtn = h("button", { type: "button", disabled: true }, "Export CSV");
   private bar = h("progress", { max: 1, value: 0, "aria-label": "sweep progress", "data-testid": "sweep-progress" }) as HTMLProgressElement;
   private status = h("div", { class: "muted small", "data-testid": "sweep-status" });
+  private ceilings = h("p", { class: "muted small", "data-testid": "sweep-ceilings" });
   private table = h("tbody", {});
   private formError = h("div", { class: "form-error", role: "alert" });
   running = false;
@@ -143,9 +144,10 @@ export class SweepPanel {
       h(
         "table",
         { class: "points" },
-        h("thead", {}, h("tr", {}, ...["backend", "policy", "prompt", "clients", "out", "TTFT p50", "TTFT p95", "decode p50", "throughput", "errors"].map((c) => h("th", {}, c)))),
+        h("thead", {}, h("tr", {}, ...["backend", "policy", "prompt", "clients", "out", "TTFT p50", "TTFT p95", "decode p50", "throughput", "decode % of ceiling", "errors"].map((c) => h("th", {}, c)))),
         this.table,
       ),
+      this.ceilings,
     );
   }
 
@@ -213,6 +215,15 @@ export class SweepPanel {
       case "started":
         setText(this.status, `${e.totalPoints} points, ${num(e.totalRequests)} measured requests · writing ${e.path}`);
         break;
+      case "probing":
+        setText(this.status, "measuring this machine's memory bandwidth and compute rate for the ceilings (once per machine and build)…");
+        break;
+      case "ceilings":
+        setText(this.ceilings, explainCeilings(e.limits, e.weightBytesPerStep));
+        break;
+      case "noCeilings":
+        setText(this.ceilings, `No ceilings in this run: ${e.message}`);
+        break;
       case "loading":
         setText(this.status, `loading ${backendLabel(e.backend)}…`);
         break;
@@ -232,7 +243,7 @@ export class SweepPanel {
           h(
             "tr",
             { class: p.errors > 0 ? "has-errors" : "", title: p.errorMessages.join("\n") },
-            ...[backendLabel(p.backend), p.policy, lengthLabel(p.promptTokensFrom == null ? null : p.promptTokensFrom - p.depth, p.promptTokens - p.depth) + (p.depth ? ` d${p.depth}` : "") + (p.repetition ? ` #${p.repetition}` : ""), String(p.concurrency), lengthLabel(p.maxTokensFrom, p.maxTokens), ok ? fmtMs(p.ttftMs.p50) : "—", ok ? fmtMs(p.ttftMs.p95) : "—", ok ? fmtTps(p.decodeTps.p50) : "—", ok ? fmtTps(p.throughputTps) : "—", String(p.errors)].map((c) => h("td", {}, c)),
+            ...[backendLabel(p.backend), p.policy, lengthLabel(p.promptTokensFrom == null ? null : p.promptTokensFrom - p.depth, p.promptTokens - p.depth) + (p.depth ? ` d${p.depth}` : "") + (p.repetition ? ` #${p.repetition}` : ""), String(p.concurrency), lengthLabel(p.maxTokensFrom, p.maxTokens), ok ? fmtMs(p.ttftMs.p50) : "—", ok ? fmtMs(p.ttftMs.p95) : "—", ok ? fmtTps(p.decodeTps.p50) : "—", ok ? fmtTps(p.throughputTps) : "—", ok ? ofCeiling(p.decodeTps.p50, p.ceiling?.decode_tps, p.ceiling?.decode_bound) : "—", String(p.errors)].map((c) => h("td", {}, c)),
           ),
         );
         this.hooks.onPoint(e);
@@ -251,6 +262,23 @@ export class SweepPanel {
         break;
     }
   }
+}
+
+/** What the ceilings mean, in this machine's numbers. */
+export function explainCeilings(l: Limits, weightBytes: number): string {
+  const gbps = l.memory_bytes_per_s / 1e9;
+  const most = l.memory_bytes_per_s / weightBytes;
+  return (
+    `Ceilings from ${l.device}: memory read ${gbps.toFixed(1)} GB/s, compute ${(l.compute_flops_per_s / 1e9).toFixed(0)} GFLOP/s (${l.compute_method}). ` +
+    `Decode reads every weight once per token (${(weightBytes / 1e6).toFixed(0)} MB for this model), so one request decodes at most ${most.toFixed(0)} tok/s here: memory-bound. ` +
+    `Requests decoding together share that read, until the arithmetic becomes the limit: compute-bound. ` +
+    `Prefill computes all the prompt's tokens in one pass over the weights: compute-bound.`
+  );
+}
+
+/** A median as a share of its ceiling and the limit behind it: `61% memory`; — without one. */
+export function ofCeiling(value: number, ceiling: number | undefined, bound: string | undefined): string {
+  return ceiling && ceiling > 0 ? `${Math.round((100 * value) / ceiling)}% ${bound}` : "—";
 }
 
 /** `512`, or `64..512` for a range. */

@@ -331,10 +331,35 @@ export interface PointFigures {
   repetition: number | null;
   /** Tokens in the context before the prompt (promptTokens includes them). */
   depth: number;
+  prefillTps: Distribution;
+  /** The most this setting allows on the device; null: no probe of this machine, or a server. */
+  ceiling: PointCeiling | null;
+}
+
+/** A device's measured limits (the engine's `roofline::Limits`). */
+export interface Limits {
+  device: string;
+  memory_bytes_per_s: number;
+  compute_flops_per_s: number;
+  compute_method: string;
+}
+
+/** The machine's limits applied to one setting (the engine's `roofline::PointCeiling`). */
+export interface PointCeiling {
+  least_ttft_ms: number;
+  prefill_tps: number;
+  prefill_bound: "memory" | "compute";
+  decode_tps: number;
+  decode_bound: "memory" | "compute";
+  throughput_tps: number;
+  device: string;
 }
 
 export type SweepEvent =
   | { type: "started"; path: string; totalPoints: number; totalRequests: number }
+  | { type: "probing" }
+  | { type: "ceilings"; limits: Limits; weightBytesPerStep: number }
+  | { type: "noCeilings"; message: string }
   | { type: "loading"; backend: string }
   | { type: "loaded"; backend: string; info: BackendInfo; loadMs: number }
   | { type: "pointStarted"; index: number; total: number; backend: string; policy: Policy; spec: PointSpec }

@@ -34,6 +34,7 @@ export const THEME = {
   queue: "#64748b",
   prefill: "#f59e0b",
   decode: "#38bdf8",
+  ceiling: "#f87171",
   bg: "#0f172a",
 };
 

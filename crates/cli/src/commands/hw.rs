@@ -12,11 +12,21 @@ pub struct HwArgs {
     /// few tokens: a table of what works here (exit status 1 when any row fails).
     #[arg(long)]
     check: bool,
+    /// Print this machine's limits, the ceilings' basis: memory read bandwidth and the
+    /// matrix-product rate (measured once per machine and build, then cached).
+    #[arg(long, conflicts_with = "check")]
+    limits: bool,
+    /// With --limits: measure again instead of using the cached figures.
+    #[arg(long, requires = "limits")]
+    refresh: bool,
 }
 
 pub fn run(args: HwArgs) -> anyhow::Result<i32> {
     if args.check {
         return check(args.json);
+    }
+    if args.limits {
+        return limits(args.json, args.refresh);
     }
     let hw = lx_backends::hardware_report();
     if args.json {
@@ -40,6 +50,21 @@ pub fn run(args: HwArgs) -> anyhow::Result<i32> {
     for (name, devices) in &hw.backend_devices {
         println!("  {name:<8}{}", devices.join("; "));
     }
+    Ok(0)
+}
+
+fn limits(json: bool, refresh: bool) -> anyhow::Result<i32> {
+    let probe = lx_backends::limits::limits(refresh, &mut || eprintln!("measuring this machine's limits (once per machine and build)..."))?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&probe)?);
+        return Ok(0);
+    }
+    for l in &probe.devices {
+        println!("{}", l.device);
+        println!("  memory read  {:.1} GB/s", l.memory_bytes_per_s / 1e9);
+        println!("  compute      {:.1} GFLOP/s ({})", l.compute_flops_per_s / 1e9, l.compute_method);
+    }
+    println!("measured in {:.1} s; `lx hw --limits --refresh` measures again", probe.seconds);
     Ok(0)
 }
 

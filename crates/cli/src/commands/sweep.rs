@@ -115,6 +115,10 @@ pub struct SweepArgs {
     /// Seconds without any sign of life before a worker is declared hung and killed.
     #[arg(long, default_value_t = 120)]
     hang_timeout: u64,
+    /// Leave out the ceilings (the "% of ceiling" columns), and so the probe of this
+    /// machine's limits that a first run on a machine and build takes a few seconds for.
+    #[arg(long)]
+    no_ceilings: bool,
 }
 
 /// The sweep the arguments describe (not yet checked).
@@ -162,6 +166,13 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     crate::commands::stop_on_ctrl_c(&control);
     let hardware = lx_backends::hardware_report();
     let mut run = RunFile::new(std::env::args().collect(), hardware, model.record(), serde_json::to_value(&plan)?);
+    if !args.no_ceilings && plan.has_workers() {
+        match lx_backends::limits::ceilings_basis(&model.path, &mut || eprintln!("measuring this machine's limits for the ceilings (once per machine and build)...")) {
+            Ok((limits, cost)) => (run.limits, run.model_cost) = (Some(limits), Some(cost)),
+            // A sweep measures whether or not its ceilings can be drawn.
+            Err(e) => eprintln!("warning: no ceilings in this run: {e:#}"),
+        }
+    }
     let mut ctx = model.sweep_context(&prompt, args.out.clone(), control);
     if !servers.is_empty() {
         ctx.spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()));
