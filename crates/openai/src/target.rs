@@ -398,11 +398,19 @@ async fn stream(c: &Shared, r: &WorkRequest) -> Result<FinishReason, String> {
         }
         None => c.warn(r.id, "the server reported no usage: output tokens were counted with our tokenizer".into()),
     }
-    Ok(match finish.as_deref() {
+    let reason = match finish.as_deref() {
         Some("length") => FinishReason::Length,
         _ if index >= r.max_tokens => FinishReason::Length,
         _ => FinishReason::Stop,
-    })
+    };
+    // Asked for exactly max_tokens and got fewer: kept as measured (never padded), and said,
+    // since a server that stops streams early (llama-cpp-python's server interrupts one
+    // request when the next arrives) would otherwise pass for a fast one.
+    if reason == FinishReason::Stop && c.server.ignore_eos && r.stop_tokens.is_empty() {
+        let why = finish.as_deref().map_or("no finish_reason".to_string(), |f| format!("finish_reason {f}"));
+        c.warn(r.id, format!("the server ended the output after {index} of {} tokens ({why}) although asked to ignore the end of sequence", r.max_tokens));
+    }
+    Ok(reason)
 }
 
 /// `Retry-After` in seconds (the HTTP-date form is rare from these servers and is ignored).

@@ -93,6 +93,19 @@ fn a_chunk_with_several_tokens_records_each_at_its_arrival() {
     assert!(result.warnings.is_empty(), "{:?}", result.warnings);
 }
 
+/// Asked for 5 tokens with `ignore_eos`, a server that stops after 1 (as llama-cpp-python's
+/// server does to one request when the next arrives): recorded as the 1 token it was, and said.
+#[test]
+fn an_output_ended_early_is_kept_short_and_said() {
+    let s = serve(|_, _| Script::Stream(vec![text(" a", None), text("", Some("stop")), usage(8, 1), done()]));
+    let mut target = connect(server(&s));
+    let spec = point(2, 1, 5);
+    let result = summary(&spec, run(&mut target, &spec));
+    assert_eq!((result.requests, result.errors), (2, 0), "{:?}", result.error_messages);
+    assert!(result.samples.iter().all(|r| r.tokens.len() == 1 && r.finish == Some(FinishReason::Stop)));
+    assert_eq!(result.warnings, ["2 requests: the server ended the output after 1 of 5 tokens (finish_reason stop) although asked to ignore the end of sequence"]);
+}
+
 #[test]
 fn token_counts_that_disagree_with_the_server_are_warnings() {
     let s = serve(|n, _| {
