@@ -4,6 +4,7 @@
 
 pub mod check;
 pub mod limits;
+pub mod memory;
 pub mod model;
 pub mod platforms;
 pub mod synth;
@@ -101,10 +102,17 @@ pub fn serve_worker(backend: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Starts this build's worker processes by backend name. A first load may compile GPU
-/// kernels or page a large model in from a slow disk, hence the generous timeout.
+/// Starts this build's worker processes by backend name, once the load is known to fit in
+/// memory ([`memory`]). A first load may compile GPU kernels or page a large model in from a
+/// slow disk, hence the generous timeout.
 pub fn spawner() -> lx_engine::target::Spawner {
-    lx_engine::target::process_spawner(worker_command, std::time::Duration::from_secs(300))
+    let workers = lx_engine::target::process_spawner(worker_command, std::time::Duration::from_secs(300));
+    std::sync::Arc::new(move |name: &str, spec: &LoadSpec, config: &lx_engine::scheduler::SchedulerConfig| {
+        if memory::in_system_memory(spec) {
+            memory::check(spec, lx_engine::hardware::available_memory_bytes()).map_err(lx_engine::coordinator::WorkerError::Load)?;
+        }
+        workers(name, spec, config)
+    })
 }
 
 /// [`spawner`], and for each of `servers` (by its name) a client of that OpenAI-compatible

@@ -147,6 +147,12 @@ pub fn physical_cores() -> usize {
         .max(1)
 }
 
+/// Memory the system could give a new process now (free plus reclaimable caches), bytes.
+pub fn available_memory_bytes() -> u64 {
+    use sysinfo::{MemoryRefreshKind, RefreshKind, System};
+    System::new_with_specifics(RefreshKind::nothing().with_memory(MemoryRefreshKind::nothing().with_ram())).available_memory()
+}
+
 /// Resident memory (RSS) of process `pid` in bytes; `None` once it has exited.
 pub fn resident_bytes(pid: u32) -> Option<u64> {
     use sysinfo::{Pid, ProcessRefreshKind, ProcessesToUpdate, System};

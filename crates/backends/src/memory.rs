@@ -1,0 +1,69 @@
+//! A model that cannot fit is refused before a worker tries to load it (and the machine
+//! starts swapping, or the worker is killed half-way): the weights (the file, which the
+//! backends map or read whole) and the KV cache the slots need, against the memory the
+//! system has available now. Both are counted low (an f16 cache, sliding-window layers at
+//! their window, no scratch buffers), so a refusal is certain; the numbers are in the message.
+
+use lx_engine::backend::LoadSpec;
+use lx_engine::gguf::GgufFile;
+use lx_engine::roofline::ModelCost;
+
+/// Whether `spec`'s load lives in system memory: a build without discrete-GPU features,
+/// every layer kept on the CPU (`--gpu-layers 0`), or Apple Silicon's unified memory.
+/// A discrete GPU's memory is its own, and not checked here.
+pub fn in_system_memory(spec: &LoadSpec) -> bool {
+    spec.gpu_layers == Some(0) || !(cfg!(feature = "cuda") || cfg!(feature = "vulkan"))
+}
+
+/// Refuse `spec` when its weights and KV cache need more than `available` bytes. A model
+/// that cannot be read is not refused here: the worker says what is wrong with it.
+pub fn check(spec: &LoadSpec, available: u64) -> Result<(), String> {
+    let Ok(gguf) = GgufFile::open(&spec.model_path) else { return Ok(()) };
+    let Ok(cost) = ModelCost::from_gguf(&gguf) else { return Ok(()) };
+    let weights = gguf.file_size();
+    let kv = spec.slots.max(1) as u64 * cost.kv_bytes_at(spec.ctx_per_slot as u64);
+    if weights + kv <= available {
+        return Ok(());
+    }
+    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    Err(format!(
+        "{} does not fit in memory: it needs at least {:.1} GiB ({:.1} GiB of weights and {:.1} GiB of KV cache for {} sequences of {} tokens), and {:.1} GiB is available; ask for fewer concurrent requests or shorter ones, or close other programs",
+        spec.model_path.display(),
+        gib(weights + kv),
+        gib(weights),
+        gib(kv),
+        spec.slots.max(1),
+        spec.ctx_per_slot,
+        gib(available),
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec(slots: usize, ctx: usize) -> LoadSpec {
+        LoadSpec { model_path: lx_models::default_model_path(), threads: 0, slots, ctx_per_slot: ctx, max_batch_tokens: 512, gpu_layers: Some(0) }
+    }
+
+    /// The default model (253 MB) with 4 sequences of 1024 tokens fits in 1 GiB; with 512
+    /// sequences of 32,000 tokens its KV cache alone (three global layers of 1 KiB per token
+    /// and fifteen local ones capped at 512 positions) is 50.6 GiB, refused with the numbers.
+    #[test]
+    fn refuses_what_cannot_fit_and_says_by_how_much() {
+        if !lx_models::default_model_path().exists() {
+            panic!("the default model is missing: run `lx models fetch default` (scripts/test does)");
+        }
+        assert_eq!(check(&spec(4, 1024), 1 << 30), Ok(()));
+        let e = check(&spec(512, 32_000), 16 << 30).unwrap_err();
+        assert!(e.contains("does not fit in memory: it needs at least 50.9 GiB (0.2 GiB of weights and 50.6 GiB of KV cache for 512 sequences of 32000 tokens), and 16.0 GiB is available"), "{e}");
+        assert!(spec(1, 1).gpu_layers == Some(0) && in_system_memory(&spec(1, 1)));
+    }
+
+    #[test]
+    fn a_model_that_cannot_be_read_is_left_to_the_worker() {
+        let mut s = spec(1, 16);
+        s.model_path = "/nonexistent/model.gguf".into();
+        assert_eq!(check(&s, 0), Ok(()));
+    }
+}
