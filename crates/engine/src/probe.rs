@@ -107,11 +107,15 @@ pub fn cache_path(cache_root: &Path) -> PathBuf {
     cache_root.join("limits.json")
 }
 
-/// The cached probe at `path` if it was taken on this machine and build.
+/// Every probe kept at `path`, one per machine and build (builds with other features share
+/// a machine's cache); none when the file is missing or damaged.
+fn kept(path: &Path) -> Vec<Probe> {
+    std::fs::read(path).ok().and_then(|b| serde_json::from_slice(&b).ok()).unwrap_or_default()
+}
+
+/// The cached probe at `path` if one was taken on this machine and build.
 pub fn cached(path: &Path, key: &str) -> Option<Probe> {
-    let bytes = std::fs::read(path).ok()?;
-    let probe: Probe = serde_json::from_slice(&bytes).ok()?;
-    (probe.key == key).then_some(probe)
+    kept(path).into_iter().find(|p| p.key == key)
 }
 
 /// Measure this machine's CPU with `threads` threads; `compute` gives the matrix-product
@@ -128,9 +132,13 @@ pub fn measure(key: String, threads: usize, compute: &dyn Fn() -> anyhow::Result
     })
 }
 
-/// Keep `probe` at `path` for the next run on this machine and build (atomically).
+/// Keep `probe` at `path` for the next run on this machine and build, in place of the one
+/// it measures again (atomically).
 pub fn save(path: &Path, probe: &Probe) -> anyhow::Result<()> {
-    crate::results::write_atomic(path, &serde_json::to_vec_pretty(probe)?)
+    let mut all = kept(path);
+    all.retain(|p| p.key != probe.key);
+    all.push(probe.clone());
+    crate::results::write_atomic(path, &serde_json::to_vec_pretty(&all)?)
 }
 
 #[cfg(test)]
@@ -192,6 +200,11 @@ mod tests {
         assert_eq!((again.key.as_str(), again.devices.len()), ("machine A", 1));
         assert!((again.devices[0].memory_bytes_per_s / probe.devices[0].memory_bytes_per_s - 1.0).abs() < 1e-12);
         assert_eq!(cached(&path, "machine B"), None);
+        // Another build's probe is kept beside it; measuring again replaces the first.
+        save(&path, &Probe { key: "machine A, vulkan".into(), ..probe.clone() }).unwrap();
+        save(&path, &Probe { measured_unix_ms: 2, ..probe.clone() }).unwrap();
+        assert_eq!(cached(&path, "machine A").map(|p| p.measured_unix_ms), Some(2));
+        assert_eq!(cached(&path, "machine A, vulkan").map(|p| p.measured_unix_ms), Some(1));
         std::fs::write(&path, b"{ damaged").unwrap();
         assert_eq!(cached(&path, "machine A"), None);
         assert_eq!(probe.for_device("CPU (AVX2, 2 threads)").map(|l| l.compute_flops_per_s), Some(1e9));
