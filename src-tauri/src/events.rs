@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use lx_engine::backend::BackendInfo;
-use lx_engine::load::PointSpec;
+use lx_engine::traffic::PointSpec;
 use lx_engine::results::PointResult;
 use lx_engine::scheduler::Policy;
 use lx_engine::stats::Distribution;
@@ -141,11 +141,11 @@ impl From<&PointResult> for PointFigures {
             queue_ms: p.queue_ms,
             throughput_tps: p.throughput_tps,
             error_messages: p.error_messages.clone(),
-            prompt_tokens_from: p.load.prompt_tokens_from,
-            max_tokens_from: p.load.max_tokens_from,
+            prompt_tokens_from: p.traffic.prompt_tokens_from,
+            max_tokens_from: p.traffic.max_tokens_from,
             rate: p.rate(),
             repetition: p.repetition,
-            depth: p.load.depth,
+            depth: p.traffic.depth,
             prefill_tps: p.prefill_tps,
             ceiling: p.ceiling.clone(),
         }

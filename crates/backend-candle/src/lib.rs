@@ -23,7 +23,6 @@
 //! (which works when the load is the first use of candle in the process) and reports the
 //! thread count actually in use in `BackendInfo::threads`.
 
-pub mod bare;
 pub mod model;
 pub mod quant;
 
@@ -356,7 +355,7 @@ impl CandleBackend {
         &self.model.cfg
     }
 
-    /// The model, for callers that drive it directly (the bare benchmark).
+    /// The model, for callers that drive it directly (examples, tests).
     pub fn model(&self) -> &Model {
         &self.model
     }

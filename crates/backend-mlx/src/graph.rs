@@ -21,7 +21,6 @@
 //! 0.32.2 wheel; tests/parity_llamacpp.rs). On a Mac the same graph runs on Metal, which only
 //! the macOS CI job exercises.
 
-use std::borrow::Cow;
 use std::time::{Duration, Instant};
 
 use lx_engine::arch::{Activation, Config, RopeStyle};
@@ -35,6 +34,7 @@ use mlx_rs::fast::{self, ScaledDotProductAttentionMask};
 use mlx_rs::ops::indexing::{TryIndexMutOp, TryIndexOp};
 use mlx_rs::{ops, transforms, Array, Device, Dtype};
 
+use crate::dequant::host_f32;
 use crate::plan::{self, StepPlan};
 use crate::mlx4;
 use crate::repack::{self, Affine};
@@ -176,19 +176,6 @@ struct Model {
     rope_freqs: Option<Array>,
 }
 
-/// Reads one GGUF tensor to host f32 (through candle's dequantization for quantized types).
-pub(crate) fn host_f32(g: &GgufFile, name: &str, t: GgmlType, rows: usize, cols: usize) -> Result<Vec<f32>, BackendError> {
-    let bytes = g.read_tensor_bytes(name).map_err(load_err)?;
-    let dtype = lx_backend_candle::model::candle_dtype(t).ok_or_else(|| {
-        BackendError::Unsupported(format!("tensor `{name}` is {}, a type this backend cannot read", t.name()))
-    })?;
-    let err = |e: candle_core::Error| BackendError::Load(format!("tensor `{name}`: {e}"));
-    let cpu = candle_core::Device::Cpu;
-    let storage = candle_core::quantized::QStorage::from_data(Cow::Owned(bytes), &cpu, dtype).map_err(err)?;
-    let q = candle_core::quantized::QTensor::new(storage, (rows, cols)).map_err(err)?;
-    q.dequantize(&cpu).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<f32>()).map_err(err)
-}
-
 /// Checks that tensor `name` is `rows` × `cols` (outermost first) and returns its type.
 fn check_shape(g: &GgufFile, name: &str, rows: usize, cols: usize) -> Result<GgmlType, BackendError> {
     let t = g.tensor(name).ok_or_else(|| BackendError::Load(format!("tensor `{name}` is missing from the GGUF file")))?;
@@ -238,7 +225,7 @@ fn matrix(g: &GgufFile, name: &str, rows: usize, cols: usize, mode: WeightMode, 
 
 impl Model {
     fn load(g: &GgufFile, mode: WeightMode, counts: &mut Counts) -> Result<Self, BackendError> {
-        // The candle backend's parser: the same architectures, read the same way.
+        // The engine's parser, as the candle backend: the same architectures, read the same way.
         let cfg = Config::from_gguf(g)?;
         let h = cfg.embedding_length;
         let (nh, nkv, dk, dv, ff, vocab) =

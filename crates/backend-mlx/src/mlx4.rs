@@ -15,7 +15,7 @@ use lx_engine::backend::BackendError;
 use lx_engine::gguf::{GgufFile, GgufWriter};
 use mlx_rs::{ops, transforms, Array, Dtype};
 
-use crate::graph::host_f32;
+use crate::dequant::host_f32;
 use crate::repack::Affine;
 
 /// MLX's defaults for `quantize`.

@@ -166,18 +166,13 @@ fn write_f32_gguf(src: &Path, dst: &Path) {
     for (k, v) in g.metadata_pairs() {
         w = w.kv(k, v.clone());
     }
-    let cpu = candle_core::Device::Cpu;
     for t in g.tensors() {
-        let bytes = g.read_tensor_bytes(&t.name).unwrap();
         w = match t.dims[..] {
             [cols, rows] => {
-                let dtype = lx_backend_candle::model::candle_dtype(t.ggml_type).unwrap();
-                let storage = candle_core::quantized::QStorage::from_data(std::borrow::Cow::Owned(bytes), &cpu, dtype).unwrap();
-                let q = candle_core::quantized::QTensor::new(storage, (rows as usize, cols as usize)).unwrap();
-                let values = q.dequantize(&cpu).and_then(|x| x.flatten_all()).and_then(|x| x.to_vec1::<f32>()).unwrap();
+                let values = lx_backend_mlx::dequant::host_f32(&g, &t.name, t.ggml_type, rows as usize, cols as usize).unwrap();
                 w.tensor_f32(&t.name, &t.dims, &values)
             }
-            _ => w.tensor(&t.name, &t.dims, t.ggml_type, bytes),
+            _ => w.tensor(&t.name, &t.dims, t.ggml_type, g.read_tensor_bytes(&t.name).unwrap()),
         };
     }
     w.write(dst).unwrap();

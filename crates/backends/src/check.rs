@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use lx_engine::backend::{LoadSpec, TokenId};
 use lx_engine::coordinator::Worker;
 use lx_engine::gguf::GgufWriter;
-use lx_engine::load::{run_closed_loop, PointSpec, Quiet, RunControl};
+use lx_engine::traffic::{run_closed_loop, PointSpec, Quiet, RunControl};
 use lx_engine::scheduler::{Policy, SchedulerConfig};
 use serde::{Deserialize, Serialize};
 

@@ -6,7 +6,7 @@ use anyhow::Context;
 use lx_engine::backend::TokenId;
 use lx_engine::gguf::{GgufFile, ModelFacts};
 use lx_engine::live::{LiveModel, LiveSettings};
-use lx_engine::load::RunControl;
+use lx_engine::traffic::RunControl;
 use lx_engine::results::{ModelRecord, RunFile};
 use lx_engine::stamp::FileStamp;
 use lx_engine::sweep::SweepContext;

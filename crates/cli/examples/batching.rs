@@ -48,7 +48,7 @@ use llama_cpp_2::token::LlamaToken;
 use lx_backend_llamacpp::KvLayout;
 use lx_engine::backend::{choose_greedy, LoadSpec, TokenId};
 use lx_engine::coordinator::{Worker, WorkerCommand};
-use lx_engine::load::{run_closed_loop, PointSpec, Quiet, RunControl};
+use lx_engine::traffic::{run_closed_loop, PointSpec, Quiet, RunControl};
 use lx_engine::results::PointResult;
 use lx_engine::scheduler::{Policy, SchedulerConfig};
 use lx_engine::stats::Distribution;

@@ -8,7 +8,7 @@
 //!     [--reference bare|llama-cpp-python] [--python PATH]
 //! ```
 //! The bare loops: llama-cpp-2 in a context shaped like the worker's; for candle, our model
-//! code driven directly (`lx_backend_candle::bare::BareLoop`). Defaults: llama.cpp prompt
+//! code driven directly (`BareLoop`, from the candle backend's examples). Defaults: llama.cpp prompt
 //! 512 and 128 output tokens, candle prompt 256 and 64.
 //!
 //! `--reference llama-cpp-python` compares our llama.cpp backend with an independent native
@@ -34,10 +34,13 @@ use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
-use lx_backend_candle::bare::BareLoop;
+#[path = "../../backend-candle/examples/common/bare_loop.rs"]
+mod bare_loop;
+
+use bare_loop::BareLoop;
 use lx_engine::backend::{choose_greedy, LoadSpec, TokenId};
 use lx_engine::coordinator::Worker;
-use lx_engine::load::{run_closed_loop, PointSpec, Quiet, RunControl};
+use lx_engine::traffic::{run_closed_loop, PointSpec, Quiet, RunControl};
 use lx_engine::scheduler::{Policy, SchedulerConfig};
 use lx_engine::workload::PromptBuilder;
 
@@ -215,7 +218,7 @@ fn main() -> anyhow::Result<()> {
     let rt;
     let model;
     let mut reference = if python_reference {
-        let default = std::env::var("HOME").map(|h| format!("{h}/.cache/latency-explorer/tools/llama-cpp-python/bin/python")).unwrap_or_default();
+        let default = lx_models::cache_dir().join("tools/llama-cpp-python/bin/python").display().to_string();
         Reference::Python(PythonLoop::start(&value("--python").unwrap_or(default), &model_spec.path, threads, &load)?)
     } else if backend == "llama" {
         rt = LlamaBackend::init()?;

@@ -1,7 +1,8 @@
 //! Progress on stderr: model fetches and sweeps.
 
 use indicatif::{ProgressBar, ProgressStyle};
-use lx_engine::load::{Observer, RequestRecord};
+use lx_engine::records::RequestRecord;
+use lx_engine::traffic::Observer;
 use lx_engine::scheduler::Policy;
 use lx_engine::sweep::SweepObserver;
 
@@ -55,7 +56,7 @@ impl SweepObserver for SweepProgress {
             self.say(format!("warning: {why}"));
         }
     }
-    fn point_started(&mut self, index: usize, total: usize, backend: &str, policy: Policy, spec: &lx_engine::load::PointSpec) {
+    fn point_started(&mut self, index: usize, total: usize, backend: &str, policy: Policy, spec: &lx_engine::traffic::PointSpec) {
         self.bar.set_message(format!("[{}/{}] {backend} {policy} pp{} tg{} c{}", index + 1, total, spec.prompt_tokens, spec.max_tokens, spec.concurrency));
     }
     fn point_done(&mut self, point: &lx_engine::results::PointResult) {

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use crate::coordinator::WorkerError;
-use crate::load::RequestRecord;
+use crate::records::RequestRecord;
 use crate::protocol::Reply;
 use crate::scheduler::{FinishReason, SchedEvent, WorkRequest};
 use crate::target::Target;

@@ -10,7 +10,7 @@
 
 use serde::Serialize;
 
-use crate::load::RequestRecord;
+use crate::records::RequestRecord;
 use crate::printers::test_name;
 use crate::repeats::{figures, Spread};
 use crate::results::{PointResult, RunFile};
@@ -225,7 +225,7 @@ mod tests {
 
     /// A measurement of 20 requests with TTFT `ttft` ms (± 1%) and throughput `tps`.
     fn measured(ttft: f64, tps: f64, repetition: u32) -> PointResult {
-        let spec = crate::load::PointSpec { prompt_tokens: 16, max_tokens: 2, concurrency: 1, requests: 20, warmup: 0, stop_at_eos: false, top_logprobs: 0 };
+        let spec = crate::traffic::PointSpec { prompt_tokens: 16, max_tokens: 2, concurrency: 1, requests: 20, warmup: 0, stop_at_eos: false, top_logprobs: 0 };
         let records = (0..20)
             .map(|i| {
                 let mut r = RequestRecord::new(i, 16, 2, 0.0);
@@ -237,7 +237,7 @@ mod tests {
                 r
             })
             .collect();
-        let run = crate::load::PointRun { records, steps: Vec::new(), window_ms: 1000.0, worker_error: None, stopped: false };
+        let run = crate::traffic::PointRun { records, steps: Vec::new(), window_ms: 1000.0, worker_error: None, stopped: false };
         let mut p = PointResult::from_run("llama", crate::scheduler::Policy::Continuous, &spec, run);
         p.throughput_tps = tps;
         p.repetition = Some(repetition);

@@ -9,7 +9,7 @@
 
 use serde::Serialize;
 
-use crate::load::{Arrivals, PointLoad, PointSpec, Scripted};
+use crate::traffic::{Arrivals, Traffic, PointSpec, Scripted};
 use crate::printers::Printer;
 use crate::results::{PointResult, RunFile};
 use crate::scheduler::Policy;
@@ -71,14 +71,14 @@ const PREFIX_SUFFIX: u32 = 32;
 /// demo takes well under a minute on two CPU cores.
 pub fn plan(demo: Demo, backend: &str, threads: usize) -> Plan {
     let sweep = SweepPlan { backends: vec![backend.to_string()], threads, ..SweepPlan::default() };
-    let point = |policy: Policy, prompt_tokens: u32, max_tokens: u32, concurrency: usize, requests: usize, warmup: usize, load: PointLoad| SweepPoint {
+    let point = |policy: Policy, prompt_tokens: u32, max_tokens: u32, concurrency: usize, requests: usize, warmup: usize, traffic: Traffic| SweepPoint {
         backend: backend.to_string(),
         policy,
         spec: PointSpec { prompt_tokens, max_tokens, concurrency, requests, warmup, stop_at_eos: false, top_logprobs: 0 },
-        load,
+        traffic,
         repetition: None,
     };
-    let closed = PointLoad::default;
+    let closed = Traffic::default;
     let (points, labels): (Vec<SweepPoint>, Vec<&str>) = match demo.name {
         // Same output length, concurrency 1: only the prompt changes. The long prompt needs
         // no warm-up of its own (the short one warmed the worker) and costs seconds each.
@@ -103,19 +103,19 @@ pub fn plan(demo: Demo, backend: &str, threads: usize) -> Plan {
         // capacity on one 2-core machine and below it on a faster one, where nothing waited
         // and the demo showed nothing. So 4 closed-loop clients first measure the capacity.
         "static-vs-continuous" => {
-            let load = PointLoad {
+            let traffic = Traffic {
                 arrivals: Arrivals::Poisson { rate: 1.0 },
                 prompt_tokens_from: Some(48),
                 max_tokens_from: Some(8),
                 seed: 7,
                 ..Default::default()
             };
-            let capacity = PointLoad { arrivals: Arrivals::Closed, ..load.clone() };
+            let capacity = Traffic { arrivals: Arrivals::Closed, ..traffic.clone() };
             (
                 vec![
                     point(Policy::Continuous, 96, 32, 4, 12, 4, capacity),
-                    point(Policy::Static, 96, 32, 4, 14, 2, load.clone()),
-                    point(Policy::Continuous, 96, 32, 4, 14, 2, load),
+                    point(Policy::Static, 96, 32, 4, 14, 2, traffic.clone()),
+                    point(Policy::Continuous, 96, 32, 4, 14, 2, traffic),
                 ],
                 vec!["capacity (4 clients)", "static", "continuous"],
             )
@@ -124,16 +124,16 @@ pub fn plan(demo: Demo, backend: &str, threads: usize) -> Plan {
         "chunked-prefill" => {
             let mut requests = vec![Scripted { at_ms: 0.0, prompt_tokens: 64, max_tokens: 48 }; 3];
             requests.push(Scripted { at_ms: CHUNKED_LONG_AT_MS, prompt_tokens: CHUNKED_LONG_PROMPT, max_tokens: 4 });
-            let load = PointLoad { arrivals: Arrivals::Script { requests }, ..Default::default() };
+            let traffic = Traffic { arrivals: Arrivals::Script { requests }, ..Default::default() };
             (
-                vec![point(Policy::Continuous, 64, 48, 4, 4, 1, load.clone()), point(Policy::Chunked, 64, 48, 4, 4, 1, load)],
+                vec![point(Policy::Continuous, 64, 48, 4, 4, 1, traffic.clone()), point(Policy::Chunked, 64, 48, 4, 4, 1, traffic)],
                 vec!["continuous", "chunked"],
             )
         }
         // Caching on first: its warm-up computes the prefix once; off needs no warm-up then.
         "prefix-cache" => {
-            let on = PointLoad { prefix_tokens: PREFIX_TOKENS, prefix_cache: true, ..Default::default() };
-            let off = PointLoad { prefix_cache: false, ..on.clone() };
+            let on = Traffic { prefix_tokens: PREFIX_TOKENS, prefix_cache: true, ..Default::default() };
+            let off = Traffic { prefix_cache: false, ..on.clone() };
             let total = PREFIX_TOKENS + PREFIX_SUFFIX;
             (
                 vec![point(Policy::Continuous, total, 4, 1, 3, 1, on), point(Policy::Continuous, total, 4, 1, 2, 0, off)],
@@ -256,7 +256,7 @@ pub fn judge(demo: Demo, labels: &[String], points: &[PointResult]) -> Report {
             "static-vs-continuous" => {
                 let (capacity, a, b) = (a, b, &points[2]);
                 let r = a.ttft_ms.p95 / b.ttft_ms.p95;
-                let rate = match a.load.arrivals {
+                let rate = match a.traffic.arrivals {
                     Arrivals::Poisson { rate } => rate,
                     _ => f64::NAN,
                 };
@@ -332,7 +332,7 @@ pub fn run_demo(demo: Demo, backend: &str, threads: usize, ctx: &SweepContext<'_
 /// The points, with every Poisson arrival rate set to `rate` requests per second.
 fn with_rate(mut points: Vec<SweepPoint>, rate: f64) -> Vec<SweepPoint> {
     for p in &mut points {
-        if let Arrivals::Poisson { rate: r } = &mut p.load.arrivals {
+        if let Arrivals::Poisson { rate: r } = &mut p.traffic.arrivals {
             *r = rate;
         }
     }
@@ -342,7 +342,8 @@ fn with_rate(mut points: Vec<SweepPoint>, rate: f64) -> Vec<SweepPoint> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::{PointRun, RequestRecord};
+    use crate::records::RequestRecord;
+    use crate::traffic::PointRun;
     use crate::scheduler::FinishReason;
 
     fn result(policy: Policy, samples: Vec<(u32, Vec<f64>)>, window_ms: f64) -> PointResult {
@@ -388,11 +389,11 @@ mod tests {
     fn static_vs_continuous_measures_capacity_first_and_sets_the_rate_from_it() {
         let p = plan(find("static-vs-continuous").unwrap(), "llama", 2);
         assert_eq!(p.rate_over_capacity, Some(OVER_CAPACITY));
-        assert_eq!(p.points[0].load.arrivals, Arrivals::Closed, "the capacity point is closed loop");
+        assert_eq!(p.points[0].traffic.arrivals, Arrivals::Closed, "the capacity point is closed loop");
         let rest = with_rate(p.points[1..].to_vec(), 2.6);
-        assert!(rest.iter().all(|pt| pt.load.arrivals == Arrivals::Poisson { rate: 2.6 }));
+        assert!(rest.iter().all(|pt| pt.traffic.arrivals == Arrivals::Poisson { rate: 2.6 }));
         // Both policies see the same drawn lengths and arrivals.
-        assert_eq!((rest[0].load.seed, rest[0].policy, rest[1].policy), (rest[1].load.seed, Policy::Static, Policy::Continuous));
+        assert_eq!((rest[0].traffic.seed, rest[0].policy, rest[1].policy), (rest[1].traffic.seed, Policy::Static, Policy::Continuous));
         assert!(p.rate_over_capacity.is_some() && plan(find("batching").unwrap(), "llama", 2).rate_over_capacity.is_none());
     }
 

@@ -3,9 +3,10 @@
 //! Backends (llama.cpp, candle, MLX) implement the small [`backend::Backend`] step
 //! interface in their own crates; this crate schedules requests over it
 //! ([`scheduler`]), runs it in a worker process ([`worker`], [`protocol`]), generates
-//! load and stamps time on the client side ([`coordinator`], [`client`], [`load`]), and turns the
-//! stamps into distributions ([`stats`]), result files ([`results`]), tables
-//! ([`printers`]) and comparisons of runs ([`compare`]). It has no dependency on any backend library.
+//! traffic ([`traffic`]) and stamps time on the client side ([`coordinator`], [`client`],
+//! [`records`]), and turns the stamps into distributions ([`stats`]), result files
+//! ([`results`]), tables ([`printers`]) and comparisons of runs ([`compare`]). It has no
+//! dependency on any backend library.
 
 pub mod backend;
 pub mod gguf;
@@ -20,7 +21,8 @@ pub mod protocol;
 pub mod worker;
 pub mod target;
 pub mod client;
-pub mod load;
+pub mod records;
+pub mod traffic;
 pub mod printers;
 pub mod results;
 pub mod stamp;

@@ -57,19 +57,19 @@ pub fn test_name(p: &PointResult) -> String {
         _ => to.to_string(),
     };
     // At a depth, the prompt proper: what follows the tokens already in the context.
-    let d = p.load.depth;
-    let prompt = range(p.load.prompt_tokens_from.map(|f| f - d.min(f)), p.prompt_tokens - d.min(p.prompt_tokens));
-    let mut name = format!("pp{prompt}+tg{} @ c{}", range(p.load.max_tokens_from, p.max_tokens), p.concurrency);
+    let d = p.traffic.depth;
+    let prompt = range(p.traffic.prompt_tokens_from.map(|f| f - d.min(f)), p.prompt_tokens - d.min(p.prompt_tokens));
+    let mut name = format!("pp{prompt}+tg{} @ c{}", range(p.traffic.max_tokens_from, p.max_tokens), p.concurrency);
     if d > 0 {
         name += &format!(" d{d}");
     }
-    match &p.load.arrivals {
-        crate::load::Arrivals::Closed => {}
-        crate::load::Arrivals::Poisson { rate } => name += &format!(" λ{rate}/s"),
-        crate::load::Arrivals::Script { requests } => name += &format!(" script of {}", requests.len()),
+    match &p.traffic.arrivals {
+        crate::traffic::Arrivals::Closed => {}
+        crate::traffic::Arrivals::Poisson { rate } => name += &format!(" λ{rate}/s"),
+        crate::traffic::Arrivals::Script { requests } => name += &format!(" script of {}", requests.len()),
     }
-    if p.load.prefix_tokens > 0 && d == 0 {
-        name += &format!(" prefix{}{}", p.load.prefix_tokens, if p.load.prefix_cache { " cached" } else { "" });
+    if p.traffic.prefix_tokens > 0 && d == 0 {
+        name += &format!(" prefix{}{}", p.traffic.prefix_tokens, if p.traffic.prefix_cache { " cached" } else { "" });
     }
     name
 }
@@ -316,18 +316,18 @@ impl Printer for Csv<'_> {
         }
         vals.extend([format!("{:.4}", p.throughput_tps), format!("{:.4}", p.requests_per_min), format!("{:.4}", p.window_s), p.stopped.to_string()]);
         let opt = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v:.4}"));
-        let arrivals = match &p.load.arrivals {
-            crate::load::Arrivals::Closed => "closed",
-            crate::load::Arrivals::Poisson { .. } => "poisson",
-            crate::load::Arrivals::Script { .. } => "script",
+        let arrivals = match &p.traffic.arrivals {
+            crate::traffic::Arrivals::Closed => "closed",
+            crate::traffic::Arrivals::Poisson { .. } => "poisson",
+            crate::traffic::Arrivals::Script { .. } => "script",
         };
         vals.extend([
             arrivals.to_string(),
             opt(p.rate()),
-            p.load.prompt_tokens_from.map_or(String::new(), |v| v.to_string()),
-            p.load.max_tokens_from.map_or(String::new(), |v| v.to_string()),
-            p.load.prefix_tokens.to_string(),
-            p.load.prefix_cache.to_string(),
+            p.traffic.prompt_tokens_from.map_or(String::new(), |v| v.to_string()),
+            p.traffic.max_tokens_from.map_or(String::new(), |v| v.to_string()),
+            p.traffic.prefix_tokens.to_string(),
+            p.traffic.prefix_cache.to_string(),
             opt(p.slo.and_then(|s| s.ttft_ms)),
             opt(p.slo.and_then(|s| s.decode_tps)),
             opt(p.slo_met),
@@ -370,14 +370,14 @@ impl Printer for Jsonl<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::{Arrivals, PointLoad, PointRun, PointSpec};
+    use crate::traffic::{Arrivals, Traffic, PointRun, PointSpec};
     use crate::results::Slo;
     use crate::scheduler::Policy;
     use crate::stats::Distribution;
 
     fn point() -> PointResult {
         let spec = PointSpec { prompt_tokens: 512, max_tokens: 32, concurrency: 4, requests: 0, warmup: 0, stop_at_eos: false, top_logprobs: 0 };
-        let load = PointLoad { arrivals: Arrivals::Poisson { rate: 2.0 }, prompt_tokens_from: Some(64), prefix_tokens: 48, prefix_cache: true, ..Default::default() };
+        let load = Traffic { arrivals: Arrivals::Poisson { rate: 2.0 }, prompt_tokens_from: Some(64), prefix_tokens: 48, prefix_cache: true, ..Default::default() };
         let mut p = PointResult::from_run("llama", Policy::Chunked, &spec, PointRun::default()).with_load(&load);
         p.judge(Slo { ttft_ms: Some(1000.0), decode_tps: Some(4.5) });
         p
@@ -437,7 +437,7 @@ mod tests {
         assert_eq!(test_name(&point()), "pp64..512+tg32 @ c4 λ2/s prefix48 cached");
         // At a depth the name gives the prompt proper, as llama-bench's `pp64 @ d4096` does.
         let mut p = point();
-        (p.prompt_tokens, p.load.prompt_tokens_from, p.load.depth, p.load.prefix_tokens) = (4096 + 64, Some(4096 + 16), 4096, 4096);
+        (p.prompt_tokens, p.traffic.prompt_tokens_from, p.traffic.depth, p.traffic.prefix_tokens) = (4096 + 64, Some(4096 + 16), 4096, 4096);
         assert_eq!(test_name(&p), "pp16..64+tg32 @ c4 d4096 λ2/s");
     }
 

@@ -9,7 +9,8 @@ use serde::{Deserialize, Serialize};
 use crate::backend::BackendInfo;
 use crate::gguf::ModelFacts;
 use crate::hardware::HardwareReport;
-use crate::load::{Arrivals, PointLoad, PointRun, PointSpec, RequestRecord, StepRecord};
+use crate::records::{RequestRecord, StepRecord};
+use crate::traffic::{Arrivals, Traffic, PointRun, PointSpec};
 use crate::scheduler::Policy;
 use crate::stats::Distribution;
 
@@ -83,8 +84,9 @@ pub struct PointResult {
     #[serde(default)]
     pub steps: Vec<StepRecord>,
     /// How requests arrived and what they looked like (absent in version 1: closed loop).
-    #[serde(default)]
-    pub load: PointLoad,
+    /// Named `load` in run files, as in every version so far.
+    #[serde(default, rename = "load")]
+    pub traffic: Traffic,
     /// The objectives `slo_met` and `goodput_rpm` were judged against.
     #[serde(default)]
     pub slo: Option<Slo>,
@@ -156,7 +158,7 @@ impl PointResult {
             error_messages,
             samples: run.records,
             steps: run.steps,
-            load: PointLoad::default(),
+            traffic: Traffic::default(),
             slo: None,
             slo_met: None,
             goodput_rpm: None,
@@ -178,8 +180,8 @@ impl PointResult {
     }
 
     /// Record the load the point ran, and build each sample's timeline from its passes.
-    pub fn with_load(mut self, load: &PointLoad) -> Self {
-        self.load = load.clone();
+    pub fn with_traffic(mut self, traffic: &Traffic) -> Self {
+        self.traffic = traffic.clone();
         let steps = std::mem::take(&mut self.steps);
         for r in &mut self.samples {
             r.fill_timeline(&steps);
@@ -199,7 +201,7 @@ impl PointResult {
 
     /// Open-loop arrival rate (requests/s), if the point had one.
     pub fn rate(&self) -> Option<f64> {
-        match &self.load.arrivals {
+        match &self.traffic.arrivals {
             Arrivals::Poisson { rate } => Some(*rate),
             _ => None,
         }
@@ -297,9 +299,9 @@ impl RunFile {
         let device = &self.backends.iter().find(|b| b.name == point.backend)?.device;
         let limits = self.limits.as_ref()?.for_device(device)?;
         let mean = |from: Option<u32>, to: u32| from.map_or(to, |f| (f.min(to) + to) / 2);
-        let depth = point.load.depth;
-        let prompt = mean(point.load.prompt_tokens_from, point.prompt_tokens).saturating_sub(depth).max(1);
-        let output = mean(point.load.max_tokens_from, point.max_tokens);
+        let depth = point.traffic.depth;
+        let prompt = mean(point.traffic.prompt_tokens_from, point.prompt_tokens).saturating_sub(depth).max(1);
+        let output = mean(point.traffic.max_tokens_from, point.max_tokens);
         Some(self.model_cost.as_ref()?.ceiling(limits, depth, prompt, output, point.concurrency))
     }
 
@@ -425,7 +427,7 @@ mod tests {
         let mut r = sample(1, &[30.0, 45.0], true);
         r.submit_ms = 5.0;
         r.admit_ms = Some(1.0);
-        r.prefill = vec![crate::load::PrefillSlice { step: 1, tokens: 16, start_ms: 1.0, end_ms: 20.0 }];
+        r.prefill = vec![crate::records::PrefillSlice { step: 1, tokens: 16, start_ms: 1.0, end_ms: 20.0 }];
         r.token_steps = vec![1, 2];
         let steps = vec![
             StepRecord { step: 1, seqs: 3, prefill_tokens: 16, decode_tokens: 2, start_ms: 6.0, end_ms: 25.0, compute_ms: None },
@@ -433,7 +435,7 @@ mod tests {
         ];
         let mut p = point(vec![r], 100.0);
         p.steps = steps;
-        let p = p.with_load(&PointLoad::default());
+        let p = p.with_traffic(&Traffic::default());
         let t = p.samples[0].timeline.as_ref().unwrap();
         assert_eq!(t.queue_ms, Some(1.0));
         assert_eq!((t.prefill.len(), t.prefill[0].batch_seqs, t.prefill[0].batch_tokens), (1, 3, 18));
@@ -450,7 +452,7 @@ mod tests {
         }
         v["samples"][0].as_object_mut().unwrap().remove("timeline");
         let back: PointResult = serde_json::from_value(v).unwrap();
-        assert_eq!(back.load, PointLoad::default());
+        assert_eq!(back.traffic, Traffic::default());
         assert_eq!((back.slo_met, back.samples[0].timeline.as_ref()), (None, None));
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("future.json");

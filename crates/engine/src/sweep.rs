@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{LoadSpec, TokenId};
-use crate::load::{run_point, Arrivals, Draw, Observer, PointLoad, PointRun, PointSpec, RunControl};
+use crate::traffic::{run_point, Arrivals, Draw, Observer, Traffic, PointRun, PointSpec, RunControl};
 use crate::printers::Printer;
 use crate::results::{PointResult, RunFile, Slo};
 use crate::scheduler::{Policy, SchedulerConfig};
@@ -141,13 +141,13 @@ impl Default for SweepPlan {
     }
 }
 
-/// One point of a sweep, with its load.
+/// One point of a sweep, with its traffic.
 #[derive(Debug, Clone, PartialEq)]
 pub struct SweepPoint {
     pub backend: String,
     pub policy: Policy,
     pub spec: PointSpec,
-    pub load: PointLoad,
+    pub traffic: Traffic,
     /// Which measurement of the point (1-based) when the sweep repeats points.
     pub repetition: Option<u32>,
 }
@@ -266,7 +266,7 @@ impl SweepPlan {
                                             stop_at_eos: self.stop_at_eos,
                                             top_logprobs: 0,
                                         };
-                                        let load = PointLoad {
+                                        let traffic = Traffic {
                                             arrivals: arrivals.clone(),
                                             max_in_flight: self.max_in_flight,
                                             prompt_tokens_from: prompt.from.map(|f| depth + f),
@@ -277,7 +277,7 @@ impl SweepPlan {
                                             prefix_cache: prefix_cache || depth > 0,
                                             depth,
                                         };
-                                        out.push(SweepPoint { backend: b.clone(), policy, spec, load, repetition });
+                                        out.push(SweepPoint { backend: b.clone(), policy, spec, traffic, repetition });
                                     }
                                 }
                             }
@@ -294,14 +294,14 @@ impl SweepPlan {
     pub fn load_spec_for(&self, model_path: PathBuf, points: &[SweepPoint]) -> LoadSpec {
         let mut slots = points.iter().map(|p| p.spec.concurrency).max().unwrap_or(1);
         slots = slots.max(self.max_batch_seqs.unwrap_or(0));
-        let longest = |p: &SweepPoint| match &p.load.arrivals {
+        let longest = |p: &SweepPoint| match &p.traffic.arrivals {
             Arrivals::Script { requests } => requests.iter().map(|r| (r.prompt_tokens, r.max_tokens)).fold((0, 0), |a, b| (a.0.max(b.0), a.1.max(b.1))),
             _ => (p.spec.prompt_tokens, p.spec.max_tokens),
         };
         let ctx_per_slot = points.iter().map(longest).map(|(a, b)| (a + b) as usize).max().unwrap_or(1);
         let longest_prompt = points.iter().map(|p| longest(p).0 as usize).max().unwrap_or(1);
         let max_batch_tokens = self.max_batch_tokens.unwrap_or(crate::scheduler::batch_tokens_for(longest_prompt, slots));
-        if points.iter().any(|p| p.load.prefix_cache) {
+        if points.iter().any(|p| p.traffic.prefix_cache) {
             slots += 1;
         }
         LoadSpec { model_path, threads: self.threads, slots, ctx_per_slot, max_batch_tokens, gpu_layers: self.gpu_layers }
@@ -384,16 +384,16 @@ pub fn run_points(
     let mut model_changed: Option<String> = None;
     let mut saver = RunFileSaver::new(ctx.out.as_deref());
     for (index, point) in points.into_iter().enumerate() {
-        let SweepPoint { backend, policy, spec: point, load, repetition } = point;
+        let SweepPoint { backend, policy, spec: point, traffic, repetition } = point;
         if ctx.control.stop.load(std::sync::atomic::Ordering::Relaxed) {
             run.stopped = true;
             break;
         }
         observer.point_started(index, total, &backend, policy, &point);
         let mut config = plan.scheduler(policy, plan.max_batch_seqs.unwrap_or(point.concurrency), load_spec.max_batch_tokens);
-        config.prefix_cache = load.prefix_cache;
+        config.prefix_cache = traffic.prefix_cache;
         let fail = |why: String| {
-            let mut result = failed_point(&backend, policy, &point, why).with_load(&load);
+            let mut result = failed_point(&backend, policy, &point, why).with_traffic(&traffic);
             result.judge(plan.slo);
             result.repetition = repetition;
             result
@@ -440,7 +440,7 @@ pub fn run_points(
             }
         }
         let (_, w) = worker.as_mut().expect("set above");
-        if load.prefix_cache && !w.schedules_itself() && !w.info().capabilities.prefix_copy {
+        if traffic.prefix_cache && !w.schedules_itself() && !w.info().capabilities.prefix_copy {
             failed_points += 1;
             let why = format!("{backend}: this backend cannot copy a cached prefix between sequences (capability prefix_copy is false); run it with --prefix-cache off");
             finish_point(run, fail(why), printer, observer, &mut saver)?;
@@ -452,7 +452,7 @@ pub fn run_points(
             finish_point(run, fail(e.to_string()), printer, observer, &mut saver)?;
             continue;
         }
-        let shared = load.prefix_tokens > 0;
+        let shared = traffic.prefix_tokens > 0;
         // Every request of a backend's points (warm-ups included) gets a prompt of its own: a
         // server that caches prompts (llama-server, vLLM, SGLang) would otherwise answer a
         // repeated one from its cache and report a TTFT no new prompt gets. Each backend gets
@@ -467,14 +467,14 @@ pub fn run_points(
             crate::workload::prefixed_prompt(ctx.prompt, if shared { d.prefix_tokens } else { 0 }, d.prompt_tokens, variant)
         };
         w.reset_peak_rss();
-        let measured = run_point(w.as_mut(), &point, &load, &prompt, &ctx.stop_tokens, &ctx.control, observer);
+        let measured = run_point(w.as_mut(), &point, &traffic, &prompt, &ctx.stop_tokens, &ctx.control, observer);
         let peak_rss = w.peak_rss_mib();
         let by_server = w.schedules_itself();
         if measured.worker_error.is_some() {
             worker = None;
         }
         let stopped = measured.stopped;
-        let mut result = PointResult::from_run(&backend, policy, &point, measured).with_load(&load);
+        let mut result = PointResult::from_run(&backend, policy, &point, measured).with_traffic(&traffic);
         result.scheduled_by_server = by_server;
         result.judge(plan.slo);
         result.worker_peak_rss_mib = peak_rss;
@@ -623,8 +623,8 @@ mod tests {
         let points = plan(&["64..512", "512"]).points();
         let continuous: Vec<_> = points.iter().filter(|p| p.policy == Policy::Continuous).collect();
         assert_eq!(continuous.len(), 2);
-        assert_eq!((continuous[0].spec.prompt_tokens, continuous[0].load.prompt_tokens_from), (512, Some(64)));
-        assert_eq!((continuous[1].spec.prompt_tokens, continuous[1].load.prompt_tokens_from), (512, None));
+        assert_eq!((continuous[0].spec.prompt_tokens, continuous[0].traffic.prompt_tokens_from), (512, Some(64)));
+        assert_eq!((continuous[1].spec.prompt_tokens, continuous[1].traffic.prompt_tokens_from), (512, None));
     }
 
     #[test]
@@ -686,16 +686,16 @@ mod tests {
                                         for o in &outputs {
                                             let point = &points[i];
                                             i += 1;
-                                            assert_eq!((&point.backend, point.policy, point.load.prefix_cache, point.spec.concurrency), (backend, policy, cached, c));
+                                            assert_eq!((&point.backend, point.policy, point.traffic.prefix_cache, point.spec.concurrency), (backend, policy, cached, c));
                                             assert_eq!(point.repetition, (plan.repetitions > 1).then_some(r));
-                                            let rate = match point.load.arrivals {
+                                            let rate = match point.traffic.arrivals {
                                                 Arrivals::Poisson { rate } => Some(rate),
                                                 _ => None,
                                             };
                                             assert_eq!(rate, rates.get(a).copied());
                                             let back = |to: u32, from: Option<u32>| Length { from, to };
-                                            assert_eq!(back(point.spec.prompt_tokens, point.load.prompt_tokens_from), *p);
-                                            assert_eq!(back(point.spec.max_tokens, point.load.max_tokens_from), *o);
+                                            assert_eq!(back(point.spec.prompt_tokens, point.traffic.prompt_tokens_from), *p);
+                                            assert_eq!(back(point.spec.max_tokens, point.traffic.max_tokens_from), *o);
                                         }
                                     }
                                 }
@@ -715,8 +715,8 @@ mod tests {
         let points = s.points();
         assert_eq!(points.len(), 2);
         let (flat, deep) = (&points[0], &points[1]);
-        assert_eq!((flat.spec.prompt_tokens, flat.load.prompt_tokens_from, flat.load.prefix_tokens, flat.load.prefix_cache, flat.load.depth), (64, Some(16), 0, false, 0));
-        assert_eq!((deep.spec.prompt_tokens, deep.load.prompt_tokens_from, deep.load.prefix_tokens, deep.load.prefix_cache, deep.load.depth), (4160, Some(4112), 4096, true, 4096));
+        assert_eq!((flat.spec.prompt_tokens, flat.traffic.prompt_tokens_from, flat.traffic.prefix_tokens, flat.traffic.prefix_cache, flat.traffic.depth), (64, Some(16), 0, false, 0));
+        assert_eq!((deep.spec.prompt_tokens, deep.traffic.prompt_tokens_from, deep.traffic.prefix_tokens, deep.traffic.prefix_cache, deep.traffic.depth), (4160, Some(4112), 4096, true, 4096));
         // The context holds the depth, the prompt and the output; one more slot for the cache.
         assert_eq!(s.ctx_per_slot(), 4096 + 64 + 16);
         let load = s.load_spec_for("m".into(), &points);

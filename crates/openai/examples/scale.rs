@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lx_engine::backend::TokenId;
-use lx_engine::load::{run_closed_loop, PointSpec, Quiet, RunControl};
+use lx_engine::traffic::{run_closed_loop, PointSpec, Quiet, RunControl};
 use lx_engine::results::PointResult;
 use lx_engine::scheduler::Policy;
 use lx_engine::stats::Distribution;

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use lx_engine::backend::TokenId;
 use lx_engine::coordinator::WorkerError;
-use lx_engine::load::{run_closed_loop, PointRun, PointSpec, Quiet, RunControl};
+use lx_engine::traffic::{run_closed_loop, PointRun, PointSpec, Quiet, RunControl};
 use lx_engine::results::PointResult;
 use lx_engine::scheduler::{FinishReason, Policy};
 use lx_engine::target::Target;

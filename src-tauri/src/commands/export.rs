@@ -99,7 +99,7 @@ pub async fn export_png(app: AppHandle, request: Request<'_>) -> CmdResult<Optio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lx_engine::load::{PointRun, PointSpec};
+    use lx_engine::traffic::{PointRun, PointSpec};
     use lx_engine::scheduler::Policy;
 
     #[test]

@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lx_engine::backend::BackendInfo;
-use lx_engine::load::{Observer, PointSpec, RequestRecord, RunControl};
+use lx_engine::records::RequestRecord;
+use lx_engine::traffic::{Observer, PointSpec, RunControl};
 use lx_engine::printers::Printer;
 use lx_engine::results::{PointResult, RunFile, Slo};
 use lx_engine::scheduler::Policy;

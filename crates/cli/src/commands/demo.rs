@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use lx_engine::demo::{find, run_demo, Report, DEMOS};
-use lx_engine::load::RunControl;
+use lx_engine::traffic::RunControl;
 use lx_engine::results::RunFile;
 use lx_engine::workload::PromptBuilder;
 

@@ -4,7 +4,7 @@
 use std::io::Write;
 use clap::Args;
 use lx_engine::backend::TokenId;
-use lx_engine::load::{run_closed_loop, Observer, PointSpec, RunControl};
+use lx_engine::traffic::{run_closed_loop, Observer, PointSpec, RunControl};
 use lx_engine::scheduler::{Policy, SchedulerConfig};
 use lx_engine::tokenizer::PieceDecoder;
 

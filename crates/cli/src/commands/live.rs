@@ -92,7 +92,7 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
     let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
     settings.validate(model.context_length).map_err(anyhow::Error::msg)?;
 
-    let control = lx_engine::load::RunControl::default();
+    let control = lx_engine::traffic::RunControl::default();
     crate::commands::stop_on_ctrl_c(&control);
     let mut run = model.live_run_file(std::env::args().collect(), &settings);
     let live_model = model.live_model();

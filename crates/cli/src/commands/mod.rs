@@ -4,6 +4,7 @@ pub mod generate;
 pub mod hw;
 pub mod live;
 pub mod models;
+pub mod report;
 pub mod serve;
 pub mod show;
 pub mod sweep;
@@ -106,7 +107,7 @@ where
 
 /// First Ctrl-C: ask `control`'s run to stop after its bookkeeping, so what was measured is
 /// written. Second: leave at once (exit 130).
-pub fn stop_on_ctrl_c(control: &lx_engine::load::RunControl) {
+pub fn stop_on_ctrl_c(control: &lx_engine::traffic::RunControl) {
     let stop = control.stop.clone();
     let _ = ctrlc::set_handler(move || {
         if stop.swap(true, std::sync::atomic::Ordering::SeqCst) {

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use lx_engine::load::RunControl;
+use lx_engine::traffic::RunControl;
 use lx_engine::printers::{printer, Format};
 use lx_engine::results::{RunFile, Slo, READING_PACE_TPS};
 use lx_engine::scheduler::Policy;

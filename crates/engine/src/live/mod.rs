@@ -20,7 +20,7 @@
 //! happens rarely, and the requests in flight are then cancelled (reported, not counted).
 //!
 //! **What counts.** Every completed request is reported ([`LiveEvent::RequestDone`]) with its
-//! figures, as defined in [`crate::load::RequestRecord`]. A request is *settled* when nothing
+//! figures, as defined in [`crate::records::RequestRecord`]. A request is *settled* when nothing
 //! from another setting, backend or worker load overlapped it: it was not the first request
 //! after a load, every request in flight at its submit had the same setting, and the setting
 //! did not change while it ran. Only settled requests enter the per-setting summaries

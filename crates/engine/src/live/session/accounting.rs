@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 use super::rotation::Phase;
 use super::Session;
 use crate::live::{LiveEvent, SettingKey, SettingSummary, THROUGHPUT_WINDOW, TICK_EVERY};
-use crate::load::{PointRun, PointSpec, RequestRecord};
+use crate::records::RequestRecord;
+use crate::traffic::{PointRun, PointSpec};
 use crate::results::PointResult;
 use crate::stats::Distribution;
 

@@ -10,7 +10,7 @@ use super::Session;
 use crate::client::{Flight, Heard};
 use crate::coordinator::WorkerError;
 use crate::live::{LiveEvent, PrefillSpan, SettingKey, KEEP_PER_SETTING, LOOP_TICK};
-use crate::load::RequestRecord;
+use crate::records::RequestRecord;
 use crate::scheduler::{FinishReason, SchedEvent, WorkRequest};
 use crate::tokenizer::PieceDecoder;
 

@@ -1,11 +1,12 @@
 //! The reference loop for harness-overhead checks: our model code driven directly (one
 //! sequence, CPU, no engine, no step interface), so that the engine's figures for candle
-//! can be compared with what candle does with nothing in between.
+//! can be compared with what candle does with nothing in between. Shared by this crate's
+//! `bare` example and the CLI's `overhead` example (each includes it as a module).
 
 use candle_core::Device;
 use lx_engine::backend::{choose_greedy, BackendError, TokenId};
 
-use crate::{load_model, KvCache, Model, LoadOptions, RopeTable, Rows, WeightFormat};
+use lx_backend_candle::{load_model, KvCache, LoadOptions, Model, RopeTable, Rows, WeightFormat};
 
 /// One sequence over a model loaded on the CPU, with a cache of `ctx` positions.
 pub struct BareLoop {
@@ -15,7 +16,7 @@ pub struct BareLoop {
 }
 
 impl BareLoop {
-    /// Loads the model; call [`crate::set_thread_env`] first, as a worker does.
+    /// Loads the model; call `lx_backend_candle::set_thread_env` first, as a worker does.
     pub fn load(path: &std::path::Path, ctx: usize, layer_weights: WeightFormat) -> Result<Self, BackendError> {
         let device = Device::Cpu;
         let model = load_model(path, &device, LoadOptions { layer_weights })?;
