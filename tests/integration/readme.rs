@@ -45,3 +45,25 @@ fn show_refuses_what_it_cannot_print() {
     let full = lx(&["show", run]).ok().stdout();
     assert!(full.contains("| backend | policy | test | TTFT p50 ms |") && full.contains("mlx ran on CPU"), "{full}");
 }
+
+/// `lx report` writes one page per run, beside it by default, atomically; a missing or
+/// foreign file is a clear error and leaves no page behind.
+#[test]
+fn report_writes_a_page_beside_the_run_or_refuses_with_a_message() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the repository");
+    let dir = tempfile::tempdir().unwrap();
+    let run = dir.path().join("smollm2.json");
+    std::fs::copy(root.join("docs/results/smollm2-mlx-cpu-pp64-c1-4.json"), &run).unwrap();
+    let r = lx(&["report", run.to_str().unwrap()]).ok();
+    let page = std::fs::read_to_string(dir.path().join("smollm2.html")).expect("the page beside the run");
+    assert!(r.stderr().contains("smollm2.html (2 points"), "{}", r.stderr());
+    assert!(page.contains("<svg") && page.contains("mlx ran on CPU") && page.contains("Made by <code>lx report</code> from smollm2.json"));
+    let out = dir.path().join("sub/page.html");
+    lx(&["report", run.to_str().unwrap(), "-o", out.to_str().unwrap()]).ok();
+    assert_eq!(std::fs::read_to_string(&out).unwrap(), page, "the same run makes the same page");
+    lx(&["report", "/nonexistent/run.json"]).fails_with("cannot read /nonexistent/run.json");
+    let foreign = dir.path().join("other.json");
+    std::fs::write(&foreign, r#"{"schema": "something else"}"#).unwrap();
+    lx(&["report", foreign.to_str().unwrap()]).fails_with("is not a Latency Explorer run file");
+    assert!(!dir.path().join("other.html").exists());
+}

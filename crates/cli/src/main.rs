@@ -38,6 +38,9 @@ enum Cmd {
     /// Print a saved run's table again: all of it, some columns (--columns), or the summary of
     /// its repeated points (--repetitions).
     Show(commands::show::ShowArgs),
+    /// Write a saved run as one self-contained HTML page: charts with their ceilings, the
+    /// machine, the model and every point, for any browser, offline.
+    Report(commands::report::ReportArgs),
     /// Show one serving trade-off live: prompt-length, batching, static-vs-continuous,
     /// chunked-prefill, prefix-cache (--list). Exits 1 when the point did not hold.
     Demo(commands::demo::DemoArgs),
@@ -59,6 +62,7 @@ fn main() {
         Cmd::Demo(args) => commands::demo::run(args),
         Cmd::Compare(args) => commands::compare::run(args),
         Cmd::Show(args) => commands::show::run(args),
+        Cmd::Report(args) => commands::report::run(args),
         Cmd::Live(args) => commands::live::run(args),
         Cmd::Serve(args) => commands::serve::run(args),
         Cmd::Worker(args) => commands::worker::run(args),

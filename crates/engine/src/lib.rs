@@ -5,8 +5,8 @@
 //! ([`scheduler`]), runs it in a worker process ([`worker`], [`protocol`]), generates
 //! traffic ([`traffic`]) and stamps time on the client side ([`coordinator`], [`client`],
 //! [`records`]), and turns the stamps into distributions ([`stats`]), result files
-//! ([`results`]), tables ([`printers`]) and comparisons of runs ([`compare`]). It has no
-//! dependency on any backend library.
+//! ([`results`]), tables ([`printers`]), comparisons of runs ([`compare`]) and pages
+//! ([`report`]). It has no dependency on any backend library.
 
 pub mod backend;
 pub mod gguf;
@@ -27,6 +27,7 @@ pub mod printers;
 pub mod results;
 pub mod stamp;
 pub mod compare;
+pub mod report;
 pub mod repeats;
 pub mod roofline;
 pub mod probe;

@@ -135,7 +135,9 @@ pub fn markdown_columns(list: &str) -> Result<Vec<usize>, String> {
         .collect()
 }
 
-const MD_COLUMNS: [(&str, bool); 17] = [
+/// Every column of the markdown table (and the report's table): name, and whether it holds
+/// numbers (right-aligned).
+pub const MD_COLUMNS: [(&str, bool); 17] = [
     ("backend", false),
     ("policy", false),
     ("test", false),
@@ -155,6 +157,41 @@ const MD_COLUMNS: [(&str, bool); 17] = [
     ("errors", true),
 ];
 
+/// One point's cells, one per [`MD_COLUMNS`] entry.
+pub fn cells(p: &PointResult) -> [String; 17] {
+    [
+        p.backend.clone(),
+        p.policy_label(),
+        row_name(p),
+        num(&p.ttft_ms, p.ttft_ms.p50, 1),
+        num(&p.ttft_ms, p.ttft_ms.p95, 1),
+        num(&p.itl_ms, p.itl_ms.p50, 2),
+        num(&p.itl_ms, p.itl_ms.p99, 2),
+        num(&p.decode_tps, p.decode_tps.p50, 2),
+        num(&p.prefill_tps, p.prefill_tps.p50, 1),
+        format!("{:.2}", p.throughput_tps),
+        of_ceiling(p.decode_tps.p50, p.decode_tps.count, p.ceiling.as_ref().map(|c| (c.decode_tps, c.decode_bound))),
+        of_ceiling(p.prefill_tps.p50, p.prefill_tps.count, p.ceiling.as_ref().map(|c| (c.prefill_tps, c.prefill_bound))),
+        format!("{:.1}", p.requests_per_min),
+        percent(p.slo_met),
+        p.goodput_rpm.map_or("-".into(), |g| format!("{g:.1}")),
+        p.worker_peak_rss_mib.map_or("-".into(), |m| format!("{m:.0}")),
+        p.errors.to_string(),
+    ]
+}
+
+/// What the table needs said under it: where each backend ran, the limits the ceilings come
+/// from, a synthetic model, and every point's warnings.
+pub fn notes(run: &RunFile) -> Vec<String> {
+    let mut lines = device_lines(&run.backends);
+    lines.extend(limits_lines(run));
+    lines.extend(run.model.facts.synthetic_note().map(|note| format!("model: {note}")));
+    for p in &run.points {
+        lines.extend(p.warnings.iter().map(|w| format!("warning: {} {}: {w}", p.backend, row_name(p))));
+    }
+    lines
+}
+
 impl Printer for Markdown<'_> {
     fn point(&mut self, p: &PointResult) -> std::io::Result<()> {
         if !self.started {
@@ -164,25 +201,7 @@ impl Printer for Markdown<'_> {
             writeln!(self.out, "| {} |", names.join(" | "))?;
             writeln!(self.out, "| {} |", rule.join(" | "))?;
         }
-        let all = [
-            p.backend.clone(),
-            p.policy_label(),
-            row_name(p),
-            num(&p.ttft_ms, p.ttft_ms.p50, 1),
-            num(&p.ttft_ms, p.ttft_ms.p95, 1),
-            num(&p.itl_ms, p.itl_ms.p50, 2),
-            num(&p.itl_ms, p.itl_ms.p99, 2),
-            num(&p.decode_tps, p.decode_tps.p50, 2),
-            num(&p.prefill_tps, p.prefill_tps.p50, 1),
-            format!("{:.2}", p.throughput_tps),
-            of_ceiling(p.decode_tps.p50, p.decode_tps.count, p.ceiling.as_ref().map(|c| (c.decode_tps, c.decode_bound))),
-            of_ceiling(p.prefill_tps.p50, p.prefill_tps.count, p.ceiling.as_ref().map(|c| (c.prefill_tps, c.prefill_bound))),
-            format!("{:.1}", p.requests_per_min),
-            percent(p.slo_met),
-            p.goodput_rpm.map_or("-".into(), |g| format!("{g:.1}")),
-            p.worker_peak_rss_mib.map_or("-".into(), |m| format!("{m:.0}")),
-            p.errors.to_string(),
-        ];
+        let all = cells(p);
         let cells: Vec<&str> = self.columns.iter().map(|&c| all[c].as_str()).collect();
         writeln!(self.out, "| {} |", cells.join(" | "))?;
         for e in &p.error_messages {
@@ -198,12 +217,7 @@ impl Printer for Markdown<'_> {
         for line in repetitions_table(&run.points) {
             writeln!(self.out, "{line}")?;
         }
-        let mut lines = device_lines(&run.backends);
-        lines.extend(limits_lines(run));
-        lines.extend(run.model.facts.synthetic_note().map(|note| format!("model: {note}")));
-        for p in &run.points {
-            lines.extend(p.warnings.iter().map(|w| format!("warning: {} {}: {w}", p.backend, row_name(p))));
-        }
+        let lines = notes(run);
         if self.started && !lines.is_empty() {
             writeln!(self.out)?;
             for line in lines {
@@ -377,8 +391,8 @@ mod tests {
 
     fn point() -> PointResult {
         let spec = PointSpec { prompt_tokens: 512, max_tokens: 32, concurrency: 4, requests: 0, warmup: 0, stop_at_eos: false, top_logprobs: 0 };
-        let load = Traffic { arrivals: Arrivals::Poisson { rate: 2.0 }, prompt_tokens_from: Some(64), prefix_tokens: 48, prefix_cache: true, ..Default::default() };
-        let mut p = PointResult::from_run("llama", Policy::Chunked, &spec, PointRun::default()).with_load(&load);
+        let traffic = Traffic { arrivals: Arrivals::Poisson { rate: 2.0 }, prompt_tokens_from: Some(64), prefix_tokens: 48, prefix_cache: true, ..Default::default() };
+        let mut p = PointResult::from_run("llama", Policy::Chunked, &spec, PointRun::default()).with_traffic(&traffic);
         p.judge(Slo { ttft_ms: Some(1000.0), decode_tps: Some(4.5) });
         p
     }

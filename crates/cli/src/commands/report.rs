@@ -1,0 +1,28 @@
+//! `lx report RUN.json [-o PAGE.html]`: one saved run as a page to send to a colleague
+//! (lx_engine::report): charts, the machine, the model, the ceilings and every point, in one
+//! file that any browser opens without a network.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::Args;
+use lx_engine::results::{write_atomic, RunFile};
+
+#[derive(Args)]
+pub struct ReportArgs {
+    /// The run file (`lx sweep --out`, `lx live --out`, the app's saved runs).
+    run: PathBuf,
+    /// Where the page goes. Default: the run file's name with `.html`.
+    #[arg(short, long)]
+    out: Option<PathBuf>,
+}
+
+pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
+    let run = RunFile::read(&args.run)?;
+    let out = args.out.unwrap_or_else(|| args.run.with_extension("html"));
+    let source = args.run.file_name().map_or_else(|| args.run.display().to_string(), |f| f.to_string_lossy().into_owned());
+    let page = lx_engine::report::html(&run, &source);
+    write_atomic(&out, page.as_bytes()).with_context(|| format!("cannot write {}", out.display()))?;
+    eprintln!("wrote {} ({} points, {:.0} KB)", out.display(), run.points.len(), page.len() as f64 / 1e3);
+    Ok(0)
+}
