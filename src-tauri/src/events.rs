@@ -102,6 +102,8 @@ pub enum SweepEvent {
         limits: lx_engine::roofline::Limits,
         /// Weight bytes read per decode step.
         weight_bytes_per_step: u64,
+        /// Set when other programs ran beside the probe, so its limits read low.
+        busy: Option<String>,
     },
     /// No ceilings in this run, and why (the sweep goes on).
     NoCeilings {

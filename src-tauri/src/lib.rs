@@ -113,6 +113,7 @@ pub fn run() {
             // Live mode.
             commands::live::live_start,
             commands::live::live_update,
+            commands::live::live_ceiling,
             commands::live::live_retry,
             commands::live::live_preview_next,
             commands::live::live_stop,

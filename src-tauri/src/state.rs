@@ -31,6 +31,9 @@ pub struct Live {
     pub model: Arc<Model>,
     /// Backends as loaded (from `BackendStatus` events), for the run file.
     pub backends: Arc<Mutex<Vec<BackendInfo>>>,
+    /// What the readout's ceilings are computed from: this machine's limits and the model's
+    /// cost per token (`None` when the probe failed: live mode goes on without).
+    pub ceilings: Option<Ceilings>,
 }
 
 /// A sweep running on its own thread.
@@ -39,9 +42,22 @@ pub struct Sweep {
     pub thread: JoinHandle<()>,
 }
 
-/// What a live session measured, kept after it stops: per-setting results, the model, the
-/// settings last in force, and the backends that ran.
-pub type LiveResults = (Vec<PointResult>, Arc<Model>, LiveSettings, Vec<BackendInfo>);
+/// What a live session measured, kept after it stops.
+#[derive(Clone)]
+pub struct LiveResults {
+    /// One point per backend and setting.
+    pub points: Vec<PointResult>,
+    pub model: Arc<Model>,
+    /// The settings last in force.
+    pub settings: LiveSettings,
+    /// The backends that ran.
+    pub backends: Vec<BackendInfo>,
+    /// What the points' ceilings are computed from (see [`Live::ceilings`]).
+    pub ceilings: Option<Ceilings>,
+}
+
+/// This machine's limits and the model's cost per token.
+pub type Ceilings = (lx_engine::probe::Probe, lx_engine::roofline::ModelCost);
 
 /// Managed state (one per app).
 pub struct AppState {
@@ -106,19 +122,8 @@ impl Throttle {
 
 /// `run-2025-01-31T12-00-05Z.json`: sortable, unique per second, safe on every file system.
 pub fn run_file_name(prefix: &str, unix_s: u64) -> String {
-    let days = (unix_s / 86_400) as i64;
-    let secs = unix_s % 86_400;
-    // Civil date from days since 1970-01-01 (proleptic Gregorian).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{prefix}-{y:04}-{m:02}-{d:02}T{:02}-{:02}-{:02}Z.json", secs / 3600, secs % 3600 / 60, secs % 60)
+    let d = lx_engine::date::UtcDate::from_unix(unix_s);
+    format!("{prefix}-{:04}-{:02}-{:02}T{:02}-{:02}-{:02}Z.json", d.year, d.month, d.day, d.hour, d.minute, d.second)
 }
 
 #[cfg(test)]

@@ -3,7 +3,8 @@
 // Run by scripts/app-test under Xvfb. It starts tauri-driver (which starts
 // /usr/bin/WebKitWebDriver), opens a WebDriver session on the app binary, and:
 //   1. goes live on llama.cpp, moves the prompt slider to two lengths, and checks that the
-//      TTFT chart holds points for both, that the longer prompt's TTFT is larger, that the
+//      readout puts decode and throughput against the ceilings, that the TTFT chart holds
+//      points for both, that the longer prompt's TTFT is larger, that the
 //      preview text grows and that the reader marker moves; saves a screenshot;
 //   2. kills the worker process while live, checks that the app shows the crash, and that
 //      Retry brings live mode back; saves what live mode measured as a run file;
@@ -173,6 +174,15 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
 
     // A few settled requests at the short length.
     await until(`settled requests at ${short} tokens`, (p) => window.__lx.ttftPoints().filter((x) => x.promptTokens === p && x.settled).length, (n) => n >= 5, 600_000, [short]);
+    // The readout puts decode and throughput against this machine's ceilings (the probe ran
+    // before the first request: once per machine and build).
+    const ceilings = await until(
+      "the readout's ceilings",
+      () => ["readout-decode-ceiling", "readout-throughput-ceiling"].map((id) => document.querySelector(`[data-testid="${id}"]`).textContent),
+      (v) => v.every((t) => /^of ceiling: \d+% (memory|compute) \(/.test(t)),
+      120_000,
+    );
+    console.log(`readout: decode ${ceilings[0]}; throughput ${ceilings[1]}`);
 
     // The preview streams: its text grows, and the reader marker moves through it. Both are
     // judged within one request (a new preview starts over, which proves nothing), polled

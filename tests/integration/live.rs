@@ -33,6 +33,12 @@ fn live_runs_its_requests_and_keeps_the_memory_it_sampled() {
     assert_eq!(points.len(), 1, "one setting: {file}");
     let settled = points[0]["requests"].as_u64().unwrap();
     assert!(settled >= 30 && settled <= completed, "settled {settled} of {completed}");
+    // Its ceilings, as a sweep's: the machine's limits in the file, the setting's ceiling on
+    // the point (above what was measured), and the table's share of it.
+    assert!(file["limits"]["devices"][0]["memory_bytes_per_s"].as_f64().unwrap() > 1e9, "{}", file["limits"]);
+    let (decode, most) = (points[0]["decode_tps"]["p50"].as_f64().unwrap(), points[0]["ceiling"]["decode_tps"].as_f64().unwrap());
+    assert!(decode > 0.0 && decode < most, "decode p50 {decode} tok/s under a ceiling of {most}");
+    assert!(stdout.contains("% memory") || stdout.contains("% compute"), "the table's % of ceiling\n{stdout}");
     let samples = file["memory"].as_array().unwrap();
     assert!(!samples.is_empty(), "{file}");
     for s in samples {

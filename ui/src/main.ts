@@ -314,6 +314,26 @@ app.removeAttribute("aria-busy");
 // only when something changed, the curves only when a summary changed. Even that cost 8% of
 // llama.cpp's decode with its threads on every core, so "auto" threads leave the window a
 // core where there are no spare hyper-threads (src-tauri's app_threads; docs/APP.md).
+/** The readout's ceiling follows the setting and the backend measured: asked for again only
+ *  when either changed (or the backend finished loading). */
+let ceilingFor = "";
+function refreshCeiling() {
+  const backend = store.activeBackend();
+  const s = store.settings;
+  const key = store.running && backend && s ? `${backend}|${store.backends.get(backend)?.info?.device}|${s.promptTokens}|${s.maxTokens}|${s.concurrency}` : "";
+  if (key === ceilingFor) return;
+  ceilingFor = key;
+  if (!key || !backend) return void (readout.ceiling = null);
+  api.liveCeiling(backend).then(
+    (c) => {
+      if (ceilingFor === key) readout.ceiling = c;
+    },
+    () => {
+      if (ceilingFor === key) readout.ceiling = null;
+    },
+  );
+}
+
 const TICK_MS = 250;
 const CHARTS_MS = 1000;
 let drawnVersion = -1;
@@ -339,6 +359,7 @@ function update() {
         curveTtftCard.empty.hidden = ttftCurve.update() > 0;
         curveTpsCard.empty.hidden = tpsCurve.update() > 0;
       }
+      refreshCeiling();
       readout.update();
       hardware.update();
       banner.update(store.problems);

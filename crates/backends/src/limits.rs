@@ -49,6 +49,8 @@ pub fn limits(refresh: bool, measuring: &mut dyn FnMut()) -> anyhow::Result<Prob
     }
     let mut measured: Probe = serde_json::from_str(&out).map_err(|e| anyhow::anyhow!("the probe's answer is not a probe: {e}"))?;
     measured.key = key;
+    // Kept even when other work ran beside it (its tables say so, `Probe::busy_note`): a
+    // probe refused under load would be taken again under the same load by every run.
     probe::save(&path, &measured)?;
     Ok(measured)
 }

@@ -26,6 +26,7 @@ pub mod traffic;
 pub mod printers;
 pub mod results;
 pub mod stamp;
+pub mod date;
 pub mod compare;
 pub mod report;
 pub mod repeats;

@@ -262,7 +262,7 @@ fn of_ceiling(p50: f64, samples: u64, ceiling: Option<(f64, crate::roofline::Bou
 /// Under the table: the limits the ceilings were computed from.
 fn limits_lines(run: &RunFile) -> Vec<String> {
     let Some(probe) = &run.limits else { return Vec::new() };
-    probe
+    let mut lines: Vec<String> = probe
         .devices
         .iter()
         .map(|l| {
@@ -274,7 +274,9 @@ fn limits_lines(run: &RunFile) -> Vec<String> {
                 l.compute_method
             )
         })
-        .collect()
+        .collect();
+    lines.extend(probe.busy_note().map(|note| format!("warning: {note}")));
+    lines
 }
 
 /// Under the table: the device each backend ran on, and a warning for any that could have

@@ -77,9 +77,51 @@ pub struct Probe {
     /// Seconds the probe took.
     pub seconds: f64,
     pub devices: Vec<Limits>,
+    /// The share of the machine's CPU time that other programs used while it ran (Linux;
+    /// `None` elsewhere). Limits measured beside other work read low: above [`BUSY_SHARE`]
+    /// every table and page that shows them says so.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub others_cpu_share: Option<f64>,
+}
+
+/// Other programs' share of the CPU above which a probe's limits are said to read low.
+/// Measured on 2 cores: a build beside the probe gave 31 GB/s and an app starting its
+/// window 49 GB/s, where the idle machine reads 67.5 GB/s.
+pub const BUSY_SHARE: f64 = 0.1;
+
+/// CPU time so far, in clock ticks: the whole machine's busy time and total time (from
+/// `/proc/stat`), and this process's own (from `/proc/self/stat`). `None` off Linux.
+fn cpu_ticks() -> Option<(u64, u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let all: Vec<u64> = stat.lines().next()?.split_whitespace().skip(1).filter_map(|v| v.parse().ok()).collect();
+    // user nice system idle iowait irq softirq steal (guest time is inside user already).
+    let total: u64 = all.iter().take(8).sum();
+    let idle = all.get(3)? + all.get(4).copied().unwrap_or(0);
+    let own = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // The fields after the command name (which may hold spaces): utime and stime are the
+    // 12th and 13th of them.
+    let fields: Vec<&str> = own.get(own.rfind(')')? + 2..)?.split(' ').collect();
+    let own = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
+    Some((total - idle, total, own))
+}
+
+/// The share of the machine's CPU time between `before` and `after` that was neither idle
+/// nor this process's.
+fn others_share(before: (u64, u64, u64), after: (u64, u64, u64)) -> Option<f64> {
+    let (busy, total, own) = (after.0.checked_sub(before.0)?, after.1.checked_sub(before.1)?, after.2.checked_sub(before.2)?);
+    (total > 0).then(|| busy.saturating_sub(own) as f64 / total as f64)
 }
 
 impl Probe {
+    /// What to say of limits measured beside other work; `None` for a quiet probe.
+    pub fn busy_note(&self) -> Option<String> {
+        let share = self.others_cpu_share.filter(|&s| s > BUSY_SHARE)?;
+        Some(format!(
+            "other programs used {:.0}% of the CPU while these limits were measured, so they read low and the shares of them read high; `lx hw --limits --refresh` on an idle machine measures them again",
+            share * 100.0
+        ))
+    }
+
     /// The limits of the device a backend reported running on (`BackendInfo::device`):
     /// a CPU device's are the CPU's; a GPU's are absent until a GPU probe exists.
     pub fn for_device(&self, device: &str) -> Option<&Limits> {
@@ -122,13 +164,15 @@ pub fn cached(path: &Path, key: &str) -> Option<Probe> {
 /// rate (FLOP/s) and what measured it.
 pub fn measure(key: String, threads: usize, compute: &dyn Fn() -> anyhow::Result<(f64, String)>) -> anyhow::Result<Probe> {
     let started = Instant::now();
+    let ticks = cpu_ticks();
     let memory = read_bandwidth(threads, BANDWIDTH_BUFFER_BYTES, Duration::from_millis(1500));
     let (flops, method) = compute()?;
     Ok(Probe {
         key,
-        measured_unix_ms: std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64),
+        measured_unix_ms: crate::date::now_unix_ms(),
         seconds: started.elapsed().as_secs_f64(),
         devices: vec![Limits { device: format!("CPU ({threads} threads)"), memory_bytes_per_s: memory, compute_flops_per_s: flops, compute_method: method }],
+        others_cpu_share: ticks.zip(cpu_ticks()).and_then(|(a, b)| others_share(a, b)),
     })
 }
 
@@ -144,6 +188,28 @@ pub fn save(path: &Path, probe: &Probe) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn other_programs_share_of_the_cpu() {
+        // Of 1000 ticks, 700 busy, 600 of them ours: others used a tenth.
+        assert_eq!(others_share((100, 1000, 50), (800, 2000, 650)), Some(0.1));
+        assert_eq!(others_share((0, 0, 0), (0, 0, 0)), None);
+        // Counters never run backwards; if they seem to (a different boot), no answer.
+        assert_eq!(others_share((5, 10, 0), (4, 20, 0)), None);
+        #[cfg(target_os = "linux")]
+        {
+            let (busy, total, _) = cpu_ticks().expect("/proc/stat reads on Linux");
+            assert!(busy <= total && total > 0);
+            // Spinning for a while shows up as this process's own time, not others'.
+            let before = cpu_ticks().unwrap();
+            let t = Instant::now();
+            let mut x = 0u64;
+            while t.elapsed() < Duration::from_millis(300) {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+            assert!(cpu_ticks().unwrap().2 > before.2, "300 ms of spinning took no CPU time");
+        }
+    }
 
     #[test]
     fn sum_adds_every_word() {
@@ -193,7 +259,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = cache_path(dir.path());
         let limits = Limits { device: "CPU (1 threads)".into(), memory_bytes_per_s: 1.0e10 / 3.0, compute_flops_per_s: 1e9, compute_method: "given".into() };
-        let probe = Probe { key: "machine A".into(), measured_unix_ms: 1, seconds: 2.5, devices: vec![limits] };
+        let probe = Probe { key: "machine A".into(), measured_unix_ms: 1, seconds: 2.5, devices: vec![limits], others_cpu_share: None };
         save(&path, &probe).unwrap();
         // JSON keeps each figure to its shortest round-trip form; compare what identifies it.
         let again = cached(&path, "machine A").expect("cached");

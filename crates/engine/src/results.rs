@@ -267,10 +267,7 @@ impl RunFile {
     }
 
     pub fn new(command: Vec<String>, hardware: HardwareReport, model: ModelRecord, settings: serde_json::Value) -> Self {
-        let started_unix_ms = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0);
+        let started_unix_ms = crate::date::now_unix_ms();
         Self {
             schema: SCHEMA.into(),
             schema_version: SCHEMA_VERSION,
@@ -303,6 +300,15 @@ impl RunFile {
         let prompt = mean(point.traffic.prompt_tokens_from, point.prompt_tokens).saturating_sub(depth).max(1);
         let output = mean(point.traffic.max_tokens_from, point.max_tokens);
         Some(self.model_cost.as_ref()?.ceiling(limits, depth, prompt, output, point.concurrency))
+    }
+
+    /// Gives every point its ceiling ([`ceiling_for`](Self::ceiling_for)): for runs whose
+    /// points were summarised before the run had its limits (live mode's).
+    pub fn fill_ceilings(&mut self) {
+        let ceilings: Vec<_> = self.points.iter().map(|p| self.ceiling_for(p)).collect();
+        for (p, c) in self.points.iter_mut().zip(ceilings) {
+            p.ceiling = c;
+        }
     }
 
     /// Read a run file, refusing other schemas and newer versions.

@@ -51,7 +51,7 @@ fn save_dialog(app: &AppHandle, title: &str, filter: (&str, &str), file_name: &s
 #[tauri::command]
 pub async fn export_csv(app: AppHandle, state: State<'_, AppState>, source: ExportSource) -> CmdResult<Option<String>> {
     let points = match source {
-        ExportSource::Live => super::live::live_results(&state)?.0,
+        ExportSource::Live => super::live::live_results(&state)?.points,
         ExportSource::Sweep => super::sweep::last_run_points(&state)?,
     };
     if points.is_empty() {

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use lx_engine::backend::BackendInfo;
 use lx_engine::live::{LiveEvent, LiveSession, LiveSettings};
+use lx_engine::roofline::PointCeiling;
 use tauri::ipc::Channel;
 use tauri::State;
 
@@ -28,6 +29,11 @@ pub async fn live_start(state: State<'_, AppState>, mut settings: LiveSettings, 
     let model = state.model.lock().expect("poisoned").clone().ok_or(CmdError::NoModel)?;
     settings.validate(model.open.context_length).map_err(CmdError::Live)?;
     stop_session(&state).await?;
+    // The ceilings' basis, before any request is sent: the probe of this machine's limits
+    // runs once per machine and build (a few seconds, then cached), and never beside a
+    // measurement.
+    let path = model.open.path.clone();
+    let ceilings = blocking(move || lx_backends::limits::ceilings_basis(&path, &mut || {})).await?.ok();
 
     let backends: Arc<Mutex<Vec<BackendInfo>>> = Arc::default();
     let seen = Arc::clone(&backends);
@@ -45,7 +51,7 @@ pub async fn live_start(state: State<'_, AppState>, mut settings: LiveSettings, 
     });
     let spawner = state.spawner(&model);
     let session = LiveSession::start(settings.clone(), model.open.live_model(), spawner, sink).map_err(CmdError::Live)?;
-    *state.live.lock().expect("poisoned") = Some(Live { session, settings, model, backends });
+    *state.live.lock().expect("poisoned") = Some(Live { session, settings, model, backends, ceilings });
     Ok(())
 }
 
@@ -58,6 +64,20 @@ pub async fn live_update(state: State<'_, AppState>, mut settings: LiveSettings)
     live.session.update(settings.clone()).map_err(CmdError::Live)?;
     live.settings = settings;
     Ok(())
+}
+
+/// The most this machine allows at the live setting on `backend`'s device, what the readout's
+/// "% of ceiling" divides by: `None` before the backend has loaded, for a server (its device
+/// is not this machine's), for a GPU (no GPU probe yet) or without a probe.
+#[tauri::command]
+pub async fn live_ceiling(state: State<'_, AppState>, backend: String) -> CmdResult<Option<PointCeiling>> {
+    let live = state.live.lock().expect("poisoned");
+    let Some(live) = live.as_ref() else { return Ok(None) };
+    let Some((probe, cost)) = &live.ceilings else { return Ok(None) };
+    let backends = live.backends.lock().expect("poisoned");
+    let Some(limits) = backends.iter().find(|b| b.name == backend).and_then(|b| probe.for_device(&b.device)) else { return Ok(None) };
+    let s = &live.settings;
+    Ok(Some(cost.ceiling(limits, 0, s.prompt_tokens, s.max_tokens, s.concurrency)))
 }
 
 /// Start fresh workers for backends that failed or crashed.
@@ -88,9 +108,9 @@ async fn stop_session(state: &State<'_, AppState>) -> CmdResult<()> {
     let live = state.live.lock().expect("poisoned").take();
     if let Some(live) = live {
         let backends = live.backends.lock().expect("poisoned").clone();
-        let (model, settings) = (Arc::clone(&live.model), live.settings.clone());
-        let results = blocking(move || live.session.stop()).await?;
-        *state.last_live.lock().expect("poisoned") = Some((results, model, settings, backends));
+        let (model, settings, ceilings) = (Arc::clone(&live.model), live.settings.clone(), live.ceilings.clone());
+        let points = blocking(move || live.session.stop()).await?;
+        *state.last_live.lock().expect("poisoned") = Some(crate::state::LiveResults { points, model, settings, backends, ceilings });
     }
     Ok(())
 }
@@ -98,9 +118,9 @@ async fn stop_session(state: &State<'_, AppState>) -> CmdResult<()> {
 /// Live results so far (running session first, else the last one), with what produced them.
 pub(crate) fn live_results(state: &AppState) -> CmdResult<crate::state::LiveResults> {
     if let Some(l) = state.live.lock().expect("poisoned").as_ref() {
-        let results = l.session.results().map_err(CmdError::Live)?;
+        let points = l.session.results().map_err(CmdError::Live)?;
         let backends = l.backends.lock().expect("poisoned").clone();
-        return Ok((results, Arc::clone(&l.model), l.settings.clone(), backends));
+        return Ok(crate::state::LiveResults { points, model: Arc::clone(&l.model), settings: l.settings.clone(), backends, ceilings: l.ceilings.clone() });
     }
     state
         .last_live
@@ -114,7 +134,7 @@ pub(crate) fn live_results(state: &AppState) -> CmdResult<crate::state::LiveResu
 /// per backend and setting). Returns its path.
 #[tauri::command]
 pub async fn live_save(state: State<'_, AppState>) -> CmdResult<String> {
-    let (points, model, settings, backends) = live_results(&state)?;
+    let crate::state::LiveResults { points, model, settings, backends, ceilings } = live_results(&state)?;
     if points.is_empty() {
         return Err(CmdError::Live("no settled request yet: nothing to save".into()));
     }
@@ -122,7 +142,9 @@ pub async fn live_save(state: State<'_, AppState>) -> CmdResult<String> {
     blocking(move || -> CmdResult<String> {
         let mut run = model.open.live_run_file(vec!["latency-explorer".into(), "live".into()], &settings);
         run.backends = backends;
+        (run.limits, run.model_cost) = ceilings.unzip();
         run.points = points;
+        run.fill_ceilings();
         let path = dir.join(run_file_name("live", run.started_unix_ms / 1000));
         run.write_atomic(&path).map_err(|e| CmdError::Io(format!("{e:#}")))?;
         Ok(path.display().to_string())

@@ -233,7 +233,7 @@ pub async fn sweep_start(state: State<'_, AppState>, request: SweepRequest, on_e
                 match lx_backends::limits::ceilings_basis(&model.open.path, &mut || drop(on_event.send(SweepEvent::Probing))) {
                     Ok((limits, cost)) => {
                         if let Some(cpu) = limits.for_device("CPU") {
-                            let _ = on_event.send(SweepEvent::Ceilings { limits: cpu.clone(), weight_bytes_per_step: cost.weight_bytes_per_step });
+                            let _ = on_event.send(SweepEvent::Ceilings { limits: cpu.clone(), weight_bytes_per_step: cost.weight_bytes_per_step, busy: limits.busy_note() });
                         }
                         (run.limits, run.model_cost) = (Some(limits), Some(cost));
                     }

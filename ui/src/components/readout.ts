@@ -1,14 +1,22 @@
 /** The live readout: the current setting's p50/p95 TTFT, decode tok/s and throughput. */
 import { h, setText } from "../lib/dom";
 import { ms as fmtMs, num, tps as fmtTps } from "../lib/format";
+import type { PointCeiling } from "../ipc/types";
 import type { LiveStore } from "../lib/store";
 import { backendLabel } from "./charts";
+import { ofCeiling } from "./sweep";
 
 function tile(label: string, testid: string, hint: string) {
   const value = h("div", { class: "tile-value", "data-testid": testid }, "—");
   const sub = h("div", { class: "tile-sub" });
-  const el = h("div", { class: "tile", title: hint }, h("div", { class: "tile-label" }, label), value, sub);
-  return { el, value, sub };
+  const ceiling = h("div", { class: "tile-sub", "data-testid": `${testid}-ceiling` });
+  const el = h("div", { class: "tile", title: hint }, h("div", { class: "tile-label" }, label), value, sub, ceiling);
+  return { el, value, sub, ceiling };
+}
+
+/** "of ceiling: 34% memory (270 tok/s)": a figure against the most this machine allows. */
+function ceilingLine(value: number, most: number, bound: string): string {
+  return `of ceiling: ${ofCeiling(value, most, bound)} (${fmtTps(most)})`;
 }
 
 export class Readout {
@@ -19,6 +27,9 @@ export class Readout {
   private thr = tile("Throughput, all clients", "readout-throughput", "all output tokens ÷ wall time of the measured window");
   private flight = tile("In flight", "readout-inflight", "requests submitted and not yet finished");
   private caption = h("div", { class: "readout-caption muted" });
+  /** The most this machine allows at the live setting on the active backend's device
+   *  (`live_ceiling`); null without a probe, for a server, or before a backend loads. */
+  ceiling: PointCeiling | null = null;
 
   constructor(private store: LiveStore) {
     this.el = h("section", { class: "readout", "aria-label": "live readout" }, this.p50.el, this.p95.el, this.decode.el, this.thr.el, this.flight.el, this.caption);
@@ -33,6 +44,10 @@ export class Readout {
     this.p50.el.classList.toggle("instant", has && s.ttftMs.p50 < 1000);
     setText(this.decode.value, has ? fmtTps(s.decodeTps.p50) : "—");
     setText(this.decode.sub, has ? `p95 of slowest: ${fmtTps(s.decodeTps.min)} min` : "");
+    const c = has ? this.ceiling : null;
+    setText(this.decode.ceiling, c && has ? ceilingLine(s.decodeTps.p50, c.decode_tps, c.decode_bound) : "");
+    this.decode.ceiling.title = c ? "Decode reads every weight once per token, so one request is bound by memory bandwidth; requests decoding together share that read." : "";
+    setText(this.thr.ceiling, c && has && s.throughputTps > 0 ? ceilingLine(s.throughputTps, c.throughput_tps, c.decode_bound) : "");
     setText(this.thr.value, has && s.throughputTps > 0 ? fmtTps(s.throughputTps) : "—");
     const t = this.store.lastTick;
     setText(this.thr.sub, t?.throughputTps ? `now ${fmtTps(t.throughputTps)} (1 s window)` : "");

@@ -219,7 +219,7 @@ export class SweepPanel {
         setText(this.status, "measuring this machine's memory bandwidth and compute rate for the ceilings (once per machine and build)…");
         break;
       case "ceilings":
-        setText(this.ceilings, explainCeilings(e.limits, e.weightBytesPerStep));
+        setText(this.ceilings, explainCeilings(e.limits, e.weightBytesPerStep) + (e.busy ? ` Note: ${e.busy}.` : ""));
         break;
       case "noCeilings":
         setText(this.ceilings, `No ceilings in this run: ${e.message}`);

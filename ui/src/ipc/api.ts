@@ -12,6 +12,7 @@ import type {
   LiveEvent,
   LiveSettings,
   ModelInfo,
+  PointCeiling,
   ServerSpec,
   SweepEvent,
   SweepRequest,
@@ -33,6 +34,7 @@ export const pickModelFile = () => call<string | null>("pick_model_file");
 export const liveStart = (settings: LiveSettings, onBatch: (events: LiveEvent[]) => void) =>
   call<void>("live_start", { settings, onEvent: channel(onBatch) });
 export const liveUpdate = (settings: LiveSettings) => call<void>("live_update", { settings });
+export const liveCeiling = (backend: string) => call<PointCeiling | null>("live_ceiling", { backend });
 export const liveRetry = () => call<void>("live_retry");
 export const livePreviewNext = () => call<void>("live_preview_next");
 export const liveStop = () => call<void>("live_stop");

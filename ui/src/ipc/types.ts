@@ -358,7 +358,7 @@ export interface PointCeiling {
 export type SweepEvent =
   | { type: "started"; path: string; totalPoints: number; totalRequests: number }
   | { type: "probing" }
-  | { type: "ceilings"; limits: Limits; weightBytesPerStep: number }
+  | { type: "ceilings"; limits: Limits; weightBytesPerStep: number; busy: string | null }
   | { type: "noCeilings"; message: string }
   | { type: "loading"; backend: string }
   | { type: "loaded"; backend: string; info: BackendInfo; loadMs: number }

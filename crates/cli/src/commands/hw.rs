@@ -65,6 +65,9 @@ fn limits(json: bool, refresh: bool) -> anyhow::Result<i32> {
         println!("  compute      {:.1} GFLOP/s ({})", l.compute_flops_per_s / 1e9, l.compute_method);
     }
     println!("measured in {:.1} s; `lx hw --limits --refresh` measures again", probe.seconds);
+    if let Some(note) = probe.busy_note() {
+        println!("warning: {note}");
+    }
     Ok(0)
 }
 

@@ -58,6 +58,10 @@ pub struct LiveArgs {
     /// Write the run (one point per setting, and the memory samples) here, at the end.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Leave out the ceilings (the table's "% of ceiling" columns), and so the probe of this
+    /// machine's limits that a first run on a machine and build takes a few seconds for.
+    #[arg(long)]
+    no_ceilings: bool,
 }
 
 /// The share of the run counted as warm-up when memory growth is judged: allocators,
@@ -95,6 +99,11 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
     let control = lx_engine::traffic::RunControl::default();
     crate::commands::stop_on_ctrl_c(&control);
     let mut run = model.live_run_file(std::env::args().collect(), &settings);
+    // Before any request: the probe (when this machine and build have none yet) never runs
+    // beside a measurement.
+    if !args.no_ceilings && !settings.backends.iter().all(|b| servers.iter().any(|s| &s.name == b)) {
+        crate::commands::add_ceilings(&mut run, &model.path);
+    }
     let live_model = model.live_model();
     let (tx, events) = mpsc::channel();
     let sink = Box::new(move |batch: Vec<LiveEvent>| {
@@ -135,6 +144,7 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
         run.memory.push(closing);
     }
     run.points = session.stop();
+    run.fill_ceilings();
     run.stopped = matches!(ended, End::Stopped);
 
     let mut out = printer(args.format, Box::new(std::io::stdout()));

@@ -10,6 +10,16 @@ pub mod show;
 pub mod sweep;
 pub mod worker;
 
+/// Gives `run` what its points' ceilings are computed from: this machine's limits (probed
+/// once per machine and build, said on stderr) and the model's cost per token. Without them
+/// the run goes on, measured all the same, and says why on stderr.
+pub fn add_ceilings(run: &mut lx_engine::results::RunFile, model: &std::path::Path) {
+    match lx_backends::limits::ceilings_basis(model, &mut || eprintln!("measuring this machine's limits for the ceilings (once per machine and build)...")) {
+        Ok((limits, cost)) => (run.limits, run.model_cost) = (Some(limits), Some(cost)),
+        Err(e) => eprintln!("warning: no ceilings in this run: {e:#}"),
+    }
+}
+
 /// How the engine runs a backend: `lx serve` and `lx live` take these alike.
 #[derive(clap::Args)]
 pub struct EngineArgs {

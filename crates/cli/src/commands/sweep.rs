@@ -167,11 +167,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     let hardware = lx_backends::hardware_report();
     let mut run = RunFile::new(std::env::args().collect(), hardware, model.record(), serde_json::to_value(&plan)?);
     if !args.no_ceilings && plan.has_workers() {
-        match lx_backends::limits::ceilings_basis(&model.path, &mut || eprintln!("measuring this machine's limits for the ceilings (once per machine and build)...")) {
-            Ok((limits, cost)) => (run.limits, run.model_cost) = (Some(limits), Some(cost)),
-            // A sweep measures whether or not its ceilings can be drawn.
-            Err(e) => eprintln!("warning: no ceilings in this run: {e:#}"),
-        }
+        crate::commands::add_ceilings(&mut run, &model.path);
     }
     let mut ctx = model.sweep_context(&prompt, args.out.clone(), control);
     if !servers.is_empty() {

@@ -171,20 +171,8 @@ pub fn charts(points: &[PointResult]) -> Vec<Chart> {
 }
 
 /// A Unix time in ms as a UTC date and time (`2026-12-02 03:14 UTC`).
-pub fn utc(unix_ms: u64) -> String {
-    let secs = unix_ms / 1000;
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    // Civil date from days since 1970-01-01 (the proleptic Gregorian calendar).
-    let z = days as i64 + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02} {:02}:{:02} UTC", rem / 3600, rem % 3600 / 60)
+fn utc(unix_ms: u64) -> String {
+    crate::date::UtcDate::from_unix(unix_ms / 1000).minutes()
 }
 
 const STYLE: &str = "body{font:15px/1.45 system-ui,sans-serif;color:#1a1a1a;background:#fff;max-width:1100px;margin:2em auto;padding:0 1em}\
@@ -249,6 +237,9 @@ pub fn html(run: &RunFile, source: &str) -> String {
                 row(&mut o, &l.device, &format!("memory read {:.1} GB/s, compute {:.0} GFLOP/s ({})", l.memory_bytes_per_s / 1e9, l.compute_flops_per_s / 1e9, l.compute_method));
             }
             row(&mut o, "measured", &format!("{} in {:.1} s", utc(probe.measured_unix_ms), probe.seconds));
+            if let Some(note) = probe.busy_note() {
+                row(&mut o, "warning", &note);
+            }
             row(&mut o, "one decode step reads", &format!("{:.1} MB of weights, plus the KV cache at its position", cost.weight_bytes_per_step as f64 / 1e6));
             row(&mut o, "one prompt token costs", &format!("{:.2} GFLOP", cost.block_flops_per_token as f64 / 1e9));
             o.push_str("</dl><p>Decode reads every weight once per step, so one request's decode is bound by memory bandwidth; a prompt does many tokens' arithmetic per weight read, so prefill is bound by compute. A measurement near its ceiling has little left to gain on this machine.</p>");
