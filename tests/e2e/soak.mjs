@@ -2,9 +2,11 @@
 // Xvfb on the default model with llama.cpp until SOAK_REQUESTS requests have settled, and
 // samples the resident memory (RSS) of every process involved: the app, its WebKit web
 // and network processes (where the page's charts and tables live) and the worker. Prints
-// each process's memory after the warm-up (the first tenth of the session) and writes every
-// sample to SOAK_OUT, with the page's element count beside it (a leak of DOM nodes shows there
-// directly, whatever the garbage collector does).
+// each process's memory after the warm-up and writes every sample to SOAK_OUT, with the
+// page's element count beside it (a leak of DOM nodes shows there directly, whatever the
+// garbage collector does). The warm-up lasts until the page's buffers are full (it keeps
+// the last 20,000 settled requests for its charts: memory grows until then by design) and
+// at least a tenth of the session.
 //
 // The verdict compares floors, not end points: a garbage-collected heap is a sawtooth, so the
 // last sample says more about when the collector last ran than about growth. The time after the
@@ -12,22 +14,24 @@
 // window is more than SOAK_TOLERANCE above the lowest of the first. Exit status 1 on a failure.
 // Run by scripts/app-soak.
 //
-// Environment: LX_APP (required), SOAK_REQUESTS (10000), SOAK_PROMPT (16), SOAK_MAX (8),
-// SOAK_CONC (4), SOAK_EVERY_S (10), SOAK_TOLERANCE (0.05), SOAK_OUT, TAURI_DRIVER.
+// Environment: LX_APP (required unless SOAK_JUDGE), SOAK_REQUESTS (40000), SOAK_PROMPT (16), SOAK_MAX (8),
+// SOAK_CONC (4), SOAK_EVERY_S (10), SOAK_TOLERANCE (0.05), SOAK_OUT, SOAK_JUDGE (a
+// file SOAK_OUT wrote: judge it again, measure nothing), TAURI_DRIVER.
 
 import { spawnSync } from "node:child_process";
 import { existsSync, readFileSync, readdirSync, renameSync, writeFileSync } from "node:fs";
 import { goLiveOnLlama, openApp, sleep } from "./driver.mjs";
 
 const APP = process.env.LX_APP;
-const N = Number(process.env.SOAK_REQUESTS ?? 10000);
+const N = Number(process.env.SOAK_REQUESTS ?? 40000);
 const P = Number(process.env.SOAK_PROMPT ?? 16);
 const M = Number(process.env.SOAK_MAX ?? 8);
 const C = Number(process.env.SOAK_CONC ?? 4);
 const EVERY = Number(process.env.SOAK_EVERY_S ?? 10) * 1000;
 const TOL = Number(process.env.SOAK_TOLERANCE ?? 0.05);
 const OUT = process.env.SOAK_OUT;
-if (!APP || !existsSync(APP)) {
+const JUDGE = process.env.SOAK_JUDGE;
+if (!JUDGE && (!APP || !existsSync(APP))) {
   console.error(`LX_APP must name the built app (got ${APP})`);
   process.exit(2);
 }
@@ -66,45 +70,62 @@ function sample() {
 }
 
 const mib = (b) => `${(b / 2 ** 20).toFixed(1)} MiB`;
-const { driver, browser: b } = await openApp(APP, Number(process.env.LX_E2E_PORT ?? 4444));
-const samples = [];
-let verdict = 0;
-try {
-  await goLiveOnLlama(b, { prompt: P, concurrency: C, maxTokens: M });
-  const start = Date.now();
-  let settled = 0;
-  while (settled < N) {
-    if (Date.now() - start > 3 * 3600_000) throw new Error(`only ${settled} requests settled in 3 hours`);
-    await sleep(EVERY);
-    const page = await b.execute(() => ({
-      settled: [...window.__lx.store.summaries.values()].reduce((n, s) => n + s.requests, 0),
-      elements: document.getElementsByTagName("*").length,
-    }));
-    settled = page.settled;
-    const rss = sample();
-    if (!rss) throw new Error("the app is gone");
-    const at = (Date.now() - start) / 1000;
-    samples.push({ at_s: at, requests: settled, page_elements: page.elements, rss_bytes: rss });
-    console.error(`${at.toFixed(0).padStart(6)} s  ${String(settled).padStart(6)} requests  ${page.elements} elements  ${Object.entries(rss).map(([k, v]) => `${k} ${mib(v)}`).join(", ")}`);
+
+/** Drive the app live until N requests settled, sampling every EVERY ms. */
+async function measure() {
+  const { driver, browser: b } = await openApp(APP, Number(process.env.LX_E2E_PORT ?? 4444));
+  const samples = [];
+  try {
+    await goLiveOnLlama(b, { prompt: P, concurrency: C, maxTokens: M });
+    const start = Date.now();
+    let settled = 0;
+    while (settled < N) {
+      if (Date.now() - start > 3 * 3600_000) throw new Error(`only ${settled} requests settled in 3 hours`);
+      await sleep(EVERY);
+      const page = await b.execute(() => ({
+        settled: [...window.__lx.store.summaries.values()].reduce((n, s) => n + s.requests, 0),
+        elements: document.getElementsByTagName("*").length,
+        full: window.__lx.store.done.size === window.__lx.store.done.capacity,
+      }));
+      settled = page.settled;
+      const rss = sample();
+      if (!rss) throw new Error("the app is gone");
+      const at = (Date.now() - start) / 1000;
+      samples.push({ at_s: at, requests: settled, page_elements: page.elements, buffers_full: page.full, rss_bytes: rss });
+      console.error(`${at.toFixed(0).padStart(6)} s  ${String(settled).padStart(6)} requests  ${page.elements} elements  ${Object.entries(rss).map(([k, v]) => `${k} ${mib(v)}`).join(", ")}`);
+    }
+    await b.execute(() => document.querySelector('[data-testid="go-live"]').click());
+    await sleep(2000);
+  } finally {
+    await b.deleteSession().catch(() => undefined);
+    driver.kill();
+    // WebKitWebDriver does not always close the app (nor its worker, the same binary).
+    spawnSync("pkill", ["-f", APP]);
   }
-  await b.execute(() => document.querySelector('[data-testid="go-live"]').click());
-  await sleep(2000);
-} finally {
-  await b.deleteSession().catch(() => undefined);
-  driver.kill();
-  // WebKitWebDriver does not always close the app (nor its worker, the same binary).
-  spawnSync("pkill", ["-f", APP]);
+  return samples;
 }
 
+// SOAK_JUDGE=FILE judges a session written earlier (SOAK_OUT) instead of measuring one; in
+// files from before buffers_full was sampled, the buffer is full from CAPACITY_DONE requests.
+const CAPACITY_DONE = 20_000;
+const saved = JUDGE ? JSON.parse(readFileSync(JUDGE, "utf8")) : null;
+const samples = saved ? saved.memory.map((s) => ({ buffers_full: s.requests >= CAPACITY_DONE, ...s })) : await measure();
+const run = saved?.settings ?? { prompt_tokens: P, max_tokens: M, concurrency: C };
+let verdict = 0;
 const last = samples.at(-1);
-const after = last.at_s / 10;
+const full = samples.find((s) => s.buffers_full);
+if (!full) {
+  console.error("the page's buffers never filled: run longer (SOAK_REQUESTS) for a verdict");
+  process.exit(2);
+}
+const after = Math.max(last.at_s / 10, full.at_s);
 const steady = samples.filter((s) => s.at_s >= after);
 /** The lowest value in each quarter of a series (each quarter holds at least one value). */
 function floors(values) {
   const bound = (q) => Math.floor((q * values.length) / 4);
   return [0, 1, 2, 3].map((q) => Math.min(...values.slice(bound(q), Math.max(bound(q + 1), bound(q) + 1))));
 }
-console.log(`\n${last.requests} requests settled in ${(last.at_s / 60).toFixed(1)} min (llama.cpp, continuous, ${P}-token prompts, ${M} output tokens, ${C} clients); resident memory after the warm-up (from ${after.toFixed(0)} s), with the lowest sample of each quarter of that time:\n`);
+console.log(`\n${last.requests} requests settled in ${(last.at_s / 60).toFixed(1)} min (llama.cpp, continuous, ${run.prompt_tokens}-token prompts, ${run.max_tokens} output tokens, ${run.concurrency} clients); resident memory after the warm-up (from ${after.toFixed(0)} s: the page's buffers full, and a tenth of the session), with the lowest sample of each quarter of that time:\n`);
 console.log("| process | first | last | highest | floor, 1st quarter | 2nd | 3rd | 4th | floor change |");
 console.log("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
 for (const name of Object.keys(last.rss_bytes)) {
@@ -117,7 +138,7 @@ for (const name of Object.keys(last.rss_bytes)) {
 }
 const elements = steady.map((s) => s.page_elements);
 if (elements.length >= 4) console.log(`\npage elements: ${elements[0]} after the warm-up, ${elements.at(-1)} at the end, ${Math.max(...elements)} at most`);
-if (OUT) {
+if (OUT && !saved) {
   writeFileSync(`${OUT}.tmp`, JSON.stringify({ settings: { prompt_tokens: P, max_tokens: M, concurrency: C, backend: "llama", policy: "continuous" }, memory: samples }, null, 2));
   renameSync(`${OUT}.tmp`, OUT);
   console.log(`\nsamples written to ${OUT}`);
