@@ -328,15 +328,22 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     await fill('.sweep input[aria-label^="concurrencies"]', "2");
     await fill('.sweep input[aria-label^="arrival rates"]', "4");
     await fill('.sweep input[aria-label^="repetitions"]', "2");
+    // And the worker settings: no layers on a GPU, a shorter hang timeout (--gpu-layers 0
+    // --hang-timeout 60), which the run file's plan records.
+    await fill('.sweep input[aria-label^="layers offloaded"]', "0");
+    await fill('.sweep input[aria-label^="seconds of silence"]', "60");
     await (await browser.$('[data-testid="sweep-start"]')).click();
     await until("the open-loop sweep to finish", () => document.querySelector('[data-testid="sweep-status"]').textContent, (v) => /^Done/.test(v), 600_000);
     const labels = await browser.execute(() => [...document.querySelectorAll(".sweep table.points tbody tr td:nth-child(3)")].map((td) => td.textContent));
     assert.deepEqual(labels, ["24..32 #1", "24..32 #2"]);
     const open = JSON.parse(readFileSync(await browser.execute(() => document.querySelector(".sweep").dataset.runFile), "utf8"));
     assert.deepEqual(open.points.map((p) => [p.prompt_tokens, p.load.prompt_tokens_from, p.load.arrivals.rate, p.repetition, p.errors]), [[32, 24, 4, 1, 0], [32, 24, 4, 2, 0]]);
+    assert.equal(open.settings.gpu_layers, 0, JSON.stringify(open.settings));
     await shot("sweep-more-options");
     await fill('.sweep input[aria-label^="arrival rates"]', "");
     await fill('.sweep input[aria-label^="repetitions"]', "1");
+    await fill('.sweep input[aria-label^="layers offloaded"]', "");
+    await fill('.sweep input[aria-label^="seconds of silence"]', "");
 
     // A longer sweep, cancelled: the app says so and the run file is marked stopped.
     await fill('.sweep input[aria-label^="prompt lengths"]', "32, 64, 128, 256");

@@ -99,6 +99,15 @@ pub struct SweepRequest {
     pub repetitions: Option<usize>,
     #[serde(default)]
     pub stop_at_eos: bool,
+    /// Layers offloaded to the GPU (`None`: all that fit, `0`: none), as `--gpu-layers`.
+    #[serde(default)]
+    pub gpu_layers: Option<u32>,
+    /// Seconds of silence before a worker is given up (default 120), as `--hang-timeout`.
+    #[serde(default)]
+    pub hang_timeout_s: Option<f64>,
+    /// Leave out the ceilings and their probe, as `--no-ceilings`.
+    #[serde(default)]
+    pub no_ceilings: bool,
 }
 
 impl SweepRequest {
@@ -137,6 +146,7 @@ impl SweepRequest {
             slo: Slo { ttft_ms: self.slo_ttft_ms, decode_tps: self.slo_decode_tps.or(d.slo.decode_tps) },
             repetitions: self.repetitions.unwrap_or(d.repetitions),
             stop_at_eos: self.stop_at_eos,
+            gpu_layers: self.gpu_layers,
             ..d
         })
     }
@@ -213,7 +223,13 @@ pub async fn sweep_start(state: State<'_, AppState>, request: SweepRequest, on_e
     let plan = request.plan(&servers)?;
     plan.validate(Some(model.open.context_length)).map_err(CmdError::Sweep)?;
 
-    let control = RunControl::default();
+    let mut control = RunControl::default();
+    if let Some(s) = request.hang_timeout_s {
+        if !(s > 0.0 && s.is_finite()) {
+            return Err(CmdError::Sweep("the hang timeout must be a positive number of seconds".into()));
+        }
+        control.hang_timeout = std::time::Duration::from_secs_f64(s);
+    }
     let stop = Arc::clone(&control.stop);
     let hardware = lx_backends::hardware_report();
     let settings = serde_json::to_value(&plan).map_err(|e| CmdError::Sweep(e.to_string()))?;
@@ -225,11 +241,12 @@ pub async fn sweep_start(state: State<'_, AppState>, request: SweepRequest, on_e
 
     let spawn = state.spawner(&model);
     let out = path.clone();
+    let no_ceilings = request.no_ceilings;
     let thread = std::thread::Builder::new()
         .name("lx-sweep".into())
         .spawn(move || {
             let mut run = run;
-            if plan.has_workers() {
+            if plan.has_workers() && !no_ceilings {
                 match lx_backends::limits::ceilings_basis(&model.open.path, &mut || drop(on_event.send(SweepEvent::Probing))) {
                     Ok((limits, cost)) => {
                         if let Some(cpu) = limits.for_device("CPU") {
@@ -325,7 +342,8 @@ mod tests {
             "backends": ["candle"], "policies": ["chunked"], "promptTokens": ["64..512", "1024"], "concurrency": [4],
             "maxTokens": ["8..32"], "requests": 6, "depths": [0, 256], "rates": [1.5, 3.0], "maxInFlight": 8, "seed": 7, "durationS": 30.0,
             "prefixTokens": 32, "prefixCache": [false, true], "maxBatchSeqs": 2, "maxBatchTokens": 1024, "sloTtftMs": 500.0,
-            "sloDecodeTps": 10.0, "repetitions": 3, "chunkTokens": 128, "stopAtEos": true
+            "sloDecodeTps": 10.0, "repetitions": 3, "chunkTokens": 128, "stopAtEos": true, "gpuLayers": 0, "hangTimeoutS": 30.0,
+            "noCeilings": true
         }))
         .unwrap();
         let p = r.plan(&[]).unwrap();
@@ -336,6 +354,7 @@ mod tests {
         assert_eq!((p.max_batch_seqs, p.max_batch_tokens, p.repetitions, p.chunk_tokens, p.stop_at_eos), (Some(2), Some(1024), 3, 128, true));
         assert_eq!(p.slo, Slo { ttft_ms: Some(500.0), decode_tps: Some(10.0) });
         assert_eq!(p.depths, [0, 256]);
+        assert_eq!((p.gpu_layers, r.hang_timeout_s, r.no_ceilings), (Some(0), Some(30.0), true));
         // A depth fills and caches its own prefix: not with a shared prefix as well.
         assert!(p.validate(Some(4096)).unwrap_err().contains("--depth"));
         let p = SweepPlan { prefix_tokens: 0, prefix_cache: vec![false], ..p };

@@ -81,6 +81,9 @@ export class SweepPanel {
   private sloTtft = h("input", { type: "number", min: 1, value: "", placeholder: "none", "aria-label": "SLO: most TTFT, ms" }) as HTMLInputElement;
   private sloDecode = h("input", { type: "number", min: 0.1, step: 0.1, value: 4.5, "aria-label": "SLO: least decode rate, tokens per second" }) as HTMLInputElement;
   private stopAtEos = h("input", { type: "checkbox", "aria-label": "stop at end of sequence" }) as HTMLInputElement;
+  private gpuLayers = h("input", { type: "number", min: 0, value: "", placeholder: "all", "aria-label": "layers offloaded to the GPU" }) as HTMLInputElement;
+  private hangTimeout = h("input", { type: "number", min: 1, value: "", placeholder: "120", "aria-label": "seconds of silence before a worker is given up" }) as HTMLInputElement;
+  private noCeilings = h("input", { type: "checkbox", "aria-label": "leave out the ceilings" }) as HTMLInputElement;
   private policyBoxes = POLICIES.map((p) => h("input", { type: "checkbox", value: p, checked: p === "continuous" }) as HTMLInputElement);
   private startBtn = h("button", { type: "button", class: "primary", "data-testid": "sweep-start" }, "Run sweep");
   private cancelBtn = h("button", { type: "button", disabled: true, "data-testid": "sweep-cancel" }, "Cancel");
@@ -117,7 +120,7 @@ export class SweepPanel {
       h(
         "details",
         { class: "sweep-more", "data-testid": "sweep-more" },
-        h("summary", {}, "More options: depth, open loop, shared prefix, batch limits, SLO, repetitions"),
+        h("summary", {}, "More options: depth, open loop, shared prefix, batch limits, SLO, repetitions, GPU layers"),
         h(
           "div",
           { class: "sweep-form" },
@@ -135,7 +138,10 @@ export class SweepPanel {
           field("Chunk tokens (chunked)", this.chunk),
           field("SLO: TTFT ≤ ms", this.sloTtft),
           field("SLO: decode ≥ tok/s", this.sloDecode),
+          field("GPU layers", this.gpuLayers),
+          field("Hang timeout (s)", this.hangTimeout),
           h("label", { class: "sweep-check" }, this.stopAtEos, " stop at end of sequence"),
+          h("label", { class: "sweep-check" }, this.noCeilings, " no ceilings (skips the probe)"),
         ),
       ),
       this.formError,
@@ -189,6 +195,9 @@ export class SweepPanel {
       sloTtftMs: opt(this.sloTtft),
       sloDecodeTps: opt(this.sloDecode),
       stopAtEos: this.stopAtEos.checked,
+      gpuLayers: opt(this.gpuLayers),
+      hangTimeoutS: opt(this.hangTimeout),
+      noCeilings: this.noCeilings.checked,
     };
     this.table.replaceChildren();
     this.bar.value = 0;

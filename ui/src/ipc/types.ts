@@ -298,6 +298,9 @@ export interface SweepRequest {
   sloDecodeTps?: number | null;
   repetitions?: number | null;
   stopAtEos?: boolean;
+  gpuLayers?: number | null;
+  hangTimeoutS?: number | null;
+  noCeilings?: boolean;
 }
 
 export interface PointSpec {
