@@ -138,10 +138,40 @@ fn sweep_figures_are_sane() {
         assert!(cell.ends_with("% memory") || cell.ends_with("% compute"), "{cell:?} in {row}");
     }
     assert!(r.stdout().contains("ceilings from CPU"), "{}", r.dump());
+    sensed(&run, &r.stdout());
     let tput = |policy| point(&run, policy, 64, 4)["throughput_tps"].as_f64().unwrap();
     assert!(tput("continuous") > tput("serial"), "continuous ({}) should beat serial ({}) at concurrency 4", tput("continuous"), tput("serial"));
     eprintln!("throughput at c4 pp64: continuous {:.1} tok/s, serial {:.1} tok/s", tput("continuous"), tput("serial"));
     compare_runs(&out, &run);
+}
+
+/// The sensors of a real sweep: every point carries what they read over its window (or why
+/// nothing could be read), each unreadable source is said under the table, and no figure
+/// that cannot be read shows as a number.
+fn sensed(run: &Value, table: &str) {
+    let sensors = lx_engine::sensors::Sensors::open();
+    for p in run["points"].as_array().unwrap() {
+        let s = &p["sensors"];
+        assert_eq!(s["sources"].as_array().map_or(0, |a| a.len()) + s["not_available"].as_array().map_or(0, |a| a.len()), 3, "{s}");
+        assert!(s["sampler_cpu_share"].as_f64().unwrap() < 0.01, "{s}");
+        // The window is bounded by readings just outside it.
+        let trace = s["trace"].as_array().unwrap();
+        assert!(trace.first().unwrap()["t_ms"].as_f64().unwrap() <= 0.0 && trace.last().unwrap()["t_ms"].as_f64().unwrap() >= p["window_s"].as_f64().unwrap() * 1e3, "{s}");
+        if cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+            assert!(s["cpu_mhz"]["mean"].as_f64().unwrap() > 0.0, "{s}");
+        }
+        // Power only where energy can be read; otherwise none, never zero.
+        assert_eq!(s["power_w"].is_number(), sensors.not_available().iter().all(|m| !m.starts_with("CPU package power")) || sensors.sources().iter().any(|m| m.starts_with("NVIDIA")), "{s}");
+    }
+    for missing in sensors.not_available() {
+        assert!(table.contains(&format!("not available here: {}", missing.split(" (").next().unwrap())), "{missing} not said under the table:\n{table}");
+    }
+    let header: Vec<&str> = table.lines().find(|l| l.starts_with("| backend |")).unwrap().split(" | ").collect();
+    let power = header.iter().position(|c| *c == "power W").expect("power W column");
+    for row in table.lines().filter(|l| l.starts_with("| llama |")) {
+        let cell = row.split(" | ").nth(power).unwrap();
+        assert!(cell == "-" || cell.parse::<f64>().is_ok_and(|w| w > 0.0), "{cell:?} in {row}");
+    }
 }
 
 /// `lx compare` on a real run: against itself every ratio is 1 and nothing exceeds the
@@ -218,6 +248,30 @@ fn hw_reports_the_machine_and_backend_devices() {
     let build = if features.is_empty() { "CPU only (no GPU features)".to_string() } else { features.join(", ") };
     assert!(text.contains(&format!("build     {build}")), "{text}");
     assert!(!text.contains("built in CI") && !text.contains("tested in CI"), "{text}");
+}
+
+/// `lx hw --sensors`: every source read or said to be unavailable, readings over the time
+/// asked for, GPU values also in NVML's units, power only where it can be read.
+#[test]
+fn hw_sensors_reads_what_this_machine_exposes_and_says_what_it_does_not() {
+    let r = lx(&["hw", "--sensors", "--seconds", "0.6", "--json"]).ok();
+    let v: Value = serde_json::from_str(&r.stdout()).unwrap();
+    let (sources, missing) = (v["sources"].as_array().unwrap(), v["not_available"].as_array().unwrap());
+    assert_eq!(sources.len() + missing.len(), 3, "{v}");
+    let readings = v["readings"].as_array().unwrap();
+    // One at once, one every 250 ms, one at the end.
+    assert!((3..=5).contains(&readings.len()), "{v}");
+    assert_eq!(v["nvml_raw"].as_array().unwrap().len(), readings.len());
+    assert!(v["read_ms"].as_f64().unwrap() < 5.0, "{v}");
+    let has_power = sources.iter().any(|s| s.as_str().unwrap().starts_with("CPU package energy") || s.as_str().unwrap().starts_with("NVIDIA"));
+    assert_eq!(v["power_w"].is_number(), has_power, "{v}");
+    let text = lx(&["hw", "--sensors", "--seconds", "0.3"]).ok().stdout();
+    assert_eq!(text.contains("power       not available here"), !has_power, "{text}");
+    for m in missing {
+        assert!(text.contains(&format!("not here    {}", m.as_str().unwrap())), "{text}");
+    }
+    let bad = lx(&["hw", "--sensors", "--seconds", "0"]);
+    assert!(bad.stderr().contains("--seconds must be above 0"), "{}", bad.dump());
 }
 
 /// `lx hw --limits`: measured on first use in a fresh cache, then read back without

@@ -237,7 +237,7 @@ mod tests {
                 r
             })
             .collect();
-        let run = crate::traffic::PointRun { records, steps: Vec::new(), window_ms: 1000.0, worker_error: None, stopped: false };
+        let run = crate::traffic::PointRun { records, steps: Vec::new(), window_ms: 1000.0, worker_error: None, stopped: false, opened: None };
         let mut p = PointResult::from_run("llama", crate::scheduler::Policy::Continuous, &spec, run);
         p.throughput_tps = tps;
         p.repetition = Some(repetition);

@@ -359,7 +359,7 @@ mod tests {
             })
             .collect();
         let spec = PointSpec { prompt_tokens: 64, max_tokens: 4, concurrency: 1, requests: 1, warmup: 0, stop_at_eos: false, top_logprobs: 0 };
-        PointResult::from_run("hash", policy, &spec, PointRun { records, steps: Vec::new(), window_ms, worker_error: None, stopped: false })
+        PointResult::from_run("hash", policy, &spec, PointRun { records, steps: Vec::new(), window_ms, worker_error: None, stopped: false, opened: None })
     }
 
     fn labels(d: Demo) -> Vec<String> {

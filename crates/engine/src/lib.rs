@@ -32,6 +32,7 @@ pub mod report;
 pub mod repeats;
 pub mod roofline;
 pub mod probe;
+pub mod sensors;
 pub mod sweep;
 pub mod live;
 pub mod parity;

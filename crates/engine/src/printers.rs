@@ -137,7 +137,7 @@ pub fn markdown_columns(list: &str) -> Result<Vec<usize>, String> {
 
 /// Every column of the markdown table (and the report's table): name, and whether it holds
 /// numbers (right-aligned).
-pub const MD_COLUMNS: [(&str, bool); 17] = [
+pub const MD_COLUMNS: [(&str, bool); 20] = [
     ("backend", false),
     ("policy", false),
     ("test", false),
@@ -154,11 +154,15 @@ pub const MD_COLUMNS: [(&str, bool); 17] = [
     ("SLO met %", true),
     ("goodput req/min", true),
     ("peak RSS MiB", true),
+    ("power W", true),
+    ("J/token", true),
+    ("clock MHz", true),
     ("errors", true),
 ];
 
 /// One point's cells, one per [`MD_COLUMNS`] entry.
-pub fn cells(p: &PointResult) -> [String; 17] {
+pub fn cells(p: &PointResult) -> [String; 20] {
+    let sensed = |f: &dyn Fn(&crate::sensors::SensorSummary) -> Option<String>| p.sensors.as_ref().and_then(f).unwrap_or_else(|| "-".into());
     [
         p.backend.clone(),
         p.policy_label(),
@@ -176,6 +180,9 @@ pub fn cells(p: &PointResult) -> [String; 17] {
         percent(p.slo_met),
         p.goodput_rpm.map_or("-".into(), |g| format!("{g:.1}")),
         p.worker_peak_rss_mib.map_or("-".into(), |m| format!("{m:.0}")),
+        sensed(&|s| s.power_w.map(|w| format!("{w:.1}"))),
+        sensed(&|s| s.joules_per_token.map(|j| format!("{j:.3}"))),
+        sensed(&|s| s.clock_mhz().map(|m| format!("{m:.0}"))),
         p.errors.to_string(),
     ]
 }
@@ -185,9 +192,34 @@ pub fn cells(p: &PointResult) -> [String; 17] {
 pub fn notes(run: &RunFile) -> Vec<String> {
     let mut lines = device_lines(&run.backends);
     lines.extend(limits_lines(run));
+    lines.extend(sensor_lines(&run.points));
     lines.extend(run.model.facts.synthetic_note().map(|note| format!("model: {note}")));
     for p in &run.points {
         lines.extend(p.warnings.iter().map(|w| format!("warning: {} {}: {w}", p.backend, row_name(p))));
+    }
+    lines
+}
+
+/// Under the table: what the power, energy and clock columns were read from, what could not
+/// be read here, what reading cost, and every point that throttled.
+fn sensor_lines(points: &[PointResult]) -> Vec<String> {
+    let sensed: Vec<&crate::sensors::SensorSummary> = points.iter().filter_map(|p| p.sensors.as_ref()).collect();
+    let Some(first) = sensed.first() else { return Vec::new() };
+    let cost = sensed.iter().map(|s| s.sampler_cpu_share).fold(0.0, f64::max);
+    let mut lines = vec![format!(
+        "sensors, read every {} ms (at most {:.2}% of one core): {}",
+        crate::sensors::SAMPLE_EVERY.as_millis(),
+        cost * 100.0,
+        if first.sources.is_empty() { "none".to_string() } else { first.sources.join("; ") }
+    )];
+    if let Some(of) = sensed.iter().find(|s| !s.power_of.is_empty()).map(|s| s.power_of.join(" + ")) {
+        lines.push(format!("power W and J/token count {of} only; J/token is the window's energy ÷ its output tokens"));
+    }
+    lines.extend(first.not_available.iter().map(|m| format!("not available here: {m}")));
+    for p in points {
+        for t in p.sensors.iter().flat_map(|s| &s.throttling) {
+            lines.push(format!("warning: {} {}: throttling: {t}", p.backend, row_name(p)));
+        }
     }
     lines
 }
@@ -316,6 +348,7 @@ impl Printer for Csv<'_> {
             cols.extend(["throughput_tps", "requests_per_min", "window_s", "stopped"].map(String::from));
             cols.extend(["arrivals", "rate", "prompt_tokens_from", "max_tokens_from", "prefix_tokens", "prefix_cache", "slo_ttft_ms", "slo_decode_tps", "slo_met", "goodput_rpm"].map(String::from));
             cols.extend(["worker_peak_rss_mib", "repetition"].map(String::from));
+            cols.extend(["power_w", "energy_j", "joules_per_token", "tokens_per_s_per_w", "cpu_mhz", "gpu_mhz", "throttling"].map(String::from));
             writeln!(self.out, "{}", cols.join(","))?;
         }
         let mut vals = vec![
@@ -350,6 +383,16 @@ impl Printer for Csv<'_> {
             opt(p.goodput_rpm),
             opt(p.worker_peak_rss_mib),
             p.repetition.map_or(String::new(), |r| r.to_string()),
+        ]);
+        let s = p.sensors.as_ref();
+        vals.extend([
+            opt(s.and_then(|s| s.power_w)),
+            opt(s.and_then(|s| s.energy_j)),
+            opt(s.and_then(|s| s.joules_per_token)),
+            opt(s.and_then(|s| s.tokens_per_s_per_w)),
+            opt(s.and_then(|s| s.cpu_mhz).map(|c| c.mean)),
+            opt(s.and_then(|s| s.gpus.iter().find_map(|g| g.clock_mhz)).map(|c| c.mean)),
+            s.map_or(0, |s| s.throttling.len()).to_string(),
         ]);
         writeln!(self.out, "{}", vals.join(","))?;
         self.out.flush()
@@ -497,6 +540,41 @@ mod tests {
         assert!((ttft.mean - 110.0).abs() < 0.2 && (ttft.sd - 14.14).abs() < 0.2 && ttft.n == 2, "{ttft:?}");
         assert!(repetitions_table(&[point()]).is_empty());
         let csv = print(Format::Csv, &points[1]);
-        assert!(csv.lines().next().unwrap().ends_with(",repetition") && csv.lines().nth(1).unwrap().ends_with(",2"), "{csv}");
+        let (head, row): (Vec<&str>, Vec<&str>) = (csv.lines().next().unwrap().split(',').collect(), csv.lines().nth(1).unwrap().split(',').collect());
+        assert_eq!(row[head.iter().position(|h| *h == "repetition").unwrap()], "2", "{csv}");
+    }
+
+    #[test]
+    fn sensor_figures_fill_their_columns_and_say_what_they_count() {
+        let empty = tempfile::tempdir().unwrap();
+        let readings = (0..=8)
+            .map(|i| crate::sensors::Reading { t_ms: i as f64 * 250.0, cpu_mhz: Some(3000.0 - 100.0 * i as f64), cpu_energy_j: Some(0.045 * i as f64 * 250.0), gpus: vec![] })
+            .collect();
+        let trace = crate::sensors::Trace {
+            readings,
+            cost: std::time::Duration::from_micros(400),
+            span: std::time::Duration::from_secs(2),
+            sensors: crate::sensors::Sensors::open_at(empty.path(), empty.path(), Err("no NVIDIA driver library here".into())),
+        };
+        let mut p = point();
+        p.traffic.arrivals = Arrivals::Closed;
+        p.sensors = Some(crate::sensors::SensorSummary::of(&trace, 0.0, 2000.0, 450, true));
+        let row = cells(&p);
+        let col = |name: &str| row[MD_COLUMNS.iter().position(|c| c.0 == name).unwrap()].clone();
+        // 45 W for 2 s over 450 tokens: 0.2 J a token; the clock's mean over the window.
+        assert_eq!((col("power W"), col("J/token"), col("clock MHz")), ("45.0".into(), "0.200".into(), "2600".into()));
+        let lines = sensor_lines(std::slice::from_ref(&p));
+        let find = |start: &str| lines.iter().find(|l| l.starts_with(start)).unwrap_or_else(|| panic!("no '{start}' in {lines:?}")).clone();
+        assert_eq!(find("sensors, read every"), "sensors, read every 250 ms (at most 0.02% of one core): none");
+        assert_eq!(find("power W"), "power W and J/token count CPU packages only; J/token is the window's energy ÷ its output tokens");
+        assert!(find("not available here: CPU clock: ").len() > 30 && find("not available here: GPU power and clocks: ").ends_with("no NVIDIA driver library here"));
+        assert_eq!(find("warning: llama"), "warning: llama pp64..512+tg32 @ c4 prefix48 cached: throttling: CPU clock fell from 2950 to 2250 MHz (-24%) while the load was steady");
+        let csv = print(Format::Csv, &p);
+        let (head, row): (Vec<&str>, Vec<&str>) = (csv.lines().next().unwrap().split(',').collect(), csv.lines().nth(1).unwrap().split(',').collect());
+        let col = |name: &str| row[head.iter().position(|h| *h == name).unwrap()];
+        assert_eq!((col("power_w"), col("joules_per_token"), col("tokens_per_s_per_w"), col("gpu_mhz"), col("throttling")), ("45.0000", "0.2000", "5.0000", "", "1"));
+        // No sensors (a server): dashes, and nothing said.
+        assert_eq!(cells(&point())[MD_COLUMNS.len() - 2], "-");
+        assert!(sensor_lines(&[point()]).is_empty());
     }
 }

@@ -115,6 +115,10 @@ pub struct PointResult {
     /// `limits` and `model_cost`); absent for a server target or without a probe.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ceiling: Option<crate::roofline::PointCeiling>,
+    /// Power, energy per token, clocks and throttling over the measured window, from this
+    /// machine's sensors (absent for a server target, whose machine they do not see).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sensors: Option<crate::sensors::SensorSummary>,
 }
 
 impl PointResult {
@@ -167,6 +171,7 @@ impl PointResult {
             warnings,
             repetition: None,
             ceiling: None,
+            sensors: None,
         }
     }
 
@@ -403,7 +408,7 @@ mod tests {
 
     fn point(samples: Vec<RequestRecord>, window_ms: f64) -> PointResult {
         let spec = PointSpec { prompt_tokens: 16, max_tokens: 4, concurrency: 2, requests: samples.len(), warmup: 0, stop_at_eos: false, top_logprobs: 0 };
-        let run = PointRun { records: samples, steps: Vec::new(), window_ms, worker_error: None, stopped: false };
+        let run = PointRun { records: samples, steps: Vec::new(), window_ms, worker_error: None, stopped: false, opened: None };
         PointResult::from_run("hash", Policy::Continuous, &spec, run)
     }
 

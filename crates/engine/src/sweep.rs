@@ -383,6 +383,7 @@ pub fn run_points(
     let mut prompts_for: Option<String> = None;
     let mut model_changed: Option<String> = None;
     let mut saver = RunFileSaver::new(ctx.out.as_deref());
+    let mut sensors = Some(crate::sensors::Sensors::open());
     for (index, point) in points.into_iter().enumerate() {
         let SweepPoint { backend, policy, spec: point, traffic, repetition } = point;
         if ctx.control.stop.load(std::sync::atomic::Ordering::Relaxed) {
@@ -467,9 +468,22 @@ pub fn run_points(
             crate::workload::prefixed_prompt(ctx.prompt, if shared { d.prefix_tokens } else { 0 }, d.prompt_tokens, variant)
         };
         w.reset_peak_rss();
-        let measured = run_point(w.as_mut(), &point, &traffic, &prompt, &ctx.stop_tokens, &ctx.control, observer);
-        let peak_rss = w.peak_rss_mib();
         let by_server = w.schedules_itself();
+        // This machine's sensors say nothing of a server's machine.
+        let sampler = sensors.take().filter(|_| !by_server).map(|s| crate::sensors::Sampler::start(s, crate::sensors::SAMPLE_EVERY));
+        let measured = run_point(w.as_mut(), &point, &traffic, &prompt, &ctx.stop_tokens, &ctx.control, observer);
+        let sensed = sampler.and_then(|s| {
+            let trace = s.finish();
+            // No measured window (the warm-up failed): nothing to sum over.
+            let summary = measured.opened.map(|opened| {
+                let from = trace.sensors.ms(opened);
+                let tokens = measured.records.iter().filter(|r| r.ok()).map(|r| r.tokens.len()).sum();
+                crate::sensors::SensorSummary::of(&trace, from, from + measured.window_ms, tokens, !traffic.is_open())
+            });
+            sensors = Some(trace.sensors);
+            summary
+        });
+        let peak_rss = w.peak_rss_mib();
         if measured.worker_error.is_some() {
             worker = None;
         }
@@ -478,6 +492,7 @@ pub fn run_points(
         result.scheduled_by_server = by_server;
         result.judge(plan.slo);
         result.worker_peak_rss_mib = peak_rss;
+        result.sensors = sensed;
         result.repetition = repetition;
         if result.errors > 0 || (result.requests == 0 && !stopped) {
             failed_points += 1;

@@ -148,6 +148,8 @@ pub struct PointRun {
     pub steps: Vec<StepRecord>,
     /// Measured window: first measured submit to last completion, ms.
     pub window_ms: f64,
+    /// When the measured window's clock started (its first submit is at or after it).
+    pub opened: Option<Instant>,
     /// Set when the worker died or hung; the worker must then be replaced.
     pub worker_error: Option<String>,
     /// Set when the run was stopped by the user before it finished.
@@ -213,7 +215,7 @@ pub fn run_point(
         let warm_traffic = Traffic { arrivals: Arrivals::Closed, duration_s: None, ..traffic.clone() };
         let run = run_phase(worker, &warm, &warm_traffic, prompt, stop_tokens, control, &mut Quiet);
         if run.worker_error.is_some() || run.stopped {
-            return PointRun { records: Vec::new(), ..run };
+            return PointRun { records: Vec::new(), opened: None, ..run };
         }
     }
     run_phase(worker, spec, traffic, prompt, stop_tokens, control, observer)
@@ -230,7 +232,7 @@ fn run_phase(
 ) -> PointRun {
     let t0 = Instant::now();
     let ms = |at: Instant| at.saturating_duration_since(t0).as_secs_f64() * 1e3;
-    let mut run = PointRun::default();
+    let mut run = PointRun { opened: Some(t0), ..PointRun::default() };
     let mut clients: Clients<()> = Clients::default();
     let total = traffic.requests(spec);
     let open = traffic.is_open();

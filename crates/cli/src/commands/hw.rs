@@ -19,6 +19,14 @@ pub struct HwArgs {
     /// With --limits: measure again instead of using the cached figures.
     #[arg(long, requires = "limits")]
     refresh: bool,
+    /// Read this machine's power, clock and temperature sensors for a few seconds: what a
+    /// sweep's power W, J/token and clock MHz columns come from, and what is not available
+    /// here. With --json, GPU values are also given in NVML's own units (a recording).
+    #[arg(long, conflicts_with_all = ["check", "limits"])]
+    sensors: bool,
+    /// With --sensors: for how long, in seconds.
+    #[arg(long, requires = "sensors", default_value_t = 2.0)]
+    seconds: f64,
 }
 
 pub fn run(args: HwArgs) -> anyhow::Result<i32> {
@@ -27,6 +35,9 @@ pub fn run(args: HwArgs) -> anyhow::Result<i32> {
     }
     if args.limits {
         return limits(args.json, args.refresh);
+    }
+    if args.sensors {
+        return sensors(args.json, args.seconds);
     }
     let hw = lx_backends::hardware_report();
     if args.json {
@@ -68,6 +79,62 @@ fn limits(json: bool, refresh: bool) -> anyhow::Result<i32> {
     if let Some(note) = probe.busy_note() {
         println!("warning: {note}");
     }
+    Ok(0)
+}
+
+fn sensors(json: bool, seconds: f64) -> anyhow::Result<i32> {
+    use lx_engine::sensors::{power_between, Sensors, SAMPLE_EVERY};
+    anyhow::ensure!(seconds > 0.0 && seconds <= 3600.0, "--seconds must be above 0 and at most 3600");
+    let mut sensors = Sensors::open();
+    let end = std::time::Instant::now() + std::time::Duration::from_secs_f64(seconds);
+    let mut readings = Vec::new();
+    let mut raw = Vec::new();
+    let mut cost = std::time::Duration::ZERO;
+    loop {
+        let t = std::time::Instant::now();
+        readings.push(sensors.read());
+        cost += t.elapsed();
+        raw.push(sensors.last_gpu_raw().to_vec());
+        if std::time::Instant::now() >= end {
+            break;
+        }
+        std::thread::sleep(SAMPLE_EVERY.min(end.saturating_duration_since(std::time::Instant::now())));
+    }
+    let (first, last) = (&readings[0], &readings[readings.len() - 1]);
+    let power = power_between(first, last);
+    let per_read_ms = cost.as_secs_f64() * 1e3 / readings.len() as f64;
+    if json {
+        let out = serde_json::json!({
+            "sources": sensors.sources(),
+            "not_available": sensors.not_available(),
+            "read_ms": per_read_ms,
+            "power_w": power.as_ref().map(|p| p.0),
+            "power_of": power.as_ref().map(|p| p.1.clone()),
+            "readings": readings,
+            "nvml_raw": raw,
+        });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(0);
+    }
+    for s in sensors.sources() {
+        println!("reads       {s}");
+    }
+    for m in sensors.not_available() {
+        println!("not here    {m}");
+    }
+    let mhz: Vec<f64> = readings.iter().filter_map(|r| r.cpu_mhz).collect();
+    if !mhz.is_empty() {
+        println!("CPU clock   {:.0} MHz (mean of {} readings)", mhz.iter().sum::<f64>() / mhz.len() as f64, mhz.len());
+    }
+    for g in &last.gpus {
+        let f = |v: Option<f64>, unit: &str| v.map_or("-".to_string(), |v| format!("{v:.0} {unit}"));
+        println!("GPU {}       {}, {}, {}, {} busy{}", g.index, f(g.power_w, "W"), f(g.clock_mhz, "MHz"), f(g.temp_c, "°C"), f(g.util_pct, "%"), if g.held_back_by.is_empty() { String::new() } else { format!(", held back by {}", g.held_back_by.join(", ")) });
+    }
+    match power {
+        Some((w, of)) => println!("power       {w:.1} W over {seconds} s ({})", of.join(" + ")),
+        None => println!("power       not available here"),
+    }
+    println!("one reading took {per_read_ms:.3} ms");
     Ok(0)
 }
 

@@ -100,6 +100,7 @@ impl Session {
                     records: s.records.iter().cloned().collect(),
                     steps: Vec::new(),
                     window_ms: summary.window_s * 1e3,
+                    opened: None,
                     worker_error: None,
                     stopped: false,
                 };
