@@ -52,6 +52,16 @@ pub struct PointFigures {
     pub prefill_tps: Distribution,
     /// The most this setting allows on the device (`None`: no probe, or a server).
     pub ceiling: Option<lx_engine::roofline::PointCeiling>,
+    /// Mean power over the window of what this machine's sensors can read, W.
+    pub power_w: Option<f64>,
+    /// Energy ÷ output tokens, J.
+    pub joules_per_token: Option<f64>,
+    /// Mean clock (the first GPU's, else the CPU's), MHz.
+    pub clock_mhz: Option<f64>,
+    /// Throttling seen in the window.
+    pub throttling: Vec<String>,
+    /// What the sensors cannot read here, and why.
+    pub sensors_not_available: Vec<String>,
 }
 
 impl From<&PointResult> for PointFigures {
@@ -76,6 +86,11 @@ impl From<&PointResult> for PointFigures {
             depth: p.traffic.depth,
             prefill_tps: p.prefill_tps,
             ceiling: p.ceiling.clone(),
+            power_w: p.sensors.as_ref().and_then(|s| s.power_w),
+            joules_per_token: p.sensors.as_ref().and_then(|s| s.joules_per_token),
+            clock_mhz: p.sensors.as_ref().and_then(|s| s.clock_mhz()),
+            throttling: p.sensors.as_ref().map(|s| s.throttling.clone()).unwrap_or_default(),
+            sensors_not_available: p.sensors.as_ref().map(|s| s.not_available.clone()).unwrap_or_default(),
         }
     }
 }

@@ -183,6 +183,30 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
       120_000,
     );
     console.log(`readout: decode ${ceilings[0]}; throughput ${ceilings[1]}`);
+    // Under the tokens/s chart, the machine's clock over the same time, and power where this
+    // machine gives it (said to be not available otherwise, never drawn as zero).
+    const sensors = await until(
+      "the sensor strip's clock",
+      () => {
+        const opened = window.__lx.store.sensorsOpened;
+        const clock = window.__lx.sensorsSeries().find((s) => / clock$/.test(s.label));
+        return {
+          caption: document.querySelector('[data-testid="sensors-caption"]').textContent,
+          sources: opened?.sources ?? [],
+          missing: opened?.notAvailable ?? [],
+          clocks: clock ? clock.values.filter((v) => v !== null).length : 0,
+          labels: window.__lx.sensorsSeries().map((s) => s.label),
+        };
+      },
+      (v) => v.clocks >= 4,
+      60_000,
+    );
+    const hasPower = sensors.sources.some((s) => /^(CPU package energy|NVIDIA)/.test(s));
+    assert.equal(sensors.sources.length + sensors.missing.length, 3, JSON.stringify(sensors));
+    assert.match(sensors.caption, /clock [\d,]+ MHz/);
+    assert.equal(sensors.caption.includes("power: not available here"), !hasPower, sensors.caption);
+    assert.equal(sensors.labels.includes("power"), hasPower, JSON.stringify(sensors.labels));
+    console.log(`sensors: "${sensors.caption}"; ${sensors.clocks} clock readings drawn; not available: ${sensors.missing.join("; ")}`);
 
     // The preview streams: its text grows, and the reader marker moves through it. Both are
     // judged within one request (a new preview starts over, which proves nothing), polled
@@ -305,6 +329,21 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     assert.ok(shares.every((s) => /^\d+% (memory|compute)$/.test(s)), shares.join(", "));
     const why = await browser.execute(() => document.querySelector('[data-testid="sweep-ceilings"]').textContent);
     assert.match(why, /memory read \d+\.\d GB\/s.*Decode reads every weight once per token \(\d+ MB for this model\)/, why);
+    // Energy and clocks: each row's power W, J/token and clock MHz columns hold the run file's
+    // figures, a dash where this machine gives none, and what cannot be read is said once.
+    const sensorCells = await browser.execute(() => {
+      const heads = [...document.querySelectorAll(".sweep table.points thead th")].map((th) => th.textContent);
+      return [...document.querySelectorAll(".sweep table.points tbody tr")].map((r) => Object.fromEntries(["power W", "J/token", "clock MHz"].map((c) => [c, r.children[heads.indexOf(c)].textContent])));
+    });
+    run.points.forEach((p, i) => {
+      const cell = sensorCells[i];
+      assert.equal(cell["power W"].replace(/,/g, ""), p.sensors.power_w == null ? "—" : p.sensors.power_w.toFixed(1), JSON.stringify(cell));
+      assert.equal(cell["J/token"], p.sensors.joules_per_token == null ? "—" : p.sensors.joules_per_token.toFixed(3), JSON.stringify(cell));
+      if (p.sensors.cpu_mhz) assert.match(cell["clock MHz"], /^[\d,]+$/, JSON.stringify(cell));
+    });
+    const sensorNote = await browser.execute(() => document.querySelector('[data-testid="sweep-sensors"]').textContent);
+    for (const m of run.points[0].sensors.not_available ?? []) assert.ok(sensorNote.includes(`Not available here: ${m}.`), sensorNote);
+    console.log(`sweep sensors: ${JSON.stringify(sensorCells)}; ${sensorNote}`);
     // The curves show the sliders' setting: put them on the sweep's (32-token prompts, 8 out).
     await browser.execute(() => {
       for (const [id, v] of [["prompt-tokens", "32"], ["max-tokens", "8"]]) {

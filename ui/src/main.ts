@@ -8,6 +8,7 @@ import { inApp, toAppError } from "./ipc/core";
 import type { AppError, BackendAvailability, CatalogModel, FetchEvent, LiveSettings, ModelInfo } from "./ipc/types";
 import { Banner } from "./components/banner";
 import { backendLabel, TpsChart, TpsCurve, TtftChart, TtftCurve } from "./components/charts";
+import { SensorsStrip } from "./components/sensors";
 import type { Chart } from "./components/chart";
 import { Controls } from "./components/controls";
 import { HardwarePanel } from "./components/hardware";
@@ -160,11 +161,16 @@ function updateButtons() {
 async function goLive() {
   if (!model || starting) return;
   starting = true;
+  settingsWhileStarting = null;
   updateButtons();
   const settings = { ...controls.settings };
   store.beginSession(settings);
   try {
     await api.liveStart(settings, (batch) => store.apply(batch));
+    // Settings changed while the session was starting go to it now that it runs.
+    const changed = settingsWhileStarting;
+    settingsWhileStarting = null;
+    if (changed) await api.liveUpdate(changed);
   } catch (e) {
     store.running = false;
     problem(e);
@@ -203,10 +209,13 @@ csvBtn.addEventListener("click", async () => {
   }
 });
 
+/** The latest settings changed while Go live was starting its session (sent once it runs). */
+let settingsWhileStarting: LiveSettings | null = null;
 function onSettings(s: LiveSettings) {
   store.version++;
   updateButtons();
-  if (store.running) void api.liveUpdate(s).catch((e) => problem(e));
+  if (starting) settingsWhileStarting = s;
+  else if (store.running) void api.liveUpdate(s).catch((e) => problem(e));
 }
 
 const controls = new Controls(onSettings, {
@@ -248,6 +257,8 @@ const curveTpsCard = chartCard("Tokens/s against concurrency", "thick: throughpu
 
 const ttftChart = new TtftChart(ttftCard.host, store);
 const tpsChart = new TpsChart(tpsCard.host, store);
+const sensorsStrip = new SensorsStrip(store);
+tpsCard.card.append(sensorsStrip.el);
 const ttftCurve = new TtftCurve(curveTtftCard.host, store, current);
 const tpsCurve = new TpsCurve(curveTpsCard.host, store, current);
 const readout = new Readout(store);
@@ -352,6 +363,7 @@ function update() {
       lastCharts = t;
       ttftCard.empty.hidden = ttftChart.update() > 0;
       tpsCard.empty.hidden = tpsChart.update() > 0;
+      sensorsStrip.update();
       const s = controls.settings;
       const curvesSig = `${store.summaryVersion}|${s.promptTokens}|${s.concurrency}|${s.maxTokens}|${s.chunkTokens}`;
       if (curvesSig !== drawnCurves) {
@@ -421,6 +433,7 @@ window.__lx = {
   settings: () => controls.settings,
   ttftPoints: () => ttftChart.drawn,
   tpsPoints: () => tpsChart.drawn,
+  sensorsSeries: () => sensorsStrip.chart.series(),
   ttftChartData: () => ttftChart.chart.data(),
   curves: () => ({ ttft: ttftCurve.chart.series(), tps: tpsCurve.chart.series() }),
   backends: () => backends,

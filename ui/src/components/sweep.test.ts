@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { explainCeilings, ofCeiling, parseLengths, parseList, parseNumbers } from "./sweep";
+import type { PointFigures } from "../ipc/types";
+import { explainCeilings, ofCeiling, parseLengths, parseList, parseNumbers, sensorNotes } from "./sweep";
 
 describe("parseList", () => {
   it("reads comma or space separated whole numbers, once each", () => {
@@ -43,5 +44,18 @@ describe("ceilings", () => {
     const text = explainCeilings({ device: "CPU (2 threads)", memory_bytes_per_s: 67.5e9, compute_flops_per_s: 800e9, compute_method: "ggml Q4_K" }, 246.6e6);
     expect(text).toContain("memory read 67.5 GB/s, compute 800 GFLOP/s");
     expect(text).toContain("(247 MB for this model), so one request decodes at most 274 tok/s here: memory-bound");
+  });
+});
+
+describe("sensor notes", () => {
+  const point = (p: Partial<PointFigures>) => ({ backend: "llama", promptTokens: 512, concurrency: 4, throttling: [], sensorsNotAvailable: [], ...p }) as PointFigures;
+  it("say once what cannot be read here, and every point that throttled", () => {
+    const missing = ["CPU package power: no powercap/RAPL here", "GPU power and clocks: no NVIDIA driver library here"];
+    const notes = sensorNotes([point({ sensorsNotAvailable: missing }), point({ sensorsNotAvailable: missing, concurrency: 16, throttling: ["CPU clock fell from 3400 to 2800 MHz (-18%) while the load was steady"] })]);
+    expect(notes).toBe(
+      "Not available here: CPU package power: no powercap/RAPL here. Not available here: GPU power and clocks: no NVIDIA driver library here. " +
+        "Throttling: llama.cpp 512-token prompts at 16 clients: CPU clock fell from 3400 to 2800 MHz (-18%) while the load was steady.",
+    );
+    expect(sensorNotes([point({})])).toBe("");
   });
 });

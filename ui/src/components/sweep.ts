@@ -4,7 +4,7 @@
  */
 import { h, setText } from "../lib/dom";
 import { ms as fmtMs, num, tps as fmtTps } from "../lib/format";
-import type { AppError, Limits, Policy, SweepEvent, SweepRequest } from "../ipc/types";
+import type { AppError, Limits, PointFigures, Policy, SweepEvent, SweepRequest } from "../ipc/types";
 import { POLICIES } from "../ipc/types";
 import { backendLabel } from "./charts";
 
@@ -92,6 +92,8 @@ export class SweepPanel {
   private status = h("div", { class: "muted small", "data-testid": "sweep-status" });
   private ceilings = h("p", { class: "muted small", "data-testid": "sweep-ceilings" });
   private table = h("tbody", {});
+  private sensorNotes = h("p", { class: "muted small", "data-testid": "sweep-sensors" });
+  private sensorPoints: PointFigures[] = [];
   private formError = h("div", { class: "form-error", role: "alert" });
   running = false;
 
@@ -150,10 +152,11 @@ export class SweepPanel {
       h(
         "table",
         { class: "points" },
-        h("thead", {}, h("tr", {}, ...["backend", "policy", "prompt", "clients", "out", "TTFT p50", "TTFT p95", "decode p50", "throughput", "decode % of ceiling", "errors"].map((c) => h("th", {}, c)))),
+        h("thead", {}, h("tr", {}, ...["backend", "policy", "prompt", "clients", "out", "TTFT p50", "TTFT p95", "decode p50", "throughput", "decode % of ceiling", "power W", "J/token", "clock MHz", "errors"].map((c) => h("th", {}, c)))),
         this.table,
       ),
       this.ceilings,
+      this.sensorNotes,
     );
   }
 
@@ -200,6 +203,8 @@ export class SweepPanel {
       noCeilings: this.noCeilings.checked,
     };
     this.table.replaceChildren();
+    this.sensorPoints = [];
+    setText(this.sensorNotes, "");
     this.bar.value = 0;
     this.setRunning(true);
     setText(this.status, "starting…");
@@ -252,9 +257,12 @@ export class SweepPanel {
           h(
             "tr",
             { class: p.errors > 0 ? "has-errors" : "", title: p.errorMessages.join("\n") },
-            ...[backendLabel(p.backend), p.policy, lengthLabel(p.promptTokensFrom == null ? null : p.promptTokensFrom - p.depth, p.promptTokens - p.depth) + (p.depth ? ` d${p.depth}` : "") + (p.repetition ? ` #${p.repetition}` : ""), String(p.concurrency), lengthLabel(p.maxTokensFrom, p.maxTokens), ok ? fmtMs(p.ttftMs.p50) : "—", ok ? fmtMs(p.ttftMs.p95) : "—", ok ? fmtTps(p.decodeTps.p50) : "—", ok ? fmtTps(p.throughputTps) : "—", ok ? ofCeiling(p.decodeTps.p50, p.ceiling?.decode_tps, p.ceiling?.decode_bound) : "—", String(p.errors)].map((c) => h("td", {}, c)),
+            ...[backendLabel(p.backend), p.policy, lengthLabel(p.promptTokensFrom == null ? null : p.promptTokensFrom - p.depth, p.promptTokens - p.depth) + (p.depth ? ` d${p.depth}` : "") + (p.repetition ? ` #${p.repetition}` : ""), String(p.concurrency), lengthLabel(p.maxTokensFrom, p.maxTokens), ok ? fmtMs(p.ttftMs.p50) : "—", ok ? fmtMs(p.ttftMs.p95) : "—", ok ? fmtTps(p.decodeTps.p50) : "—", ok ? fmtTps(p.throughputTps) : "—", ok ? ofCeiling(p.decodeTps.p50, p.ceiling?.decode_tps, p.ceiling?.decode_bound) : "—", num(p.powerW, 1), num(p.joulesPerToken, 3), num(p.clockMhz)].map((c) => h("td", {}, c)),
+            h("td", {}, String(p.errors)),
           ),
         );
+        this.sensorPoints.push(p);
+        setText(this.sensorNotes, sensorNotes(this.sensorPoints));
         this.hooks.onPoint(e);
         break;
       }
@@ -271,6 +279,14 @@ export class SweepPanel {
         break;
     }
   }
+}
+
+/** Under the table: what the power and clock columns could not read here, and each point
+ * that throttled. */
+export function sensorNotes(points: PointFigures[]): string {
+  const missing = points.find((p) => p.sensorsNotAvailable.length)?.sensorsNotAvailable ?? [];
+  const throttled = points.flatMap((p) => p.throttling.map((t) => `${backendLabel(p.backend)} ${p.promptTokens}-token prompts at ${p.concurrency} clients: ${t}`));
+  return [...missing.map((m) => `Not available here: ${m}.`), ...throttled.map((t) => `Throttling: ${t}.`)].join(" ");
 }
 
 /** What the ceilings mean, in this machine's numbers. */

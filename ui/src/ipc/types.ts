@@ -156,6 +156,17 @@ export type LiveEvent =
       ttftP50Ms: number | null;
       ttftP95Ms: number | null;
     }
+  | { type: "sensorsOpened"; sources: string[]; notAvailable: string[]; everyMs: number }
+  | {
+      type: "sensors";
+      atMs: number;
+      cpuMhz: number | null;
+      gpuMhz: number | null;
+      tempC: number | null;
+      /** Since the previous reading; null where nothing gives power. */
+      powerW: number | null;
+      throttling: string[];
+    }
   | { type: "workerCrashed"; backend: string; reason: string; pid: number | null; atMs: number }
   | { type: "paused"; reason: string; atMs: number }
   | { type: "rejected"; message: string }
@@ -164,6 +175,8 @@ export type LiveEvent =
 export type RequestDone = Extract<LiveEvent, { type: "requestDone" }>;
 export type RequestStarted = Extract<LiveEvent, { type: "requestStarted" }>;
 export type Tick = Extract<LiveEvent, { type: "tick" }>;
+export type SensorReading = Extract<LiveEvent, { type: "sensors" }>;
+export type SensorsOpened = Extract<LiveEvent, { type: "sensorsOpened" }>;
 export type BackendStatus = Extract<LiveEvent, { type: "backendStatus" }>;
 
 /** `BackendAvailability`. */
@@ -337,6 +350,13 @@ export interface PointFigures {
   prefillTps: Distribution;
   /** The most this setting allows on the device; null: no probe of this machine, or a server. */
   ceiling: PointCeiling | null;
+  /** Mean power of what this machine's sensors read, W; null where nothing gives power. */
+  powerW: number | null;
+  joulesPerToken: number | null;
+  /** The first GPU's clock, else the CPU's, MHz. */
+  clockMhz: number | null;
+  throttling: string[];
+  sensorsNotAvailable: string[];
 }
 
 /** A device's measured limits (the engine's `roofline::Limits`). */

@@ -35,6 +35,8 @@ export const THEME = {
   prefill: "#f59e0b",
   decode: "#38bdf8",
   ceiling: "#f87171",
+  clock: "#a5b4fc",
+  power: "#fbbf24",
   bg: "#0f172a",
 };
 

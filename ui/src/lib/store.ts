@@ -10,6 +10,8 @@ import type {
   PointFigures,
   PrefillSpan,
   SettingKey,
+  SensorReading,
+  SensorsOpened,
   SettingSummary,
   Tick,
 } from "../ipc/types";
@@ -78,7 +80,7 @@ export interface Problem {
 
 export const keyId = (k: SettingKey) => `${k.backend}|${k.policy}|${k.promptTokens}|${k.concurrency}|${k.maxTokens}|${k.chunkTokens}`;
 
-export const CAPACITY = { done: 20_000, ticks: 10_000, timeline: 40 };
+export const CAPACITY = { done: 20_000, ticks: 10_000, timeline: 40, sensors: 10_000 };
 
 export class LiveStore {
   /** Bumped on every change: views redraw only when it moved. */
@@ -89,6 +91,9 @@ export class LiveStore {
   settings: LiveSettings | null = null;
   done = new RingBuffer<DonePoint>(CAPACITY.done);
   ticks = new RingBuffer<Tick>(CAPACITY.ticks);
+  /** The machine's sensor readings (clock, power), and what they can read here. */
+  sensors = new RingBuffer<SensorReading>(CAPACITY.sensors);
+  sensorsOpened: SensorsOpened | null = null;
   /** Latest summary per setting (kept across sessions: the curves build up). */
   summaries = new Map<string, SettingSummary>();
   /** Sweep points, for the curves. */
@@ -108,6 +113,8 @@ export class LiveStore {
     this.settings = settings;
     this.done.clear();
     this.ticks.clear();
+    this.sensors.clear();
+    this.sensorsOpened = null;
     this.inFlight.clear();
     this.finished.clear();
     this.preview = null;
@@ -268,6 +275,13 @@ export class LiveStore {
         this.seen(e.atMs, wallNow);
         this.ticks.push(e);
         this.lastTick = e;
+        break;
+      case "sensorsOpened":
+        this.sensorsOpened = e;
+        break;
+      case "sensors":
+        this.seen(e.atMs, wallNow);
+        this.sensors.push(e);
         break;
       case "workerCrashed":
         this.lastTick = null; // its in-flight counts are gone with it

@@ -212,6 +212,31 @@ pub enum LiveEvent {
         /// The current setting's p95 TTFT so far, ms.
         ttft_p95_ms: Option<f64>,
     },
+    /// Once, at the start: what this machine's sensors read and what is not available here.
+    SensorsOpened {
+        /// One line per source read.
+        sources: Vec<String>,
+        /// What cannot be read, and why.
+        not_available: Vec<String>,
+        /// How often they are read, ms.
+        every_ms: f64,
+    },
+    /// The newest sensor reading (at most one per tick, whatever the phase).
+    Sensors {
+        /// When it was read.
+        at_ms: f64,
+        /// Mean CPU clock, MHz.
+        cpu_mhz: Option<f64>,
+        /// The first GPU's SM clock, MHz.
+        gpu_mhz: Option<f64>,
+        /// The first GPU's temperature, °C.
+        temp_c: Option<f64>,
+        /// Power since the previous reading (CPU packages and GPUs that can be read), W.
+        power_w: Option<f64>,
+        /// Throttling now: a clock fallen over 10% while the load held steady, or a GPU's
+        /// clocks held back (power cap, thermal slowdown).
+        throttling: Vec<String>,
+    },
     /// A worker process died or hung; its requests in flight ended with `reason`.
     WorkerCrashed {
         /// Backend name.

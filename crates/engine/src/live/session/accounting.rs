@@ -118,6 +118,7 @@ impl Session {
         if now.duration_since(self.last_tick) >= TICK_EVERY {
             self.last_tick = now;
             self.tick(now);
+            self.sense();
         }
         if !self.batcher.due(now) {
             return;

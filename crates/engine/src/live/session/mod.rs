@@ -18,10 +18,12 @@ use crate::target::Spawner;
 mod accounting;
 mod requests;
 mod rotation;
+mod sensing;
 
 use accounting::{SettingStats, Stint};
 use requests::LiveRequest;
 use rotation::{Phase, LiveBackend};
+use sensing::Sensing;
 
 pub(super) struct Session {
     settings: LiveSettings,
@@ -55,6 +57,8 @@ pub(super) struct Session {
     last_tick: Instant,
     batcher: EventBatcher,
     paused_reported: bool,
+    /// This machine's sensors, read on their own thread (from `run`).
+    sensing: Option<Sensing>,
 }
 
 impl Session {
@@ -91,6 +95,7 @@ impl Session {
             last_tick: now,
             batcher,
             paused_reported: false,
+            sensing: None,
         }
     }
 
@@ -109,6 +114,9 @@ impl Session {
     pub(super) fn run(mut self) {
         let at_ms = self.now_ms();
         self.emit(LiveEvent::SettingsApplied { settings: self.settings.clone(), at_ms });
+        let (sensing, opened) = Sensing::start();
+        self.sensing = Some(sensing);
+        self.emit(opened);
         loop {
             if !self.commands() {
                 break;

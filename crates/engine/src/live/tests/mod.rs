@@ -198,6 +198,41 @@ fn keeps_n_clients_busy_and_reports_requests() {
 }
 
 #[test]
+fn the_machine_s_sensors_are_read_through_the_session_and_said_once() {
+    let (spawner, _f) = fakes(20, 2000);
+    let log = Log::default();
+    let session = LiveSession::start(LiveSettings { prompt_tokens: 64, max_tokens: 8, concurrency: 2, ..Default::default() }, model(), spawner, log.sink()).unwrap();
+    log.wait_for("a settled request", Duration::from_secs(5), done_settled(64));
+    let third = |e: &LiveEvent| matches!(e, LiveEvent::Sensors { .. });
+    let end = Instant::now() + Duration::from_secs(5);
+    while log.count(third) < 3 {
+        assert!(Instant::now() < end, "fewer than 3 sensor readings in 5 s");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(session);
+    let events = log.events();
+    let opened: Vec<&LiveEvent> = events.iter().filter(|e| matches!(e, LiveEvent::SensorsOpened { .. })).collect();
+    match opened.as_slice() {
+        [LiveEvent::SensorsOpened { sources, not_available, every_ms }] => {
+            assert_eq!(sources.len() + not_available.len(), 3, "{sources:?} {not_available:?}");
+            assert_eq!(*every_ms, crate::sensors::SAMPLE_EVERY.as_secs_f64() * 1e3);
+        }
+        other => panic!("one SensorsOpened expected: {other:?}"),
+    }
+    let times: Vec<f64> = events.iter().filter_map(|e| match e { LiveEvent::Sensors { at_ms, .. } => Some(*at_ms), _ => None }).collect();
+    assert!(times.windows(2).all(|w| w[1] > w[0]) && times[0] >= 0.0, "{times:?}");
+    let readings: Vec<&LiveEvent> = events.iter().filter(|e| third(e)).collect();
+    for e in readings {
+        let LiveEvent::Sensors { cpu_mhz, power_w, .. } = e else { unreachable!() };
+        if cfg!(all(target_os = "linux", target_arch = "x86_64")) {
+            assert!(cpu_mhz.is_some_and(|m| m > 0.0), "{e:?}");
+        }
+        // Power is a figure only where something gives it, and never negative.
+        assert!(power_w.is_none_or(|w| w >= 0.0), "{e:?}");
+    }
+}
+
+#[test]
 fn a_settings_change_applies_to_the_next_requests_within_200_ms() {
     // Prefill 50 µs per token: a 1024-token prompt takes ~50 ms longer than a 64-token one.
     let (spawner, f) = fakes(50, 1000);
