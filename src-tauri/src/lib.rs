@@ -121,6 +121,9 @@ pub fn run() {
             // Sweeps.
             commands::sweep::sweep_start,
             commands::sweep::sweep_cancel,
+            // Saved runs, overlaid on the charts.
+            commands::runs::run_open,
+            commands::runs::pick_run_file,
             // Exports.
             commands::export::export_csv,
             commands::export::export_png,

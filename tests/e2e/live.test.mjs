@@ -3,13 +3,16 @@
 // Run by scripts/app-test under Xvfb. It starts tauri-driver (which starts
 // /usr/bin/WebKitWebDriver), opens a WebDriver session on the app binary, and:
 //   1. goes live on llama.cpp, moves the prompt slider to two lengths, and checks that the
-//      readout puts decode and throughput against the ceilings, that the TTFT chart holds
+//      readout puts decode and throughput against the ceilings, that the sensor strip under
+//      the tokens/s chart draws the clock (and power, or says it is not available), that the TTFT chart holds
 //      points for both, that the longer prompt's TTFT is larger, that the
 //      preview text grows and that the reader marker moves; saves a screenshot;
 //   2. kills the worker process while live, checks that the app shows the crash, and that
 //      Retry brings live mode back; saves what live mode measured as a run file;
 //   3. runs a small sweep from the app (progress, table, run file), one with its "More
 //      options" (a drawn length, open-loop arrivals, repetitions), and cancels a longer one;
+//   3b. opens a saved run beside the curves (labelled by its machine, the file's own values),
+//      refuses a damaged and a newer-schema file with the reason, and takes the run off again;
 //   4. goes live on MLX where the build has it (screenshot), or finds it listed with the reason;
 //   5. adds an OpenAI-compatible server whose pace is known (tests/e2e/paced-server.mjs),
 //      measures it live alone (the policy greyed out: the server schedules itself) and checks
@@ -22,7 +25,7 @@
 // tests/e2e/artifacts), TAURI_DRIVER (default: tauri-driver on PATH or in ~/.cargo/bin).
 
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -394,6 +397,60 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     const cancelled = JSON.parse(readFileSync(await browser.execute(() => document.querySelector(".sweep").dataset.runFile), "utf8"));
     assert.equal(cancelled.stopped, true);
     assert.ok(cancelled.points.length < 8, `${cancelled.points.length} points after cancel`);
+  });
+
+  test("a saved run is overlaid on the charts, labelled by its machine; a damaged or newer file is refused", async () => {
+    // The checked-in ceilings run: llama.cpp and candle, prompts 64 and 512 at 1, 4 and 16
+    // clients, 32 output tokens. The sliders go to a setting it has (one client, 32 out).
+    const saved = path.resolve(import.meta.dirname, "../../docs/results/ceilings-llama-candle-pp64-512-c1-16.json");
+    const file = JSON.parse(readFileSync(saved, "utf8"));
+    await browser.execute(() => {
+      for (const [id, v] of [["prompt-tokens", "64"], ["max-tokens", "32"]]) {
+        const el = document.querySelector(`[data-testid="${id}"]`);
+        el.value = v;
+        el.dispatchEvent(new Event("change", { bubbles: true }));
+      }
+    });
+    const open = (p) => browser.execute((p) => window.__lx.openRun(p).then(() => "opened", (e) => `refused: ${e?.message ?? JSON.stringify(e)}`), p);
+    assert.equal(await open(saved), "opened");
+    const listed = await until("the saved run in the list", () => [...document.querySelectorAll('[data-testid="overlays"] li')].map((li) => li.textContent), (v) => v.length === 1);
+    const label = await browser.execute(() => window.__lx.store.overlays[0].label);
+    assert.ok(label.startsWith(file.hardware.gpus?.[0] ?? file.hardware.cpu.trim()) && label.endsWith(" UTC"), label);
+    assert.ok(listed[0].includes(label) && listed[0].includes(`${file.points.length} points`), listed[0]);
+    // Its curves: TTFT against prompt length at one client (64 and 512), tok/s against
+    // concurrency at 64-token prompts (1, 4, 16), each curve's values the file's own.
+    const curves = await until("the saved run's curves", () => window.__lx.curves(), (c) => c.ttft.some((s) => s.label.startsWith(`${label} · llama.cpp`)) && c.tps.some((s) => s.label.startsWith(`${label} · candle`)));
+    const mine = (list, what) => list.filter((s) => s.label.startsWith(`${label} · `) && s.label.endsWith(what));
+    const ttft = mine(curves.ttft, "llama.cpp · continuous")[0];
+    assert.ok(ttft, JSON.stringify(curves.ttft.map((s) => s.label)));
+    const want = file.points.filter((p) => p.backend === "llama" && p.concurrency === 1).map((p) => p.ttft_ms.p50).sort((a, b) => a - b);
+    assert.deepEqual(ttft.values.filter((v) => v !== null).sort((a, b) => a - b), want, JSON.stringify(ttft));
+    const tput = mine(curves.tps, "candle · continuous: throughput")[0];
+    assert.ok(tput, JSON.stringify(curves.tps.map((s) => s.label)));
+    const wantTput = file.points.filter((p) => p.backend === "candle" && p.prompt_tokens === 64).sort((a, b) => a.concurrency - b.concurrency).map((p) => p.throughput_tps);
+    assert.deepEqual(tput.values.filter((v) => v !== null), wantTput, JSON.stringify(tput));
+    // Its ceilings are its machine's: no ceiling line comes from it.
+    assert.ok(!curves.tps.some((s) => s.label.startsWith(label) && s.label.includes("ceiling")));
+    await browser.execute(() => document.querySelector('[data-testid="overlays"]').scrollIntoView());
+    await sleep(500);
+    await shot("saved-run-overlay");
+
+    // A damaged file, a newer schema and something else are refused with the reason, and
+    // nothing changes on the charts.
+    const dir = path.join(ARTIFACTS, "runs");
+    mkdirSync(dir, { recursive: true });
+    const text = readFileSync(saved, "utf8");
+    writeFileSync(path.join(dir, "cut.json"), text.slice(0, text.length / 2));
+    writeFileSync(path.join(dir, "newer.json"), JSON.stringify({ ...file, schema_version: 99 }));
+    for (const [name, why] of [["cut.json", "is not JSON"], ["newer.json", "has schema version 99; this build reads up to"]]) {
+      const said = await open(path.join(dir, name));
+      assert.ok(said.startsWith("refused: cannot open this run: ") && said.includes(why), said);
+    }
+    assert.equal(await browser.execute(() => window.__lx.store.overlays.length), 1);
+    // Taken off: its lines go.
+    await browser.execute(() => document.querySelector('[data-testid="overlays"] li button').click());
+    await until("the saved run's curves to go", () => window.__lx.curves(), (c) => !c.ttft.some((s) => s.label.includes(" UTC · ")) && !c.tps.some((s) => s.label.includes(" UTC · ")));
+    assert.equal(await browser.execute(() => document.querySelector('[data-testid="overlays"]').hidden), true);
   });
 
   test("MLX runs live where the build has it; elsewhere it is listed with the reason", async () => {

@@ -8,6 +8,7 @@ import { inApp, toAppError } from "./ipc/core";
 import type { AppError, BackendAvailability, CatalogModel, FetchEvent, LiveSettings, ModelInfo } from "./ipc/types";
 import { Banner } from "./components/banner";
 import { backendLabel, TpsChart, TpsCurve, TtftChart, TtftCurve } from "./components/charts";
+import { Overlays } from "./components/overlays";
 import { SensorsStrip } from "./components/sensors";
 import type { Chart } from "./components/chart";
 import { Controls } from "./components/controls";
@@ -258,6 +259,7 @@ const curveTpsCard = chartCard("Tokens/s against concurrency", "thick: throughpu
 const ttftChart = new TtftChart(ttftCard.host, store);
 const tpsChart = new TpsChart(tpsCard.host, store);
 const sensorsStrip = new SensorsStrip(store);
+const overlays = new Overlays(store, (e) => problem(e));
 tpsCard.card.append(sensorsStrip.el);
 const ttftCurve = new TtftCurve(curveTtftCard.host, store, current);
 const tpsCurve = new TpsCurve(curveTpsCard.host, store, current);
@@ -293,7 +295,7 @@ app.replaceChildren(
     { class: "topbar" },
     h("div", { class: "brand" }, h("span", { class: "logo", "aria-hidden": "true" }), "Latency Explorer"),
     h("div", { class: "model" }, h("label", { class: "muted small" }, "Model"), modelSelect, h("div", { class: "model-info" }, modelStatus, modelBar)),
-    h("div", { class: "actions" }, liveBtn, saveBtn, csvBtn),
+    h("div", { class: "actions" }, liveBtn, saveBtn, csvBtn, overlays.openBtn),
   ),
   h(
     "div",
@@ -306,6 +308,7 @@ app.replaceChildren(
       readout.el,
       h("div", { class: "grid2" }, ttftCard.card, tpsCard.card),
       h("div", { class: "grid2" }, preview.el, timeline.el),
+      overlays.el,
       h("div", { class: "grid2" }, curveTtftCard.card, curveTpsCard.card),
       h("div", { class: "grid2 wide-right" }, hardware.el, sweep.el),
     ),
@@ -434,6 +437,8 @@ window.__lx = {
   ttftPoints: () => ttftChart.drawn,
   tpsPoints: () => tpsChart.drawn,
   sensorsSeries: () => sensorsStrip.chart.series(),
+  openRun: (path: string) => overlays.openAt(path),
+  timeSeries: () => ({ ttft: ttftChart.chart.series().map((s) => s.label), tps: tpsChart.chart.series().map((s) => s.label) }),
   ttftChartData: () => ttftChart.chart.data(),
   curves: () => ({ ttft: ttftCurve.chart.series(), tps: tpsCurve.chart.series() }),
   backends: () => backends,

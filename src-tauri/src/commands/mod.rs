@@ -4,6 +4,7 @@
 pub mod export;
 pub mod live;
 pub mod models;
+pub mod runs;
 pub mod servers;
 pub mod sweep;
 pub mod system;

@@ -9,8 +9,8 @@ import { clock, ms as fmtMs } from "../lib/format";
 import { READING_BAND } from "../lib/reader";
 import { align, carryForward, reduceMinMax } from "../lib/reduce";
 import type { DonePoint, LiveStore } from "../lib/store";
-import { keyId } from "../lib/store";
-import type { Distribution, PointCeiling, Policy, SettingSummary } from "../ipc/types";
+import { curvePoint, keyId } from "../lib/store";
+import type { Distribution, PointCeiling, PointFigures, Policy, SettingSummary } from "../ipc/types";
 import { axes, Chart, dots, line } from "./chart";
 
 const LABEL: Record<string, string> = { llama: "llama.cpp", candle: "candle", mlx: "MLX" };
@@ -98,6 +98,16 @@ function shadeBand(u: uPlot, lo: number, hi: number, fill: string) {
   u.ctx.restore();
 }
 
+/** What saved runs measured at the live setting, as flat reference lines on a time chart:
+ * one per run and backend that has a point there. */
+function savedAtSetting(store: LiveStore, value: (p: PointFigures) => number) {
+  const s = store.settings;
+  if (!s) return [];
+  return store.overlayPointsAt(s).map(({ run, point }) => ({ label: `saved: ${run.label} · ${backendLabel(point.backend)}`, backend: point.backend, value: value(point) }));
+}
+
+const savedLine = (label: string, backend: string) => line(label, withAlpha(backendColor(backend), 0.6), { dash: [10, 4, 2, 4], width: 1.5 });
+
 /** TTFT over time: a dot per request (colour = backend), the p50 line and p95 band of the
  * setting in force, and the dashed 1 s "feels instant" line. */
 export class TtftChart {
@@ -118,11 +128,12 @@ export class TtftChart {
     const p50 = carryForward(x, ticks.map((t) => ({ t: t.atMs / 1000, v: t.ttftP50Ms })));
     const p95 = carryForward(x, ticks.map((t) => ({ t: t.atMs / 1000, v: t.ttftP95Ms })));
     const instant = x.map(() => 1000);
-    const data = [x, ...cols.slice(0, names.length), p50, p95, instant] as uPlot.AlignedData;
+    const saved = savedAtSetting(this.store, (p) => p.ttftMs.p50);
+    const data = [x, ...cols.slice(0, names.length), p50, p95, instant, ...saved.map((r) => x.map(() => r.value))] as uPlot.AlignedData;
     this.drawn = drawn;
     const k = names.length;
     this.chart.render({
-      sig: sigOf(names),
+      sig: sigOf([...names, ...saved.map((r) => r.label)]),
       data,
       options: (width, height) => ({
         ...frame(width, height, "time", "time since Go live", "TTFT", (v) => fmtMs(v)),
@@ -132,6 +143,7 @@ export class TtftChart {
           line("p50 (this setting)", THEME.p50, { width: 1.5, spanGaps: false }),
           line("p95", withAlpha("#e2e8f0", 0.35), { width: 1, spanGaps: false }),
           line("1 s: feels instant", THEME.instant, { dash: [6, 5], width: 1.5 }),
+          ...saved.map((r) => savedLine(`${r.label} p50`, r.backend)),
         ],
         bands: [{ series: [k + 2, k + 1], fill: THEME.p95Band }],
       }),
@@ -156,10 +168,11 @@ export class TpsChart {
     const thr = reduceMinMax(ticks.map((t) => t.atMs / 1000), ticks.map((t) => t.throughputTps), buckets);
     const [x, ...cols] = align([...series, thr]);
     const pace = x.map(() => (READING_BAND[0] + READING_BAND[1]) / 2);
-    const data = [x, ...cols, pace] as uPlot.AlignedData;
+    const saved = savedAtSetting(this.store, (p) => p.throughputTps);
+    const data = [x, ...cols, pace, ...saved.map((r) => x.map(() => r.value))] as uPlot.AlignedData;
     this.drawn = drawn;
     this.chart.render({
-      sig: sigOf(names),
+      sig: sigOf([...names, ...saved.map((r) => r.label)]),
       data,
       options: (width, height) => ({
         ...frame(width, height, "time", "time since Go live", "tokens/s"),
@@ -168,6 +181,7 @@ export class TpsChart {
           ...names.map((n) => dots(`${backendLabel(n)} decode (per request)`, backendColor(n), 4)),
           line("throughput (all clients)", THEME.throughput, { width: 2 }),
           line("human reading pace (band 4-5 tok/s)", THEME.readingLine, { width: 1, dash: [3, 3] }),
+          ...saved.map((r) => savedLine(`${r.label} throughput`, r.backend)),
         ],
         // The 4-5 tok/s band is shaded under everything else.
         hooks: { drawClear: [(u: uPlot) => shadeBand(u, READING_BAND[0], READING_BAND[1], THEME.reading)] },
@@ -186,10 +200,14 @@ interface CurvePoint {
 }
 
 /** Summaries and sweep points by backend+policy, at the settings the curve holds fixed. */
-function curves(store: LiveStore, keep: (k: { promptTokens: number; concurrency: number; maxTokens: number; chunkTokens: number; policy: Policy }) => boolean, xOf: (k: { promptTokens: number; concurrency: number }) => number, yDist: "ttftMs" | "decodeTps") {
+/** The settings a curve is drawn at; `chunkTokens` is null for a saved run's point (its
+ * file keeps the chunk size per run, not per point). */
+type CurveKey = { promptTokens: number; concurrency: number; maxTokens: number; chunkTokens: number | null; policy: Policy };
+
+function curves(store: LiveStore, keep: (k: CurveKey) => boolean, xOf: (k: { promptTokens: number; concurrency: number }) => number, yDist: "ttftMs" | "decodeTps") {
   const groups = new Map<string, Map<number, CurvePoint>>();
-  const add = (backend: string, policy: Policy, x: number, dist: Distribution, throughput: number, ceiling: PointCeiling | null) => {
-    const g = `${backend}|${policy}`;
+  const add = (backend: string, policy: Policy, x: number, dist: Distribution, throughput: number, ceiling: PointCeiling | null, saved = "") => {
+    const g = `${backend}|${policy}|${saved}`;
     let m = groups.get(g);
     if (!m) groups.set(g, (m = new Map()));
     m.set(x, { x, dist, throughput, ceiling: ceiling ?? m.get(x)?.ceiling ?? null });
@@ -202,12 +220,27 @@ function curves(store: LiveStore, keep: (k: { promptTokens: number; concurrency:
   for (const s of store.summaries.values() as Iterable<SettingSummary>) {
     if (s.requests > 0 && keep({ ...s.key })) add(s.key.backend, s.key.policy, xOf(s.key), s[yDist], s.throughputTps, null);
   }
+  // Saved runs: their own curves, labelled by machine. Their ceilings are their machine's,
+  // not this one's: no ceiling line from them.
+  for (const run of store.overlays) {
+    for (const p of run.points) {
+      if (p.requests > 0 && curvePoint(p) && keep({ ...p, chunkTokens: null })) add(p.backend, p.policy, xOf(p), p[yDist], p.throughputTps, null, run.label);
+    }
+  }
   const names = [...groups.keys()].sort();
   return names.map((n) => {
     const pts = [...groups.get(n)!.values()].sort((a, b) => a.x - b.x);
-    const [backend, policy] = n.split("|");
-    return { name: n, backend, policy, pts };
+    const [backend, policy, saved] = n.split("|");
+    return { name: n, backend, policy, saved, pts };
   });
+}
+
+/** A curve's legend label and style: this session's in its backend's colour, a saved run's
+ * fainter and thinner, named by its machine. */
+function curveStyle(s: { backend: string; policy: string; saved: string }, what: string, width: number): uPlot.Series {
+  const label = `${s.saved ? `${s.saved} · ` : ""}${backendLabel(s.backend)} · ${s.policy}${what}`;
+  const color = s.saved ? withAlpha(backendColor(s.backend), 0.5) : backendColor(s.backend);
+  return line(label, color, { dash: POLICY_DASH[s.policy] ?? [], width: s.saved ? width * 0.6 : width, points: { show: true, size: s.saved ? 4 : 6 } });
 }
 
 /** One line per device whose ceiling the curves' points carry, through their x values: the
@@ -241,7 +274,7 @@ export class TtftCurve {
 
   update(): number {
     const c = this.current();
-    const cs = curves(this.store, (k) => k.concurrency === c.concurrency && k.maxTokens === c.maxTokens && (k.policy !== "chunked" || k.chunkTokens === c.chunkTokens), (k) => k.promptTokens, "ttftMs");
+    const cs = curves(this.store, (k) => k.concurrency === c.concurrency && k.maxTokens === c.maxTokens && (k.policy !== "chunked" || k.chunkTokens === null || k.chunkTokens === c.chunkTokens), (k) => k.promptTokens, "ttftMs");
     const floors = ceilingLines(cs, (c) => c.least_ttft_ms);
     const [x, ...ys] = align([...cs.map((s) => ({ x: s.pts.map((p) => p.x), y: s.pts.map((p) => p.dist.p50) })), ...floors]);
     this.chart.render({
@@ -249,7 +282,7 @@ export class TtftCurve {
       data: [x, ...ys] as uPlot.AlignedData,
       options: (width, height) => ({
         ...frame(width, height, "log2", `prompt tokens (at ${c.concurrency} client${c.concurrency === 1 ? "" : "s"}, ${c.maxTokens} output tokens)`, "TTFT p50", (v) => fmtMs(v)),
-        series: [{}, ...cs.map((s) => line(`${backendLabel(s.backend)} · ${s.policy}`, backendColor(s.backend), { dash: POLICY_DASH[s.policy] ?? [], points: { show: true, size: 6 } })), ...floors.map((f) => ceilingLine(`least possible TTFT · ${f.device}`))],
+        series: [{}, ...cs.map((s) => curveStyle(s, "", 2)), ...floors.map((f) => ceilingLine(`least possible TTFT · ${f.device}`))],
       }),
     });
     return x.length;
@@ -267,7 +300,7 @@ export class TpsCurve {
 
   update(): number {
     const c = this.current();
-    const cs = curves(this.store, (k) => k.promptTokens === c.promptTokens && k.maxTokens === c.maxTokens && (k.policy !== "chunked" || k.chunkTokens === c.chunkTokens), (k) => k.concurrency, "decodeTps");
+    const cs = curves(this.store, (k) => k.promptTokens === c.promptTokens && k.maxTokens === c.maxTokens && (k.policy !== "chunked" || k.chunkTokens === null || k.chunkTokens === c.chunkTokens), (k) => k.concurrency, "decodeTps");
     const series = cs.flatMap((s) => [
       { x: s.pts.map((p) => p.x), y: s.pts.map((p) => p.throughput) },
       { x: s.pts.map((p) => p.x), y: s.pts.map((p) => p.dist.p50) },
@@ -282,8 +315,8 @@ export class TpsCurve {
         series: [
           {},
           ...cs.flatMap((s) => [
-            line(`${backendLabel(s.backend)} · ${s.policy}: throughput`, backendColor(s.backend), { dash: POLICY_DASH[s.policy] ?? [], width: 2.5, points: { show: true, size: 6 } }),
-            line(`per request`, withAlpha(backendColor(s.backend), 0.6), { dash: POLICY_DASH[s.policy] ?? [], width: 1, points: { show: true, size: 4 } }),
+            curveStyle(s, ": throughput", 2.5),
+            line(`per request`, withAlpha(backendColor(s.backend), s.saved ? 0.35 : 0.6), { dash: POLICY_DASH[s.policy] ?? [], width: 1, points: { show: true, size: 4 } }),
           ]),
           ...ceilings.map((c) => ceilingLine(`throughput ceiling · ${c.device}`)),
         ],

@@ -150,10 +150,14 @@ export class SweepPanel {
       h("div", { class: "sweep-actions" }, this.startBtn, this.cancelBtn, this.csvBtn, this.bar),
       this.status,
       h(
-        "table",
-        { class: "points" },
-        h("thead", {}, h("tr", {}, ...["backend", "policy", "prompt", "clients", "out", "TTFT p50", "TTFT p95", "decode p50", "throughput", "decode % of ceiling", "power W", "J/token", "clock MHz", "errors"].map((c) => h("th", {}, c)))),
-        this.table,
+        "div",
+        { class: "table-scroll" },
+        h(
+          "table",
+          { class: "points" },
+          h("thead", {}, h("tr", {}, ...["backend", "policy", "prompt", "clients", "out", "TTFT p50", "TTFT p95", "decode p50", "throughput", "decode % of ceiling", "power W", "J/token", "clock MHz", "errors"].map((c) => h("th", {}, c)))),
+          this.table,
+        ),
       ),
       this.ceilings,
       this.sensorNotes,

@@ -12,6 +12,7 @@ import type {
   LiveEvent,
   LiveSettings,
   ModelInfo,
+  OpenedRun,
   PointCeiling,
   ServerSpec,
   SweepEvent,
@@ -43,6 +44,9 @@ export const liveSave = () => call<string>("live_save");
 export const sweepStart = (request: SweepRequest, onEvent: (e: SweepEvent) => void) =>
   call<string>("sweep_start", { request, onEvent: channel(onEvent) });
 export const sweepCancel = () => call<void>("sweep_cancel");
+
+export const runOpen = (path: string) => call<OpenedRun>("run_open", { path });
+export const pickRunFile = () => call<string | null>("pick_run_file");
 
 export const exportCsv = (source: "live" | "sweep") => call<string | null>("export_csv", { source });
 export const exportPng = (fileName: string, png: Uint8Array) =>

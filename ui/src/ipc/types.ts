@@ -359,6 +359,17 @@ export interface PointFigures {
   sensorsNotAvailable: string[];
 }
 
+/** A saved run opened beside this session (`run_open`). */
+export interface OpenedRun {
+  path: string;
+  /** The machine and when: "AMD EPYC, 2026-12-02 07:15 UTC". */
+  label: string;
+  model: string;
+  /** Each backend and the device it ran on. */
+  backends: string[];
+  points: PointFigures[];
+}
+
 /** A device's measured limits (the engine's `roofline::Limits`). */
 export interface Limits {
   device: string;

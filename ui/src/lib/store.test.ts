@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { LiveStore } from "./store";
-import type { LiveEvent, LiveSettings } from "../ipc/types";
+import type { LiveEvent, LiveSettings, OpenedRun, PointFigures } from "../ipc/types";
 
 const settings: LiveSettings = {
   backends: ["llama"],
@@ -76,5 +76,30 @@ describe("LiveStore", () => {
     for (let i = 0; i < 25_000; i++) s.apply([done(i, i, i + 5, i + 10)]);
     expect(s.done.size).toBe(20_000);
     expect(s.finished.size).toBe(40);
+  });
+});
+
+describe("saved runs", () => {
+  const point = (p: Partial<PointFigures>): PointFigures =>
+    ({ backend: "llama", policy: "continuous", promptTokens: 64, concurrency: 2, maxTokens: 8, requests: 4, promptTokensFrom: null, maxTokensFrom: null, rate: null, repetition: null, depth: 0, ...p }) as PointFigures;
+  const run = (path: string, points: PointFigures[]): OpenedRun => ({ path, label: `machine of ${path}`, model: "Gemma 3 270m", backends: ["llama on CPU"], points });
+
+  it("are kept in the order opened, once each, and taken off again", () => {
+    const s = new LiveStore();
+    const before = s.summaryVersion;
+    s.addOverlay(run("a.json", [point({})]));
+    s.addOverlay(run("b.json", [point({})]));
+    s.addOverlay(run("a.json", [point({}), point({ concurrency: 4 })]));
+    expect(s.overlays.map((o) => [o.path, o.points.length])).toEqual([["b.json", 1], ["a.json", 2]]);
+    expect(s.summaryVersion).toBe(before + 3);
+    s.removeOverlay("b.json");
+    expect(s.overlays.map((o) => o.path)).toEqual(["a.json"]);
+  });
+
+  it("give the time charts their points at the live setting only: closed loop, fixed lengths, measured", () => {
+    const s = new LiveStore();
+    const here = point({});
+    s.addOverlay(run("a.json", [here, point({ concurrency: 4 }), point({ rate: 2 }), point({ depth: 512 }), point({ requests: 0 }), point({ policy: "serial" })]));
+    expect(s.overlayPointsAt(settings).map((x) => x.point)).toEqual([here]);
   });
 });

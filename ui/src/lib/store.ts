@@ -7,6 +7,7 @@ import type {
   BackendStatus,
   LiveEvent,
   LiveSettings,
+  OpenedRun,
   PointFigures,
   PrefillSpan,
   SettingKey,
@@ -98,6 +99,8 @@ export class LiveStore {
   summaries = new Map<string, SettingSummary>();
   /** Sweep points, for the curves. */
   sweepPoints = new Map<string, PointFigures>();
+  /** Saved runs opened to compare with (kept across sessions), in the order opened. */
+  overlays: OpenedRun[] = [];
   backends = new Map<string, BackendStatus>();
   inFlight = new Map<number, TimelineRow>();
   finished = new RingBuffer<TimelineRow>(CAPACITY.timeline);
@@ -327,12 +330,36 @@ export class LiveStore {
     return this.lastTick?.backend;
   }
 
+  /** Open `run` beside this session's figures (again: it replaces the earlier copy). */
+  addOverlay(run: OpenedRun): void {
+    this.overlays = [...this.overlays.filter((o) => o.path !== run.path), run];
+    this.summaryVersion++;
+    this.version++;
+  }
+
+  removeOverlay(path: string): void {
+    this.overlays = this.overlays.filter((o) => o.path !== path);
+    this.summaryVersion++;
+    this.version++;
+  }
+
+  /** The saved runs' points at `s` (any backend), for the time charts' reference lines. */
+  overlayPointsAt(s: Pick<LiveSettings, "policy" | "promptTokens" | "concurrency" | "maxTokens">): { run: OpenedRun; point: PointFigures }[] {
+    return this.overlays.flatMap((run) =>
+      run.points.filter((p) => p.requests > 0 && curvePoint(p) && p.policy === s.policy && p.promptTokens === s.promptTokens && p.concurrency === s.concurrency && p.maxTokens === s.maxTokens).map((point) => ({ run, point })),
+    );
+  }
+
   addSweepPoint(p: PointFigures, chunkTokens: number): void {
-    // The curves are closed-loop points at fixed lengths in an empty context; drawn lengths,
-    // arrival rates, depths and repetitions stay in the sweep's table and run file.
-    if (p.promptTokensFrom != null || p.maxTokensFrom != null || p.rate != null || p.repetition != null || p.depth > 0) return;
+    if (!curvePoint(p)) return;
     this.sweepPoints.set(keyId({ backend: p.backend, policy: p.policy, promptTokens: p.promptTokens, concurrency: p.concurrency, maxTokens: p.maxTokens, chunkTokens }), p);
     this.summaryVersion++;
     this.version++;
   }
+}
+
+/** The curves are closed-loop points at fixed lengths in an empty context; drawn lengths,
+ * arrival rates, depths and repetitions stay in a sweep's table and run file. */
+export function curvePoint(p: PointFigures): boolean {
+  return p.promptTokensFrom == null && p.maxTokensFrom == null && p.rate == null && p.repetition == null && p.depth === 0;
 }
