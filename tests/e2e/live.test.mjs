@@ -429,6 +429,13 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     assert.ok(tput, JSON.stringify(curves.tps.map((s) => s.label)));
     const wantTput = file.points.filter((p) => p.backend === "candle" && p.prompt_tokens === 64).sort((a, b) => a.concurrency - b.concurrency).map((p) => p.throughput_tps);
     assert.deepEqual(tput.values.filter((v) => v !== null), wantTput, JSON.stringify(tput));
+    // The time charts: what it measured at the sliders' setting, a flat line per backend.
+    const time = await until("the saved run's reference lines", () => window.__lx.timeSeries(), (t) => t.ttft.some((l) => l.startsWith("saved: ")) && t.tps.some((l) => l.startsWith("saved: ")));
+    assert.deepEqual(time.ttft.filter((l) => l.startsWith("saved: ")).sort(), [`saved: ${label} · candle p50`, `saved: ${label} · llama.cpp p50`], JSON.stringify(time));
+    assert.deepEqual(time.tps.filter((l) => l.startsWith("saved: ")).sort(), [`saved: ${label} · candle throughput`, `saved: ${label} · llama.cpp throughput`], JSON.stringify(time));
+    await browser.execute(() => document.querySelector('[data-testid="chart-tps"]').scrollIntoView());
+    await sleep(500);
+    await shot("saved-run-time-charts");
     // Its ceilings are its machine's: no ceiling line comes from it.
     assert.ok(!curves.tps.some((s) => s.label.startsWith(label) && s.label.includes("ceiling")));
     await browser.execute(() => document.querySelector('[data-testid="overlays"]').scrollIntoView());

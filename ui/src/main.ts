@@ -256,8 +256,8 @@ const tpsCard = chartCard("Tokens per second", "dots: each request's decode rate
 const curveTtftCard = chartCard("TTFT against prompt length", "p50 per setting explored · one line per backend and policy · red dashes: least possible TTFT on this machine (after a sweep)", "curve-ttft", "ttft-vs-prompt.png", () => ttftCurve.chart);
 const curveTpsCard = chartCard("Tokens/s against concurrency", "thick: throughput of all clients · thin: each client's decode rate (p50) · red dashes: the machine's throughput ceiling (after a sweep)", "curve-tps", "tps-vs-concurrency.png", () => tpsCurve.chart);
 
-const ttftChart = new TtftChart(ttftCard.host, store);
-const tpsChart = new TpsChart(tpsCard.host, store);
+const ttftChart = new TtftChart(ttftCard.host, store, current);
+const tpsChart = new TpsChart(tpsCard.host, store, current);
 const sensorsStrip = new SensorsStrip(store);
 const overlays = new Overlays(store, (e) => problem(e));
 tpsCard.card.append(sensorsStrip.el);

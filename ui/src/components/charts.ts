@@ -98,11 +98,9 @@ function shadeBand(u: uPlot, lo: number, hi: number, fill: string) {
   u.ctx.restore();
 }
 
-/** What saved runs measured at the live setting, as flat reference lines on a time chart:
- * one per run and backend that has a point there. */
-function savedAtSetting(store: LiveStore, value: (p: PointFigures) => number) {
-  const s = store.settings;
-  if (!s) return [];
+/** What saved runs measured at the controls' setting (the live one while live), as flat
+ * reference lines on a time chart: one per run and backend that has a point there. */
+function savedAtSetting(store: LiveStore, s: CurrentSetting & { policy: Policy }, value: (p: PointFigures) => number) {
   return store.overlayPointsAt(s).map(({ run, point }) => ({ label: `saved: ${run.label} · ${backendLabel(point.backend)}`, backend: point.backend, value: value(point) }));
 }
 
@@ -114,7 +112,11 @@ export class TtftChart {
   readonly chart: Chart;
   drawn: DrawnPoint[] = [];
 
-  constructor(host: HTMLElement, private store: LiveStore) {
+  constructor(
+    host: HTMLElement,
+    private store: LiveStore,
+    private current: () => CurrentSetting & { policy: Policy },
+  ) {
     this.chart = new Chart(host, 230);
   }
 
@@ -128,7 +130,7 @@ export class TtftChart {
     const p50 = carryForward(x, ticks.map((t) => ({ t: t.atMs / 1000, v: t.ttftP50Ms })));
     const p95 = carryForward(x, ticks.map((t) => ({ t: t.atMs / 1000, v: t.ttftP95Ms })));
     const instant = x.map(() => 1000);
-    const saved = savedAtSetting(this.store, (p) => p.ttftMs.p50);
+    const saved = savedAtSetting(this.store, this.current(), (p) => p.ttftMs.p50);
     const data = [x, ...cols.slice(0, names.length), p50, p95, instant, ...saved.map((r) => x.map(() => r.value))] as uPlot.AlignedData;
     this.drawn = drawn;
     const k = names.length;
@@ -158,7 +160,11 @@ export class TpsChart {
   readonly chart: Chart;
   drawn: DrawnPoint[] = [];
 
-  constructor(host: HTMLElement, private store: LiveStore) {
+  constructor(
+    host: HTMLElement,
+    private store: LiveStore,
+    private current: () => CurrentSetting & { policy: Policy },
+  ) {
     this.chart = new Chart(host, 230);
   }
 
@@ -168,7 +174,7 @@ export class TpsChart {
     const thr = reduceMinMax(ticks.map((t) => t.atMs / 1000), ticks.map((t) => t.throughputTps), buckets);
     const [x, ...cols] = align([...series, thr]);
     const pace = x.map(() => (READING_BAND[0] + READING_BAND[1]) / 2);
-    const saved = savedAtSetting(this.store, (p) => p.throughputTps);
+    const saved = savedAtSetting(this.store, this.current(), (p) => p.throughputTps);
     const data = [x, ...cols, pace, ...saved.map((r) => x.map(() => r.value))] as uPlot.AlignedData;
     this.drawn = drawn;
     this.chart.render({
