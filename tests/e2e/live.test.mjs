@@ -117,6 +117,14 @@ async function watchPreview(what, f, ok, timeoutMs = 600_000) {
   throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; first ${JSON.stringify(first)}, last ${JSON.stringify(last)}`);
 }
 
+/** Type `value` into the field at `selector` (the sweep form's fields). */
+const fill = (selector, value) =>
+  browser.execute((sel, v) => {
+    const el = document.querySelector(sel);
+    el.value = v;
+    el.dispatchEvent(new Event("input", { bubbles: true }));
+  }, selector, value);
+
 const settledTtft = (prompt) =>
   browser.execute((p) => window.__lx.ttftPoints().filter((x) => x.promptTokens === p && x.settled).map((x) => x.y), prompt);
 
@@ -299,12 +307,6 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
   });
 
   test("a sweep runs from the app with progress, writes its run file, and can be cancelled", async () => {
-    const fill = (selector, value) =>
-      browser.execute((sel, v) => {
-        const el = document.querySelector(sel);
-        el.value = v;
-        el.dispatchEvent(new Event("input", { bubbles: true }));
-      }, selector, value);
     await fill('.sweep input[aria-label^="prompt lengths"]', "32");
     await fill('.sweep input[aria-label^="concurrencies"]', "1, 2");
     await fill('.sweep input[aria-label^="output tokens"]', "8");
@@ -572,6 +574,28 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     assert.ok(/Synthetic/.test(await browser.execute(() => document.body.textContent)), facts);
     await browser.execute(() => window.scrollTo(0, 0));
     await shot("synthetic-model");
+    // One client on this model too: the model-size chart then has both it and the default
+    // model (from the sweep above), each at the bytes a token its run file gives, with this
+    // machine's memory ceiling through them.
+    await fill('.sweep input[aria-label^="prompt lengths"]', "32");
+    await fill('.sweep input[aria-label^="concurrencies"]', "1");
+    await fill('.sweep input[aria-label^="output tokens"]', "8");
+    await fill('.sweep input[aria-label^="measured requests"]', "3");
+    await (await browser.$('[data-testid="sweep-start"]')).click();
+    await until("the synthetic model's sweep to finish", () => document.querySelector('[data-testid="sweep-status"]').textContent, (v) => /^Done/.test(v), 600_000);
+    const run = JSON.parse(readFileSync(await browser.execute(() => document.querySelector(".sweep").dataset.runFile), "utf8"));
+    assert.ok(run.model.synthetic, "the run names its model synthetic");
+    const sizes = await until("both models on the model-size chart", () => ({ series: window.__lx.curves().sizes, x: window.__lx.sizesData()?.[0] ?? [], caption: document.querySelector('[data-testid="sizes-models"]').textContent }), (v) => v.series.some((l) => l.label === "llama.cpp · continuous" && l.values.filter((y) => y !== null).length >= 2));
+    const llama = sizes.series.find((l) => l.label === "llama.cpp · continuous");
+    assert.ok(llama.values.includes(run.points[0].decode_tps.p50), JSON.stringify({ llama, point: run.points[0].decode_tps }));
+    assert.ok(sizes.x.includes(run.model_cost.weight_bytes_per_step / 1e6), JSON.stringify(sizes.x));
+    assert.ok(sizes.series.some((l) => l.label.startsWith("memory ceiling · CPU")), JSON.stringify(sizes.series.map((l) => l.label)));
+    assert.equal((sizes.caption.match(/MB a token/g) ?? []).length, 2, sizes.caption);
+    assert.ok(sizes.caption.includes("(synthetic: timings only)"), sizes.caption);
+    console.log(`model-size chart: ${sizes.caption}`);
+    await browser.execute(() => document.querySelector('[data-testid="chart-sizes"]').scrollIntoView());
+    await sleep(500);
+    await shot("model-sizes");
     // Back to the default model for what follows.
     await browser.execute(() => {
       const select = document.querySelector('[data-testid="model-select"]');

@@ -10,6 +10,7 @@ import { Banner } from "./components/banner";
 import { backendLabel, TpsChart, TpsCurve, TtftChart, TtftCurve } from "./components/charts";
 import { Overlays } from "./components/overlays";
 import { SensorsStrip } from "./components/sensors";
+import { SizeChart } from "./components/sizes";
 import type { Chart } from "./components/chart";
 import { Controls } from "./components/controls";
 import { HardwarePanel } from "./components/hardware";
@@ -256,6 +257,7 @@ const tpsCard = chartCard("Tokens per second", "dots: each request's decode rate
 const curveTtftCard = chartCard("TTFT against prompt length", "p50 per setting explored · one line per backend and policy · red dashes: least possible TTFT on this machine (after a sweep)", "curve-ttft", "ttft-vs-prompt.png", () => ttftCurve.chart);
 const curveTpsCard = chartCard("Tokens/s against concurrency", "thick: throughput of all clients · thin: each client's decode rate (p50) · red dashes: the machine's throughput ceiling (after a sweep)", "curve-tps", "tps-vs-concurrency.png", () => tpsCurve.chart);
 
+const sizesCard = chartCard("Decode against model size", "one client alone on each model swept (and each saved run) · red dashes: this machine's memory ceiling, bandwidth ÷ bytes a token", "chart-sizes", "decode-vs-model-size.png", () => sizeChart.chart);
 const ttftChart = new TtftChart(ttftCard.host, store, current);
 const tpsChart = new TpsChart(tpsCard.host, store, current);
 const sensorsStrip = new SensorsStrip(store);
@@ -263,6 +265,8 @@ const overlays = new Overlays(store, (e) => problem(e));
 tpsCard.card.append(sensorsStrip.el);
 const ttftCurve = new TtftCurve(curveTtftCard.host, store, current);
 const tpsCurve = new TpsCurve(curveTpsCard.host, store, current);
+const sizeChart = new SizeChart(sizesCard.host, store);
+sizesCard.card.append(sizeChart.caption);
 const readout = new Readout(store);
 const preview = new PreviewPane(store, () => void api.livePreviewNext().catch(() => undefined));
 const timeline = new Timeline(store);
@@ -282,7 +286,14 @@ const sweep = new SweepPanel({
   },
   cancel: () => api.sweepCancel().catch((e) => problem(e)),
   exportCsv: () => api.exportCsv("sweep").then(() => undefined).catch((e) => problem(e)),
-  onPoint: (e) => store.addSweepPoint(e.point, controls.settings.chunkTokens),
+  onPoint: (e, weightBytes) => {
+    store.addSweepPoint(e.point, controls.settings.chunkTokens);
+    if (model && weightBytes) store.addSizePoint(e.point, model.facts.name ?? model.name, !!model.facts.synthetic, weightBytes);
+  },
+  onLimits: (limits) => {
+    store.limits = limits;
+    store.summaryVersion++;
+  },
   error: (e) => problem(e),
 });
 
@@ -310,6 +321,7 @@ app.replaceChildren(
       h("div", { class: "grid2" }, preview.el, timeline.el),
       overlays.el,
       h("div", { class: "grid2" }, curveTtftCard.card, curveTpsCard.card),
+      sizesCard.card,
       h("div", { class: "grid2 wide-right" }, hardware.el, sweep.el),
     ),
   ),
@@ -373,6 +385,7 @@ function update() {
         drawnCurves = curvesSig;
         curveTtftCard.empty.hidden = ttftCurve.update() > 0;
         curveTpsCard.empty.hidden = tpsCurve.update() > 0;
+        sizesCard.empty.hidden = sizeChart.update() > 0;
       }
       refreshCeiling();
       readout.update();
@@ -395,6 +408,7 @@ function update() {
 setInterval(update, TICK_MS);
 curveTtftCard.empty.textContent = "Settled requests at two or more prompt lengths draw this curve.";
 curveTpsCard.empty.textContent = "Settled requests at two or more concurrencies draw this curve.";
+sizesCard.empty.textContent = "Sweep a model with one client, then another (pick it above): each adds its decode rate here.";
 
 // ---------------------------------------------------------------- start-up
 
@@ -438,9 +452,10 @@ window.__lx = {
   tpsPoints: () => tpsChart.drawn,
   sensorsSeries: () => sensorsStrip.chart.series(),
   openRun: (path: string) => overlays.openAt(path),
+  sizesData: () => sizeChart.chart.data(),
   timeSeries: () => ({ ttft: ttftChart.chart.series().map((s) => s.label), tps: tpsChart.chart.series().map((s) => s.label) }),
   ttftChartData: () => ttftChart.chart.data(),
-  curves: () => ({ ttft: ttftCurve.chart.series(), tps: tpsCurve.chart.series() }),
+  curves: () => ({ ttft: ttftCurve.chart.series(), tps: tpsCurve.chart.series(), sizes: sizeChart.chart.series() }),
   backends: () => backends,
   model: () => model,
   label: backendLabel,

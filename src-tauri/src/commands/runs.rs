@@ -24,6 +24,10 @@ pub struct OpenedRun {
     pub label: String,
     /// The model it measured: its name, else its file's.
     pub model: String,
+    /// Set for a shape-only model (timings only).
+    pub synthetic: bool,
+    /// Weight bytes one decode step of its model reads (the model-size chart's x).
+    pub weight_bytes_per_step: Option<u64>,
     /// Each backend and the device it ran on.
     pub backends: Vec<String>,
     /// Its points.
@@ -42,6 +46,8 @@ pub fn open_run(path: &Path) -> CmdResult<OpenedRun> {
         path: path.display().to_string(),
         label: format!("{}, {when}", machine.trim()),
         model: run.model.facts.name.clone().unwrap_or_else(|| run.model.facts.path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned())),
+        synthetic: run.model.facts.synthetic.is_some(),
+        weight_bytes_per_step: run.model_cost.as_ref().map(|c| c.weight_bytes_per_step),
         backends: run.backends.iter().map(|b| format!("{} on {}", b.name, b.device)).collect(),
         points: run.points.iter().map(PointFigures::from).collect(),
     })
@@ -86,6 +92,8 @@ mod tests {
         let p = &opened.points[0];
         assert_eq!((p.backend.as_str(), p.ttft_ms.p50), (run.points[0].backend.as_str(), run.points[0].ttft_ms.p50));
         assert!(p.ceiling.is_some());
+        assert_eq!(opened.weight_bytes_per_step, Some(run.model_cost.unwrap().weight_bytes_per_step));
+        assert!(!opened.synthetic);
     }
 
     #[test]

@@ -55,7 +55,11 @@ export interface SweepHooks {
   start: (req: SweepRequest, onEvent: (e: SweepEvent) => void) => Promise<string>;
   cancel: () => Promise<void>;
   exportCsv: () => Promise<void>;
-  onPoint: (e: Extract<SweepEvent, { type: "pointDone" }>) => void;
+  /** A point measured, with the weight bytes per decode step of the sweep's model (null
+   * before the ceilings came, or without them). */
+  onPoint: (e: Extract<SweepEvent, { type: "pointDone" }>, weightBytesPerStep: number | null) => void;
+  /** This machine's limits, when a sweep measured or read them. */
+  onLimits: (limits: Limits) => void;
   error: (e: AppError) => void;
 }
 
@@ -94,6 +98,8 @@ export class SweepPanel {
   private table = h("tbody", {});
   private sensorNotes = h("p", { class: "muted small", "data-testid": "sweep-sensors" });
   private sensorPoints: PointFigures[] = [];
+  /** The running sweep's model: weight bytes per decode step (from its ceilings). */
+  private weightBytes: number | null = null;
   private formError = h("div", { class: "form-error", role: "alert" });
   running = false;
 
@@ -208,6 +214,7 @@ export class SweepPanel {
     };
     this.table.replaceChildren();
     this.sensorPoints = [];
+    this.weightBytes = null;
     setText(this.sensorNotes, "");
     this.bar.value = 0;
     this.setRunning(true);
@@ -237,6 +244,8 @@ export class SweepPanel {
         setText(this.status, "measuring this machine's memory bandwidth and compute rate for the ceilings (once per machine and build)…");
         break;
       case "ceilings":
+        this.weightBytes = e.weightBytesPerStep;
+        this.hooks.onLimits(e.limits);
         setText(this.ceilings, explainCeilings(e.limits, e.weightBytesPerStep) + (e.busy ? ` Note: ${e.busy}.` : ""));
         break;
       case "noCeilings":
@@ -267,7 +276,7 @@ export class SweepPanel {
         );
         this.sensorPoints.push(p);
         setText(this.sensorNotes, sensorNotes(this.sensorPoints));
-        this.hooks.onPoint(e);
+        this.hooks.onPoint(e, this.weightBytes);
         break;
       }
       case "finished":

@@ -365,6 +365,10 @@ export interface OpenedRun {
   /** The machine and when: "AMD EPYC, 2026-12-02 07:15 UTC". */
   label: string;
   model: string;
+  /** A shape-only model (timings only). */
+  synthetic: boolean;
+  /** Weight bytes one decode step of its model reads. */
+  weightBytesPerStep: number | null;
   /** Each backend and the device it ran on. */
   backends: string[];
   points: PointFigures[];

@@ -82,7 +82,7 @@ describe("LiveStore", () => {
 describe("saved runs", () => {
   const point = (p: Partial<PointFigures>): PointFigures =>
     ({ backend: "llama", policy: "continuous", promptTokens: 64, concurrency: 2, maxTokens: 8, requests: 4, promptTokensFrom: null, maxTokensFrom: null, rate: null, repetition: null, depth: 0, ...p }) as PointFigures;
-  const run = (path: string, points: PointFigures[]): OpenedRun => ({ path, label: `machine of ${path}`, model: "Gemma 3 270m", backends: ["llama on CPU"], points });
+  const run = (path: string, points: PointFigures[]): OpenedRun => ({ path, label: `machine of ${path}`, model: "Gemma 3 270m", synthetic: false, weightBytesPerStep: 246_600_000, backends: ["llama on CPU"], points });
 
   it("are kept in the order opened, once each, and taken off again", () => {
     const s = new LiveStore();
@@ -101,5 +101,36 @@ describe("saved runs", () => {
     const here = point({});
     s.addOverlay(run("a.json", [here, point({ concurrency: 4 }), point({ rate: 2 }), point({ depth: 512 }), point({ requests: 0 }), point({ policy: "serial" })]));
     expect(s.overlayPointsAt(settings).map((x) => x.point)).toEqual([here]);
+  });
+});
+
+describe("the model-size chart's points", () => {
+  const dist = (p50: number) => ({ count: 4, p50, p90: p50, p95: p50, p99: p50, mean: p50, min: p50, max: p50, stddev: 0 });
+  const point = (p: Partial<PointFigures>): PointFigures =>
+    ({ backend: "llama", policy: "continuous", promptTokens: 64, concurrency: 1, maxTokens: 32, requests: 4, promptTokensFrom: null, maxTokensFrom: null, rate: null, repetition: null, depth: 0, decodeTps: dist(90), ...p }) as PointFigures;
+
+  it("keep one request alone per model, backend and policy, at its shortest prompt", () => {
+    const s = new LiveStore();
+    s.addSizePoint(point({ promptTokens: 512, decodeTps: dist(80) }), "Gemma 3 270m", false, 246_600_000);
+    s.addSizePoint(point({ decodeTps: dist(90) }), "Gemma 3 270m", false, 246_600_000);
+    s.addSizePoint(point({ promptTokens: 256, decodeTps: dist(85) }), "Gemma 3 270m", false, 246_600_000);
+    s.addSizePoint(point({ concurrency: 4 }), "Gemma 3 270m", false, 246_600_000);
+    s.addSizePoint(point({ rate: 2 }), "Gemma 3 270m", false, 246_600_000);
+    s.addSizePoint(point({ decodeTps: dist(150) }), "SmolLM2 135M", true, 97_000_000);
+    expect(s.allSizePoints().map((p) => [p.model, p.promptTokens, p.decodeTps, p.synthetic])).toEqual([
+      ["Gemma 3 270m", 64, 90, false],
+      ["SmolLM2 135M", 64, 150, true],
+    ]);
+  });
+
+  it("take a saved run's from its file, labelled by it, when it knows its bytes per token", () => {
+    const s = new LiveStore();
+    const saved: OpenedRun = { path: "a.json", label: "AMD EPYC, 2026-12-01 23:44 UTC", model: "Gemma 3 270m", synthetic: false, weightBytesPerStep: 246_600_000, backends: [], points: [point({ promptTokens: 512, decodeTps: dist(86) }), point({ decodeTps: dist(91.78) }), point({ backend: "candle", decodeTps: dist(63.39) })] };
+    s.addOverlay(saved);
+    s.addOverlay({ ...saved, path: "b.json", weightBytesPerStep: null });
+    expect(s.allSizePoints().map((p) => [p.saved, p.backend, p.decodeTps, p.weightBytes])).toEqual([
+      [saved.label, "llama", 91.78, 246_600_000],
+      [saved.label, "candle", 63.39, 246_600_000],
+    ]);
   });
 });

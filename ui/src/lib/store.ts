@@ -6,6 +6,7 @@ import { RingBuffer } from "./ring";
 import type {
   BackendStatus,
   LiveEvent,
+  Limits,
   LiveSettings,
   OpenedRun,
   PointFigures,
@@ -101,6 +102,10 @@ export class LiveStore {
   sweepPoints = new Map<string, PointFigures>();
   /** Saved runs opened to compare with (kept across sessions), in the order opened. */
   overlays: OpenedRun[] = [];
+  /** One request alone on each model swept in this app (the model-size chart). */
+  sizePoints = new Map<string, SizePoint>();
+  /** This machine's limits, from the last sweep that had them (the model-size chart's ceiling). */
+  limits: Limits | null = null;
   backends = new Map<string, BackendStatus>();
   inFlight = new Map<number, TimelineRow>();
   finished = new RingBuffer<TimelineRow>(CAPACITY.timeline);
@@ -350,12 +355,62 @@ export class LiveStore {
     );
   }
 
+  /** A sweep point of `model` (reading `weightBytes` per decode step) for the model-size
+   * chart: one client, closed loop, fixed lengths; the shortest prompt per model, backend
+   * and policy. */
+  addSizePoint(p: PointFigures, model: string, synthetic: boolean, weightBytes: number): void {
+    if (!sizePoint(p)) return;
+    const key = `${model}|${p.backend}|${p.policy}`;
+    const had = this.sizePoints.get(key);
+    if (had && had.promptTokens < p.promptTokens) return;
+    this.sizePoints.set(key, { model, synthetic, weightBytes, backend: p.backend, policy: p.policy, promptTokens: p.promptTokens, decodeTps: p.decodeTps.p50, saved: "" });
+    this.summaryVersion++;
+    this.version++;
+  }
+
+  /** The model-size chart's points: this app's sweeps, then each saved run's. */
+  allSizePoints(): SizePoint[] {
+    const saved = this.overlays.flatMap((run) => {
+      const bytes = run.weightBytesPerStep;
+      if (bytes == null) return [];
+      const best = new Map<string, SizePoint>();
+      for (const p of run.points) {
+        if (!sizePoint(p)) continue;
+        const key = `${p.backend}|${p.policy}`;
+        const had = best.get(key);
+        if (!had || p.promptTokens < had.promptTokens) best.set(key, { model: run.model, synthetic: run.synthetic, weightBytes: bytes, backend: p.backend, policy: p.policy, promptTokens: p.promptTokens, decodeTps: p.decodeTps.p50, saved: run.label });
+      }
+      return [...best.values()];
+    });
+    return [...this.sizePoints.values(), ...saved];
+  }
+
   addSweepPoint(p: PointFigures, chunkTokens: number): void {
     if (!curvePoint(p)) return;
     this.sweepPoints.set(keyId({ backend: p.backend, policy: p.policy, promptTokens: p.promptTokens, concurrency: p.concurrency, maxTokens: p.maxTokens, chunkTokens }), p);
     this.summaryVersion++;
     this.version++;
   }
+}
+
+/** A point of the model-size chart: one request alone, decoding. */
+export interface SizePoint {
+  model: string;
+  synthetic: boolean;
+  /** Weight bytes per decode step. */
+  weightBytes: number;
+  backend: string;
+  policy: string;
+  promptTokens: number;
+  /** Decode tok/s p50. */
+  decodeTps: number;
+  /** The saved run's label; "" for this app's sweeps. */
+  saved: string;
+}
+
+/** One client alone at a fixed setting, measured: decode as the model's size sets it. */
+function sizePoint(p: PointFigures): boolean {
+  return p.concurrency === 1 && p.requests > 0 && p.decodeTps.count > 0 && curvePoint(p);
 }
 
 /** The curves are closed-loop points at fixed lengths in an empty context; drawn lengths,
