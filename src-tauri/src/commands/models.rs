@@ -150,19 +150,8 @@ pub async fn open_model(state: State<'_, AppState>, spec: String, on_progress: C
     Ok(info)
 }
 
-/// Ask the user for a local `.gguf` file (a native dialog, on the Rust side: the web view
-/// itself has no file access). `None` when cancelled.
+/// Ask the user for a local `.gguf` file. `None` when cancelled.
 #[tauri::command]
 pub async fn pick_model_file(app: AppHandle) -> CmdResult<Option<String>> {
-    use tauri_plugin_dialog::DialogExt;
-    blocking(move || {
-        app.dialog()
-            .file()
-            .set_title("Open a GGUF model")
-            .add_filter("GGUF model", &["gguf"])
-            .blocking_pick_file()
-            .and_then(|f| f.into_path().ok())
-            .map(|p| p.display().to_string())
-    })
-    .await
+    super::pick_file(app, "Open a GGUF model", ("GGUF model", "gguf")).await
 }

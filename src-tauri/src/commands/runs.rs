@@ -59,20 +59,10 @@ pub async fn run_open(path: String) -> CmdResult<OpenedRun> {
     blocking(move || open_run(Path::new(&path))).await?
 }
 
-/// Ask the user for a run file (a native dialog on the Rust side). `None` when cancelled.
+/// Ask the user for a run file. `None` when cancelled.
 #[tauri::command]
 pub async fn pick_run_file(app: AppHandle) -> CmdResult<Option<String>> {
-    use tauri_plugin_dialog::DialogExt;
-    blocking(move || {
-        app.dialog()
-            .file()
-            .set_title("Open a saved run")
-            .add_filter("Latency Explorer run", &["json"])
-            .blocking_pick_file()
-            .and_then(|f| f.into_path().ok())
-            .map(|p| p.display().to_string())
-    })
-    .await
+    super::pick_file(app, "Open a saved run", ("Latency Explorer run", "json")).await
 }
 
 #[cfg(test)]
