@@ -64,9 +64,17 @@ pub fn ceilings_basis(model: &std::path::Path, measuring: &mut dyn FnMut()) -> a
 
 /// The probe itself, in the child: memory bandwidth with every logical core, and ggml's
 /// quantized matrix product with as many threads as the backends use by default (the
-/// physical cores).
+/// physical cores); then each GPU of the build, on the device.
 pub fn measure_here() -> anyhow::Result<Probe> {
     let hw = lx_engine::hardware::probe();
     let compute = || lx_backend_llamacpp::probe::matmul_flops_per_s(hw.physical_cores.max(1), Duration::from_millis(1500)).map_err(anyhow::Error::msg);
-    probe::measure(String::new(), hw.logical_cores.max(1), &compute)
+    let mut measured = probe::measure(String::new(), hw.logical_cores.max(1), &compute)?;
+    // Every GPU of the build too, through the same library on the device.
+    for gpu in lx_backend_llamacpp::probe::gpu_limits(Duration::from_millis(1000)) {
+        match gpu {
+            Ok(limits) => measured.devices.push(limits),
+            Err(why) => measured.unmeasured.push(why),
+        }
+    }
+    Ok(measured)
 }

@@ -307,6 +307,7 @@ fn limits_lines(run: &RunFile) -> Vec<String> {
             )
         })
         .collect();
+    lines.extend(probe.unmeasured.iter().map(|why| format!("no ceilings for {why}")));
     lines.extend(probe.busy_note().map(|note| format!("warning: {note}")));
     lines
 }

@@ -82,6 +82,9 @@ pub struct Probe {
     /// every table and page that shows them says so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub others_cpu_share: Option<f64>,
+    /// Devices of the build that could not be measured, each with why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unmeasured: Vec<String>,
 }
 
 /// Other programs' share of the CPU above which a probe's limits are said to read low.
@@ -123,10 +126,12 @@ impl Probe {
     }
 
     /// The limits of the device a backend reported running on (`BackendInfo::device`):
-    /// a CPU device's are the CPU's; a GPU's are absent until a GPU probe exists.
+    /// a CPU device's are the CPU's; a GPU's are that GPU's when the whole model ran on it
+    /// (`Vulkan0 llvmpipe (...): all 19 layers`). A model split between devices, or a
+    /// device the probe did not measure (candle's and MLX's own names), has none.
     pub fn for_device(&self, device: &str) -> Option<&Limits> {
         let cpu = device.starts_with("CPU") || device.is_empty();
-        self.devices.iter().find(|l| cpu && l.device.starts_with("CPU"))
+        self.devices.iter().find(|l| if cpu { l.device.starts_with("CPU") } else { !l.device.starts_with("CPU") && device.starts_with(&format!("{}: all ", l.device)) })
     }
 }
 
@@ -173,6 +178,7 @@ pub fn measure(key: String, threads: usize, compute: &dyn Fn() -> anyhow::Result
         seconds: started.elapsed().as_secs_f64(),
         devices: vec![Limits { device: format!("CPU ({threads} threads)"), memory_bytes_per_s: memory, compute_flops_per_s: flops, compute_method: method }],
         others_cpu_share: ticks.zip(cpu_ticks()).and_then(|(a, b)| others_share(a, b)),
+        unmeasured: Vec::new(),
     })
 }
 
@@ -259,7 +265,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = cache_path(dir.path());
         let limits = Limits { device: "CPU (1 threads)".into(), memory_bytes_per_s: 1.0e10 / 3.0, compute_flops_per_s: 1e9, compute_method: "given".into() };
-        let probe = Probe { key: "machine A".into(), measured_unix_ms: 1, seconds: 2.5, devices: vec![limits], others_cpu_share: None };
+        let probe = Probe { key: "machine A".into(), measured_unix_ms: 1, seconds: 2.5, devices: vec![limits], others_cpu_share: None, unmeasured: Vec::new() };
         save(&path, &probe).unwrap();
         // JSON keeps each figure to its shortest round-trip form; compare what identifies it.
         let again = cached(&path, "machine A").expect("cached");
@@ -275,5 +281,12 @@ mod tests {
         assert_eq!(cached(&path, "machine A"), None);
         assert_eq!(probe.for_device("CPU (AVX2, 2 threads)").map(|l| l.compute_flops_per_s), Some(1e9));
         assert_eq!(probe.for_device("CUDA0: NVIDIA H200"), None);
+        // A GPU's limits serve a model wholly on it, not one split with the CPU.
+        let gpu = Limits { device: "Vulkan0 llvmpipe (LLVM 15.0.6, 256 bits)".into(), compute_flops_per_s: 5e10, ..probe.devices[0].clone() };
+        let both = Probe { devices: vec![probe.devices[0].clone(), gpu], ..probe.clone() };
+        assert_eq!(both.for_device("Vulkan0 llvmpipe (LLVM 15.0.6, 256 bits): all 19 layers").map(|l| l.compute_flops_per_s), Some(5e10));
+        assert_eq!(both.for_device("Vulkan0 llvmpipe (LLVM 15.0.6, 256 bits): 10 of 19 layers; CPU (AVX2, 2 threads): 9 of 19 layers"), None);
+        assert_eq!(both.for_device("CPU (AVX2, 2 threads): all 19 layers").map(|l| l.compute_flops_per_s), Some(1e9));
+        assert_eq!(both.for_device("CUDA:0"), None);
     }
 }

@@ -75,6 +75,9 @@ fn limits(json: bool, refresh: bool) -> anyhow::Result<i32> {
         println!("  memory read  {:.1} GB/s", l.memory_bytes_per_s / 1e9);
         println!("  compute      {:.1} GFLOP/s ({})", l.compute_flops_per_s / 1e9, l.compute_method);
     }
+    for why in &probe.unmeasured {
+        println!("not measured: {why}");
+    }
     println!("measured in {:.1} s; `lx hw --limits --refresh` measures again", probe.seconds);
     if let Some(note) = probe.busy_note() {
         println!("warning: {note}");
