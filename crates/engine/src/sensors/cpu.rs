@@ -73,7 +73,7 @@ impl Powercap {
         let root = sys.join("class/powercap");
         let dir = std::fs::read_dir(&root).map_err(|_| {
             if cfg!(target_os = "macos") {
-                "macOS gives CPU power to root only (powermetrics)".to_string()
+                "macOS gives CPU power to root (powermetrics) or through a private interface: not read".to_string()
             } else {
                 format!("no powercap/RAPL here ({} is absent: no intel_rapl driver, or a virtual machine)", root.display())
             }
