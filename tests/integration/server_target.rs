@@ -40,6 +40,9 @@ fn sweep_measures_a_server_beside_a_backend() {
     let run: Value = serde_json::from_str(&file).unwrap();
     let server = run["points"].as_array().unwrap().iter().find(|p| p["backend"] == "scripted").unwrap();
     assert_eq!(server["scheduled_by_server"], true);
+    // This machine's sensors say nothing of a server's machine; every backend point has them.
+    assert!(server.get("sensors").is_none(), "{}", server["sensors"]);
+    assert!(run["points"].as_array().unwrap().iter().filter(|p| p["backend"] == "llama").all(|p| p["sensors"]["sampler_cpu_share"].is_number()), "{}", r.dump());
     assert_eq!((server["requests"].as_u64(), server["errors"].as_u64()), (Some(4), Some(0)), "{server}");
     assert!(server.get("warnings").is_none(), "prompts were not exactly 48 tokens as the server counts them: {}", server["warnings"]);
     for sample in server["samples"].as_array().unwrap() {

@@ -470,7 +470,7 @@ pub fn run_points(
         w.reset_peak_rss();
         let by_server = w.schedules_itself();
         // This machine's sensors say nothing of a server's machine.
-        let sampler = sensors.take().filter(|_| !by_server).map(|s| crate::sensors::Sampler::start(s, crate::sensors::SAMPLE_EVERY));
+        let sampler = if by_server { None } else { sensors.take().map(|s| crate::sensors::Sampler::start(s, crate::sensors::SAMPLE_EVERY)) };
         let measured = run_point(w.as_mut(), &point, &traffic, &prompt, &ctx.stop_tokens, &ctx.control, observer);
         let sensed = sampler.and_then(|s| {
             let trace = s.finish();

@@ -205,11 +205,12 @@ interface CurvePoint {
   ceiling: PointCeiling | null;
 }
 
-/** Summaries and sweep points by backend+policy, at the settings the curve holds fixed. */
 /** The settings a curve is drawn at; `chunkTokens` is null for a saved run's point (its
  * file keeps the chunk size per run, not per point). */
 type CurveKey = { promptTokens: number; concurrency: number; maxTokens: number; chunkTokens: number | null; policy: Policy };
 
+/** Summaries, sweep points and saved runs' points by backend+policy (and saved run), at the
+ * settings the curve holds fixed. */
 function curves(store: LiveStore, keep: (k: CurveKey) => boolean, xOf: (k: { promptTokens: number; concurrency: number }) => number, yDist: "ttftMs" | "decodeTps") {
   const groups = new Map<string, Map<number, CurvePoint>>();
   const add = (backend: string, policy: Policy, x: number, dist: Distribution, throughput: number, ceiling: PointCeiling | null, saved = "") => {
