@@ -110,15 +110,24 @@ pub enum SweepEvent {
     },
     /// This machine's limits are being measured for the ceilings (once per machine and build).
     Probing,
-    /// What the run's ceilings are computed from: the device's limits and the bytes one
-    /// decode step of the model reads.
+    /// The run has ceilings: this machine's limits are known, and so are the bytes one
+    /// decode step of the model reads. Each backend's device follows with [`Self::DeviceCeilings`].
     Ceilings {
-        /// The probe's figures for the CPU.
-        limits: lx_engine::roofline::Limits,
         /// Weight bytes read per decode step.
         weight_bytes_per_step: u64,
         /// Set when other programs ran beside the probe, so its limits read low.
         busy: Option<String>,
+    },
+    /// A backend loaded on `device`: the limits its points' ceilings come from, or none when
+    /// the probe did not measure that device (a model split between devices, or a GPU only
+    /// candle or MLX can use).
+    DeviceCeilings {
+        /// Backend.
+        backend: String,
+        /// The device as the backend reported it.
+        device: String,
+        /// The probe's figures for it.
+        limits: Option<lx_engine::roofline::Limits>,
     },
     /// No ceilings in this run, and why (the sweep goes on).
     NoCeilings {

@@ -291,7 +291,7 @@ const sweep = new SweepPanel({
     if (model && weightBytes) store.addSizePoint(e.point, model.facts.name ?? model.name, !!model.facts.synthetic, weightBytes);
   },
   onLimits: (limits) => {
-    store.limits = limits;
+    store.limits.set(limits.device, limits);
     store.summaryVersion++;
   },
   error: (e) => problem(e),

@@ -168,6 +168,8 @@ struct Progress {
     points_done: usize,
     per_point: usize,
     throttle: Throttle,
+    /// The run's probe, when it has ceilings: each loaded backend's device is looked up in it.
+    limits: Option<lx_engine::probe::Probe>,
 }
 
 impl Progress {
@@ -191,6 +193,9 @@ impl SweepObserver for Progress {
     }
     fn loaded(&mut self, backend: &str, info: &BackendInfo, load_ms: f64) {
         self.send(SweepEvent::Loaded { backend: backend.into(), info: info.clone(), load_ms });
+        if let Some(probe) = &self.limits {
+            self.send(SweepEvent::DeviceCeilings { backend: backend.into(), device: info.device.clone(), limits: probe.for_device(&info.device).cloned() });
+        }
     }
     fn point_started(&mut self, index: usize, total: usize, backend: &str, policy: Policy, spec: &PointSpec) {
         self.send(SweepEvent::PointStarted { index, total, backend: backend.into(), policy, spec: spec.clone() });
@@ -249,9 +254,7 @@ pub async fn sweep_start(state: State<'_, AppState>, request: SweepRequest, on_e
             if plan.has_workers() && !no_ceilings {
                 match lx_backends::limits::ceilings_basis(&model.open.path, &mut || drop(on_event.send(SweepEvent::Probing))) {
                     Ok((limits, cost)) => {
-                        if let Some(cpu) = limits.for_device("CPU") {
-                            let _ = on_event.send(SweepEvent::Ceilings { limits: cpu.clone(), weight_bytes_per_step: cost.weight_bytes_per_step, busy: limits.busy_note() });
-                        }
+                        let _ = on_event.send(SweepEvent::Ceilings { weight_bytes_per_step: cost.weight_bytes_per_step, busy: limits.busy_note() });
                         (run.limits, run.model_cost) = (Some(limits), Some(cost));
                     }
                     Err(e) => drop(on_event.send(SweepEvent::NoCeilings { message: format!("{e:#}") })),
@@ -267,6 +270,7 @@ pub async fn sweep_start(state: State<'_, AppState>, request: SweepRequest, on_e
                 points_done: 0,
                 per_point: plan.requests,
                 throttle: Throttle::new(Duration::from_millis(50)),
+                limits: run.limits.clone(),
             };
             match run_sweep(&plan, &ctx, &mut run, &mut NoTable, &mut progress) {
                 Ok(failed_points) => {

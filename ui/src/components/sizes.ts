@@ -1,8 +1,9 @@
 /**
  * Decode against model size: one request alone on each model swept in this app (pick a
  * model, run a sweep: the chart builds up) and in each saved run opened, against the
- * weight bytes one decode step reads, with this machine's memory ceiling (bandwidth ÷
- * bytes per token) dashed through them. A shape-only model is marked synthetic.
+ * weight bytes one decode step reads, with the memory ceiling (bandwidth ÷ bytes per
+ * token) of each device they ran on dashed through them. A shape-only model is marked
+ * synthetic.
  */
 import type uPlot from "uplot";
 import { backendColor, THEME, withAlpha } from "../lib/colors";
@@ -36,14 +37,14 @@ export class SizeChart {
       const g = groups.get(n)!.sort((a, b) => a.weightBytes - b.weightBytes);
       return { x: g.map(mb), y: g.map((p) => p.decodeTps) };
     });
-    const limits = this.store.limits;
+    const limits = [...this.store.limits.values()].sort((a, b) => a.device.localeCompare(b.device));
     const xs = [...new Set(pts.map(mb))].sort((a, b) => a - b);
-    const ceiling = limits ? [{ x: xs, y: xs.map((x) => limits.memory_bytes_per_s / (x * 1e6)) }] : [];
-    const [x, ...ys] = align([...series, ...ceiling]);
+    const ceilings = limits.map((l) => ({ x: xs, y: xs.map((x) => l.memory_bytes_per_s / (x * 1e6)) }));
+    const [x, ...ys] = align([...series, ...ceilings]);
     const models = new Map(pts.map((p) => [p.model, p]));
     setText(this.caption, models.size ? `Models: ${[...models.values()].sort((a, b) => a.weightBytes - b.weightBytes).map((p) => `${p.model}${p.synthetic ? " (synthetic: timings only)" : ""} ${num(mb(p))} MB a token`).join(" · ")}` : "");
     this.chart.render({
-      sig: [...names, limits ? `ceiling ${limits.device}` : ""].join(","),
+      sig: [...names, ...limits.map((l) => `ceiling ${l.device}`)].join(","),
       data: [x, ...ys] as uPlot.AlignedData,
       options: (width, height) => ({
         width,
@@ -58,7 +59,7 @@ export class SizeChart {
             const label = `${saved ? `${saved} · ` : ""}${backendLabel(backend)} · ${policy}`;
             return line(label, saved ? withAlpha(backendColor(backend), 0.5) : backendColor(backend), { width: saved ? 1.2 : 2, points: { show: true, size: 7 } });
           }),
-          ...(limits ? [line(`memory ceiling · ${limits.device}`, THEME.ceiling, { dash: [4, 4], width: 1.5 })] : []),
+          ...limits.map((l, i) => line(`memory ceiling · ${l.device}`, THEME.ceiling, { dash: i ? [1, 3] : [4, 4], width: 1.5 })),
         ],
       }),
     });

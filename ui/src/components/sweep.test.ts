@@ -40,10 +40,27 @@ describe("ceilings", () => {
     expect(ofCeiling(91.78, 272.0, "memory")).toBe("34% memory");
     expect(ofCeiling(10, undefined, undefined)).toBe("—");
   });
+  const cpu = { device: "CPU (2 threads)", memory_bytes_per_s: 67.5e9, compute_flops_per_s: 800e9, compute_method: "ggml Q4_K" };
+  const gpu = { device: "Vulkan0", memory_bytes_per_s: 0.9e9, compute_flops_per_s: 3.6e9, compute_method: "ggml Q4_K on Vulkan0" };
   it("explains them in the machine's numbers", () => {
-    const text = explainCeilings({ device: "CPU (2 threads)", memory_bytes_per_s: 67.5e9, compute_flops_per_s: 800e9, compute_method: "ggml Q4_K" }, 246.6e6);
-    expect(text).toContain("memory read 67.5 GB/s, compute 800 GFLOP/s");
-    expect(text).toContain("(247 MB for this model), so one request decodes at most 274 tok/s here: memory-bound");
+    const text = explainCeilings([{ backend: "llama", device: "CPU", limits: cpu }, { backend: "candle", device: "cpu", limits: cpu }], 246.6e6);
+    expect(text).toContain("llama.cpp, candle: ceilings from CPU (2 threads): memory read 67.5 GB/s, compute 800 GFLOP/s");
+    expect(text).toContain("(247 MB for this model), so one request decodes at most 274 tok/s there: memory-bound");
+    expect(text).toContain("Prefill computes all the prompt's tokens in one pass");
+  });
+  it("give each backend the limits of the device it ran on, and say where there are none", () => {
+    const text = explainCeilings(
+      [
+        { backend: "llama", device: "Vulkan0 llvmpipe: all 19 layers", limits: gpu },
+        { backend: "candle", device: "cuda:0", limits: null },
+      ],
+      246.6e6,
+    );
+    expect(text).toContain("llama.cpp: ceilings from Vulkan0: memory read 0.9 GB/s, compute 4 GFLOP/s");
+    expect(text).toContain("at most 4 tok/s there");
+    expect(text).toContain("candle on cuda:0: no ceilings (the probe did not measure that device).");
+    expect(text).not.toContain("CPU");
+    expect(explainCeilings([{ backend: "candle", device: "cuda:0", limits: null }], 246.6e6)).toBe("candle on cuda:0: no ceilings (the probe did not measure that device).");
   });
 });
 

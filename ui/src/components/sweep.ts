@@ -58,7 +58,7 @@ export interface SweepHooks {
   /** A point measured, with the weight bytes per decode step of the sweep's model (null
    * before the ceilings came, or without them). */
   onPoint: (e: Extract<SweepEvent, { type: "pointDone" }>, weightBytesPerStep: number | null) => void;
-  /** This machine's limits, when a sweep measured or read them. */
+  /** A backend's device and its measured limits, when a sweep has ceilings. */
   onLimits: (limits: Limits) => void;
   error: (e: AppError) => void;
 }
@@ -100,6 +100,9 @@ export class SweepPanel {
   private sensorPoints: PointFigures[] = [];
   /** The running sweep's model: weight bytes per decode step (from its ceilings). */
   private weightBytes: number | null = null;
+  /** The running sweep's backends and the limits of the device each loaded on. */
+  private devices = new Map<string, DeviceCeilings>();
+  private busy: string | null = null;
   private formError = h("div", { class: "form-error", role: "alert" });
   running = false;
 
@@ -215,6 +218,9 @@ export class SweepPanel {
     this.table.replaceChildren();
     this.sensorPoints = [];
     this.weightBytes = null;
+    this.devices.clear();
+    this.busy = null;
+    setText(this.ceilings, "");
     setText(this.sensorNotes, "");
     this.bar.value = 0;
     this.setRunning(true);
@@ -245,8 +251,12 @@ export class SweepPanel {
         break;
       case "ceilings":
         this.weightBytes = e.weightBytesPerStep;
-        this.hooks.onLimits(e.limits);
-        setText(this.ceilings, explainCeilings(e.limits, e.weightBytesPerStep) + (e.busy ? ` Note: ${e.busy}.` : ""));
+        this.busy = e.busy;
+        break;
+      case "deviceCeilings":
+        this.devices.set(e.backend, { backend: e.backend, device: e.device, limits: e.limits });
+        if (e.limits) this.hooks.onLimits(e.limits);
+        if (this.weightBytes) setText(this.ceilings, explainCeilings([...this.devices.values()], this.weightBytes) + (this.busy ? ` Note: ${this.busy}.` : ""));
         break;
       case "noCeilings":
         setText(this.ceilings, `No ceilings in this run: ${e.message}`);
@@ -302,14 +312,37 @@ export function sensorNotes(points: PointFigures[]): string {
   return [...missing.map((m) => `Not available here: ${m}.`), ...throttled.map((t) => `Throttling: ${t}.`)].join(" ");
 }
 
-/** What the ceilings mean, in this machine's numbers. */
-export function explainCeilings(l: Limits, weightBytes: number): string {
-  const gbps = l.memory_bytes_per_s / 1e9;
-  const most = l.memory_bytes_per_s / weightBytes;
+/** A backend, the device it loaded on, and that device's measured limits (none when the
+ * probe did not measure it). */
+export interface DeviceCeilings {
+  backend: string;
+  device: string;
+  limits: Limits | null;
+}
+
+/** What the ceilings mean, in this machine's numbers: for each device the sweep's backends
+ * ran on, its limits and the fastest one request can decode there. */
+export function explainCeilings(devices: DeviceCeilings[], weightBytes: number): string {
+  const groups = new Map<string, DeviceCeilings[]>();
+  for (const d of devices) {
+    const key = d.limits ? d.limits.device : `none|${d.device}`;
+    groups.set(key, [...(groups.get(key) ?? []), d]);
+  }
+  const mb = (weightBytes / 1e6).toFixed(0);
+  const parts = [...groups.values()].map((g) => {
+    const who = g.map((d) => backendLabel(d.backend)).join(", ");
+    const l = g[0].limits;
+    if (!l) return `${who} on ${g[0].device}: no ceilings (the probe did not measure that device).`;
+    const most = l.memory_bytes_per_s / weightBytes;
+    return (
+      `${who}: ceilings from ${l.device}: memory read ${(l.memory_bytes_per_s / 1e9).toFixed(1)} GB/s, compute ${(l.compute_flops_per_s / 1e9).toFixed(0)} GFLOP/s (${l.compute_method}). ` +
+      `Decode reads every weight once per token (${mb} MB for this model), so one request decodes at most ${most.toFixed(0)} tok/s there: memory-bound.`
+    );
+  });
+  if (!devices.some((d) => d.limits)) return parts.join(" ");
   return (
-    `Ceilings from ${l.device}: memory read ${gbps.toFixed(1)} GB/s, compute ${(l.compute_flops_per_s / 1e9).toFixed(0)} GFLOP/s (${l.compute_method}). ` +
-    `Decode reads every weight once per token (${(weightBytes / 1e6).toFixed(0)} MB for this model), so one request decodes at most ${most.toFixed(0)} tok/s here: memory-bound. ` +
-    `Requests decoding together share that read, until the arithmetic becomes the limit: compute-bound. ` +
+    parts.join(" ") +
+    ` Requests decoding together share that read, until the arithmetic becomes the limit: compute-bound. ` +
     `Prefill computes all the prompt's tokens in one pass over the weights: compute-bound.`
   );
 }

@@ -396,7 +396,8 @@ export interface PointCeiling {
 export type SweepEvent =
   | { type: "started"; path: string; totalPoints: number; totalRequests: number }
   | { type: "probing" }
-  | { type: "ceilings"; limits: Limits; weightBytesPerStep: number; busy: string | null }
+  | { type: "ceilings"; weightBytesPerStep: number; busy: string | null }
+  | { type: "deviceCeilings"; backend: string; device: string; limits: Limits | null }
   | { type: "noCeilings"; message: string }
   | { type: "loading"; backend: string }
   | { type: "loaded"; backend: string; info: BackendInfo; loadMs: number }

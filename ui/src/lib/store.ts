@@ -104,8 +104,9 @@ export class LiveStore {
   overlays: OpenedRun[] = [];
   /** One request alone on each model swept in this app (the model-size chart). */
   sizePoints = new Map<string, SizePoint>();
-  /** This machine's limits, from the last sweep that had them (the model-size chart's ceiling). */
-  limits: Limits | null = null;
+  /** The measured limits of each device this app's sweeps ran on (the model-size chart's
+   * ceilings), by device. */
+  limits = new Map<string, Limits>();
   backends = new Map<string, BackendStatus>();
   inFlight = new Map<number, TimelineRow>();
   finished = new RingBuffer<TimelineRow>(CAPACITY.timeline);
