@@ -96,6 +96,14 @@ describe("saved runs", () => {
     expect(s.overlays.map((o) => o.path)).toEqual(["a.json"]);
   });
 
+  it("two runs of one machine in the same minute keep apart labels", () => {
+    const s = new LiveStore();
+    s.addOverlay({ ...run("/runs/a.json", [point({})]), label: "AMD EPYC, 2026-12-02 07:15 UTC" });
+    s.addOverlay({ ...run("C:\\runs\\b.json", [point({})]), label: "AMD EPYC, 2026-12-02 07:15 UTC" });
+    s.addOverlay({ ...run("/runs/c.json", [point({})]), label: "Apple M3, 2026-12-02 07:15 UTC" });
+    expect(s.overlays.map((o) => o.label)).toEqual(["AMD EPYC, 2026-12-02 07:15 UTC", "AMD EPYC, 2026-12-02 07:15 UTC · b.json", "Apple M3, 2026-12-02 07:15 UTC"]);
+  });
+
   it("give the time charts their points at the live setting only: closed loop, fixed lengths, measured", () => {
     const s = new LiveStore();
     const here = point({});

@@ -338,7 +338,12 @@ export class LiveStore {
 
   /** Open `run` beside this session's figures (again: it replaces the earlier copy). */
   addOverlay(run: OpenedRun): void {
-    this.overlays = [...this.overlays.filter((o) => o.path !== run.path), run];
+    const others = this.overlays.filter((o) => o.path !== run.path);
+    // Curves are told apart by label: two runs of one machine in the same minute (a sweep
+    // and its repetition, say) are told apart by their files' names.
+    const file = run.path.split(/[\\/]/).pop() ?? run.path;
+    const label = others.some((o) => o.label === run.label) ? `${run.label} · ${file}` : run.label;
+    this.overlays = [...others, { ...run, label }];
     this.summaryVersion++;
     this.version++;
   }
