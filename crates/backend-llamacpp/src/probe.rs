@@ -38,55 +38,18 @@ fn check_product(out: &[f32], weights: &[f32], acts: &[f32], k: i64, n_out: i64,
     mismatch.map_or(Ok(()), |m| Err(format!("ggml's matrix product is wrong: {m}")))
 }
 
-/// FLOP/s of ggml's Q4_K × f32 matrix product with `threads` threads, best of runs over at
-/// least `min_time`, and a description of what was measured.
+/// FLOP/s of ggml's Q4_K × f32 matrix product with `threads` threads on the CPU (through
+/// the same backend interface as a GPU's, on ggml's CPU device), best of runs over at least
+/// `min_time`, and a description of what was measured.
 pub fn matmul_flops_per_s(threads: usize, min_time: Duration) -> Result<(f64, String), String> {
     super::runtime();
-    let (weights_f32, acts) = inputs(SIDE, TOKENS);
-    // Room for the three tensors and the graph.
-    let params = sys::ggml_init_params { mem_size: 64 << 20, mem_buffer: std::ptr::null_mut(), no_alloc: false };
-    // SAFETY: the context owns every tensor made from it; each tensor's data is written
-    // only within the size ggml reports for it, and the context is freed once, at the end.
-    unsafe {
-        let ctx = sys::ggml_init(params);
-        if ctx.is_null() {
-            return Err("ggml could not allocate its context".into());
-        }
-        let w = sys::ggml_new_tensor_2d(ctx, sys::GGML_TYPE_Q4_K, SIDE, SIDE);
-        let x = sys::ggml_new_tensor_2d(ctx, sys::GGML_TYPE_F32, SIDE, TOKENS);
-        let written = sys::ggml_quantize_chunk(sys::GGML_TYPE_Q4_K, weights_f32.as_ptr(), (*w).data, 0, SIDE, SIDE, std::ptr::null());
-        if written != sys::ggml_nbytes(w) {
-            sys::ggml_free(ctx);
-            return Err(format!("ggml quantized {written} bytes, expected {}", sys::ggml_nbytes(w)));
-        }
-        std::ptr::copy_nonoverlapping(acts.as_ptr(), (*x).data as *mut f32, acts.len());
-        let y = sys::ggml_mul_mat(ctx, w, x);
-        let graph = sys::ggml_new_graph(ctx);
-        sys::ggml_build_forward_expand(graph, y);
-        // One plan and one work buffer for every run (`ggml_graph_compute_with_ctx` would take
-        // a new buffer from the context each time and run out of it).
-        let mut plan = sys::ggml_graph_plan(graph, threads.max(1) as i32, std::ptr::null_mut());
-        let mut work = vec![0u8; plan.work_size];
-        plan.work_data = work.as_mut_ptr();
-        let started = Instant::now();
-        let (mut best, mut runs) = (f64::INFINITY, 0);
-        while runs < 3 || started.elapsed() < min_time {
-            let t0 = Instant::now();
-            let status = sys::ggml_graph_compute(graph, &mut plan);
-            if status != sys::GGML_STATUS_SUCCESS {
-                sys::ggml_free(ctx);
-                return Err(format!("ggml's matrix product failed (status {status})"));
-            }
-            best = best.min(t0.elapsed().as_secs_f64());
-            runs += 1;
-        }
-        let out = std::slice::from_raw_parts((*y).data as *const f32, (SIDE * TOKENS) as usize);
-        let checked = check_product(out, &weights_f32, &acts, SIDE, SIDE, TOKENS);
-        sys::ggml_free(ctx);
-        checked?;
-        let flops = 2.0 * (TOKENS * SIDE * SIDE) as f64;
-        Ok((flops / best, format!("ggml Q4_K × f32 matrix product, {TOKENS}×{SIDE}×{SIDE}, {threads} threads")))
+    // SAFETY: ggml's device list is fixed once the runtime is initialised.
+    let cpu = unsafe { sys::ggml_backend_dev_by_type(sys::GGML_BACKEND_DEVICE_TYPE_CPU) };
+    if cpu.is_null() {
+        return Err("ggml has no CPU device in this build".into());
     }
+    let flops = device_matmul_flops(cpu, SIDE, Some(threads.max(1)), min_time)?;
+    Ok((flops, format!("ggml Q4_K × f32 matrix product, {TOKENS}×{SIDE}×{SIDE}, {threads} threads")))
 }
 
 /// A GPU's matrix: larger than the CPU's, so that launching the kernel is a small part of it.
@@ -124,7 +87,7 @@ pub fn gpu_limits(min_time: Duration) -> Vec<Result<Limits, String>> {
             let sum = device_read_bandwidth(dev, min_time).map_err(|e| format!("{name}: memory bandwidth not measured: {e}"))?;
             let matvec = device_matvec_bandwidth(dev, min_time).map_err(|e| format!("{name}: memory bandwidth not measured: {e}"))?;
             let read = sum.max(matvec);
-            let flops = device_matmul_flops(dev, min_time).map_err(|e| format!("{name}: compute rate not measured: {e}"))?;
+            let flops = device_matmul_flops(dev, GPU_SIDE, None, min_time).map_err(|e| format!("{name}: compute rate not measured: {e}"))?;
             let method = format!("ggml Q4_K × f32 matrix product on the device, {TOKENS}×{GPU_SIDE}×{GPU_SIDE}");
             Ok(Limits { device: name, memory_bytes_per_s: read, compute_flops_per_s: flops, compute_method: method })
         })
@@ -132,13 +95,14 @@ pub fn gpu_limits(min_time: Duration) -> Vec<Result<Limits, String>> {
 }
 
 /// One graph on one device: its tensors made by `build` in a context of their own, allocated
-/// on the device, filled by `fill`, computed `runs`-or-more times over `min_time` (best time
+/// on the device (with `threads` threads, for the CPU's), filled by `fill`, computed three-or-more times over `min_time` (best time
 /// kept), then read back by `read`.
 ///
 /// SAFETY (for the callers' closures): `build` makes tensors in the context it is given and
 /// returns the graph's output; `fill` and `read` move bytes within the sizes ggml reports.
 unsafe fn time_on_device<T>(
     dev: sys::ggml_backend_dev_t,
+    threads: Option<usize>,
     min_time: Duration,
     build: impl FnOnce(*mut sys::ggml_context) -> Vec<*mut sys::ggml_tensor>,
     fill: impl FnOnce(&[*mut sys::ggml_tensor]),
@@ -148,6 +112,9 @@ unsafe fn time_on_device<T>(
         let backend = sys::ggml_backend_dev_init(dev, std::ptr::null());
         if backend.is_null() {
             return Err("the device did not start".into());
+        }
+        if let Some(n) = threads {
+            sys::ggml_backend_cpu_set_n_threads(backend, n as i32);
         }
         let params = sys::ggml_init_params { mem_size: 16 * sys::ggml_tensor_overhead() + sys::ggml_graph_overhead(), mem_buffer: std::ptr::null_mut(), no_alloc: true };
         let ctx = sys::ggml_init(params);
@@ -200,6 +167,7 @@ fn device_read_bandwidth(dev: sys::ggml_backend_dev_t, min_time: Duration) -> Re
     let (seconds, ()) = unsafe {
         time_on_device(
             dev,
+            None,
             min_time,
             |ctx| {
                 let a = sys::ggml_new_tensor_2d(ctx, sys::GGML_TYPE_F32, cols, rows);
@@ -240,6 +208,7 @@ fn device_matvec_bandwidth(dev: sys::ggml_backend_dev_t, min_time: Duration) -> 
         let q: Vec<u8> = period.iter().copied().cycle().take(row * ROWS as usize).collect();
         time_on_device(
             dev,
+            None,
             min_time,
             |ctx| {
                 let w = sys::ggml_new_tensor_2d(ctx, sys::GGML_TYPE_Q4_K, GPU_SIDE, ROWS);
@@ -264,24 +233,25 @@ fn device_matvec_bandwidth(dev: sys::ggml_backend_dev_t, min_time: Duration) -> 
     Ok(bytes as f64 / seconds)
 }
 
-/// FLOP/s of the Q4_K × f32 matrix product on the device.
-fn device_matmul_flops(dev: sys::ggml_backend_dev_t, min_time: Duration) -> Result<f64, String> {
-    let (weights, acts) = inputs(GPU_SIDE, TOKENS);
-    // SAFETY: as in `matmul_flops_per_s`, on the device: the quantized bytes are written into
-    // a host buffer of the size ggml gives for them, then copied whole.
+/// FLOP/s of the Q4_K × f32 matrix product of `side`² weights by [`TOKENS`] rows on the device.
+fn device_matmul_flops(dev: sys::ggml_backend_dev_t, side: i64, threads: Option<usize>, min_time: Duration) -> Result<f64, String> {
+    let (weights, acts) = inputs(side, TOKENS);
+    // SAFETY: the quantized bytes are written into a host buffer of the size ggml gives for
+    // them, then copied whole into the device's tensor.
     let (seconds, ()) = unsafe {
-        let row = sys::ggml_row_size(sys::GGML_TYPE_Q4_K, GPU_SIDE);
-        let mut q = vec![0u8; row * GPU_SIDE as usize];
-        let written = sys::ggml_quantize_chunk(sys::GGML_TYPE_Q4_K, weights.as_ptr(), q.as_mut_ptr().cast(), 0, GPU_SIDE, GPU_SIDE, std::ptr::null());
+        let row = sys::ggml_row_size(sys::GGML_TYPE_Q4_K, side);
+        let mut q = vec![0u8; row * side as usize];
+        let written = sys::ggml_quantize_chunk(sys::GGML_TYPE_Q4_K, weights.as_ptr(), q.as_mut_ptr().cast(), 0, side, side, std::ptr::null());
         if written != q.len() {
             return Err(format!("ggml quantized {written} bytes, expected {}", q.len()));
         }
         time_on_device(
             dev,
+            threads,
             min_time,
             |ctx| {
-                let w = sys::ggml_new_tensor_2d(ctx, sys::GGML_TYPE_Q4_K, GPU_SIDE, GPU_SIDE);
-                let x = sys::ggml_new_tensor_2d(ctx, sys::GGML_TYPE_F32, GPU_SIDE, TOKENS);
+                let w = sys::ggml_new_tensor_2d(ctx, sys::GGML_TYPE_Q4_K, side, side);
+                let x = sys::ggml_new_tensor_2d(ctx, sys::GGML_TYPE_F32, side, TOKENS);
                 vec![w, x, sys::ggml_mul_mat(ctx, w, x)]
             },
             |t| {
@@ -289,13 +259,13 @@ fn device_matmul_flops(dev: sys::ggml_backend_dev_t, min_time: Duration) -> Resu
                 sys::ggml_backend_tensor_set(t[1], acts.as_ptr().cast(), 0, sys::ggml_nbytes(t[1]));
             },
             |t| {
-                let mut out = vec![0f32; (GPU_SIDE * TOKENS) as usize];
+                let mut out = vec![0f32; (side * TOKENS) as usize];
                 sys::ggml_backend_tensor_get(t[2], out.as_mut_ptr().cast(), 0, sys::ggml_nbytes(t[2]));
-                check_product(&out, &weights, &acts, GPU_SIDE, GPU_SIDE, TOKENS)
+                check_product(&out, &weights, &acts, side, side, TOKENS)
             },
         )?
     };
-    Ok(2.0 * (TOKENS * GPU_SIDE * GPU_SIDE) as f64 / seconds)
+    Ok(2.0 * (TOKENS * side * side) as f64 / seconds)
 }
 
 #[cfg(test)]

@@ -127,11 +127,32 @@ impl Probe {
 
     /// The limits of the device a backend reported running on (`BackendInfo::device`):
     /// a CPU device's are the CPU's; a GPU's are that GPU's when the whole model ran on it
-    /// (`Vulkan0 llvmpipe (...): all 19 layers`). A model split between devices, or a
-    /// device the probe did not measure (candle's and MLX's own names), has none.
+    /// (llama.cpp's `Vulkan0 llvmpipe (...): all 19 layers`). candle and MLX name the same
+    /// GPUs their own way (`CUDA:0`, `Metal:0`, `Metal: Apple M3 (MLX)`) and get the limits
+    /// ggml measured on them, as all three share the CPU's: they are the hardware's. A model
+    /// split between devices, or a GPU the probe did not measure, has none.
     pub fn for_device(&self, device: &str) -> Option<&Limits> {
-        let cpu = device.starts_with("CPU") || device.is_empty();
-        self.devices.iter().find(|l| if cpu { l.device.starts_with("CPU") } else { !l.device.starts_with("CPU") && device.starts_with(&format!("{}: all ", l.device)) })
+        let on_cpu = |d: &str| d.starts_with("CPU") || d.is_empty();
+        if on_cpu(device) {
+            return self.devices.iter().find(|l| on_cpu(&l.device));
+        }
+        let ggml_name = ggml_device_name(device);
+        self.devices.iter().filter(|l| !on_cpu(&l.device)).find(|l| {
+            device.starts_with(&format!("{}: all ", l.device)) || ggml_name.as_deref().is_some_and(|n| l.device.split(' ').next() == Some(n))
+        })
+    }
+}
+
+/// ggml's name (`CUDA0`, `MTL0`) for a GPU as candle or MLX report it.
+fn ggml_device_name(device: &str) -> Option<String> {
+    if let Some(index) = device.strip_prefix("CUDA:") {
+        return index.parse::<u32>().ok().map(|i| format!("CUDA{i}"));
+    }
+    let rest = device.strip_prefix("Metal:")?;
+    // candle's `Metal:0`, or MLX's `Metal: <chip> (MLX)` on the default GPU.
+    match rest.trim().parse::<u32>() {
+        Ok(i) => Some(format!("MTL{i}")),
+        Err(_) => rest.ends_with("(MLX)").then(|| "MTL0".to_string()),
     }
 }
 
@@ -288,5 +309,17 @@ mod tests {
         assert_eq!(both.for_device("Vulkan0 llvmpipe (LLVM 15.0.6, 256 bits): 10 of 19 layers; CPU (AVX2, 2 threads): 9 of 19 layers"), None);
         assert_eq!(both.for_device("CPU (AVX2, 2 threads): all 19 layers").map(|l| l.compute_flops_per_s), Some(1e9));
         assert_eq!(both.for_device("CUDA:0"), None);
+        // candle's and MLX's names for the GPUs ggml measured.
+        let cuda = Limits { device: "CUDA0 NVIDIA H200".into(), memory_bytes_per_s: 4e12, ..probe.devices[0].clone() };
+        let metal = Limits { device: "MTL0 Apple M3 Max".into(), memory_bytes_per_s: 3e11, ..probe.devices[0].clone() };
+        let gpus = Probe { devices: vec![probe.devices[0].clone(), cuda, metal], ..probe.clone() };
+        let read = |d: &str| gpus.for_device(d).map(|l| l.memory_bytes_per_s);
+        assert_eq!(read("CUDA:0"), Some(4e12));
+        assert_eq!(read("CUDA0 NVIDIA H200: all 19 layers"), Some(4e12));
+        assert_eq!(read("CUDA:1"), None);
+        assert_eq!(read("Metal:0"), Some(3e11));
+        assert_eq!(read("Metal: Apple M3 Max (MLX)"), Some(3e11));
+        assert_eq!(read("CPU: Apple M3 Max (MLX)"), Some(probe.devices[0].memory_bytes_per_s));
+        assert_eq!(read("Metal: something else"), None);
     }
 }
