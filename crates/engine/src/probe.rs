@@ -132,6 +132,11 @@ impl Probe {
     /// ggml measured on them, as all three share the CPU's: they are the hardware's. A model
     /// split between devices, or a GPU the probe did not measure, has none.
     pub fn for_device(&self, device: &str) -> Option<&Limits> {
+        // llama.cpp lists a split's devices one after another (`CPU (8 threads): 9 of 19
+        // layers; CUDA0 ...: 10 of 19 layers`), whichever comes first.
+        if device.contains(" layers; ") {
+            return None;
+        }
         let on_cpu = |d: &str| d.starts_with("CPU") || d.is_empty();
         if on_cpu(device) {
             return self.devices.iter().find(|l| on_cpu(&l.device));
@@ -308,6 +313,9 @@ mod tests {
         assert_eq!(both.for_device("Vulkan0 llvmpipe (LLVM 15.0.6, 256 bits): all 19 layers").map(|l| l.compute_flops_per_s), Some(5e10));
         assert_eq!(both.for_device("Vulkan0 llvmpipe (LLVM 15.0.6, 256 bits): 10 of 19 layers; CPU (AVX2, 2 threads): 9 of 19 layers"), None);
         assert_eq!(both.for_device("CPU (AVX2, 2 threads): all 19 layers").map(|l| l.compute_flops_per_s), Some(1e9));
+        assert_eq!(both.for_device("CPU (AVX2, 2 threads): 9 of 19 layers; Vulkan0 llvmpipe (LLVM 15.0.6, 256 bits): 10 of 19 layers"), None);
+        // candle's CPU, with its note on the thread count.
+        assert!(both.for_device("CPU (AVX2, 2 threads; 4 requested but candle was already initialised)").is_some());
         assert_eq!(both.for_device("CUDA:0"), None);
         // candle's and MLX's names for the GPUs ggml measured.
         let cuda = Limits { device: "CUDA0 NVIDIA H200".into(), memory_bytes_per_s: 4e12, ..probe.devices[0].clone() };
