@@ -45,8 +45,21 @@ describe("ceilings", () => {
   it("explains them in the machine's numbers", () => {
     const text = explainCeilings([{ backend: "llama", device: "CPU", limits: cpu }, { backend: "candle", device: "cpu", limits: cpu }], 246.6e6);
     expect(text).toContain("llama.cpp, candle: ceilings from CPU (2 threads): memory read 67.5 GB/s, compute 800 GFLOP/s");
-    expect(text).toContain("(247 MB for this model), so one request decodes at most 274 tok/s there: memory-bound");
+    expect(text).toContain("one request decodes at most 274 tok/s there (67.5 GB/s ÷ 247 MB).");
+    expect(text).toContain("Decode reads every weight once per token (247 MB for this model): memory-bound.");
     expect(text).toContain("Prefill computes all the prompt's tokens in one pass");
+  });
+  it("say why once, and each device's own bound, when backends ran on two devices", () => {
+    const text = explainCeilings(
+      [
+        { backend: "llama", device: "Vulkan0 llvmpipe: all 19 layers", limits: gpu },
+        { backend: "candle", device: "cpu", limits: cpu },
+      ],
+      246.6e6,
+    );
+    expect(text).toMatch(/^llama\.cpp: ceilings from Vulkan0: .*at most 4 tok\/s there \(0\.9 GB\/s ÷ 247 MB\)\. candle: ceilings from CPU \(2 threads\): .*at most 274 tok\/s there/);
+    expect(text.match(/Decode reads every weight/g)).toHaveLength(1);
+    expect(text.match(/Prefill computes/g)).toHaveLength(1);
   });
   it("give each backend the limits of the device it ran on, and say where there are none", () => {
     const text = explainCeilings(
@@ -58,6 +71,7 @@ describe("ceilings", () => {
     );
     expect(text).toContain("llama.cpp: ceilings from Vulkan0: memory read 0.9 GB/s, compute 4 GFLOP/s");
     expect(text).toContain("at most 4 tok/s there");
+    expect(text.match(/Decode reads every weight/g)).toHaveLength(1);
     expect(text).toContain("candle on cuda:0: no ceilings (the probe did not measure that device).");
     expect(text).not.toContain("CPU");
     expect(explainCeilings([{ backend: "candle", device: "cuda:0", limits: null }], 246.6e6)).toBe("candle on cuda:0: no ceilings (the probe did not measure that device).");

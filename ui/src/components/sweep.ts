@@ -321,7 +321,7 @@ export interface DeviceCeilings {
 }
 
 /** What the ceilings mean, in this machine's numbers: for each device the sweep's backends
- * ran on, its limits and the fastest one request can decode there. */
+ * ran on, its limits and the fastest one request can decode there; then, once, why. */
 export function explainCeilings(devices: DeviceCeilings[], weightBytes: number): string {
   const groups = new Map<string, DeviceCeilings[]>();
   for (const d of devices) {
@@ -329,20 +329,22 @@ export function explainCeilings(devices: DeviceCeilings[], weightBytes: number):
     groups.set(key, [...(groups.get(key) ?? []), d]);
   }
   const mb = (weightBytes / 1e6).toFixed(0);
+  const gbs = (l: Limits) => `${(l.memory_bytes_per_s / 1e9).toFixed(1)} GB/s`;
   const parts = [...groups.values()].map((g) => {
     const who = g.map((d) => backendLabel(d.backend)).join(", ");
     const l = g[0].limits;
     if (!l) return `${who} on ${g[0].device}: no ceilings (the probe did not measure that device).`;
     const most = l.memory_bytes_per_s / weightBytes;
     return (
-      `${who}: ceilings from ${l.device}: memory read ${(l.memory_bytes_per_s / 1e9).toFixed(1)} GB/s, compute ${(l.compute_flops_per_s / 1e9).toFixed(0)} GFLOP/s (${l.compute_method}). ` +
-      `Decode reads every weight once per token (${mb} MB for this model), so one request decodes at most ${most.toFixed(0)} tok/s there: memory-bound.`
+      `${who}: ceilings from ${l.device}: memory read ${gbs(l)}, compute ${(l.compute_flops_per_s / 1e9).toFixed(0)} GFLOP/s (${l.compute_method}); ` +
+      `one request decodes at most ${most.toFixed(0)} tok/s there (${gbs(l)} ÷ ${mb} MB).`
     );
   });
   if (!devices.some((d) => d.limits)) return parts.join(" ");
   return (
     parts.join(" ") +
-    ` Requests decoding together share that read, until the arithmetic becomes the limit: compute-bound. ` +
+    ` Decode reads every weight once per token (${mb} MB for this model): memory-bound. ` +
+    `Requests decoding together share that read, until the arithmetic becomes the limit: compute-bound. ` +
     `Prefill computes all the prompt's tokens in one pass over the weights: compute-bound.`
   );
 }
