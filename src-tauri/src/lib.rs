@@ -51,7 +51,7 @@ pub fn main() {
     if let Some(role) = worker_role(&args) {
         let code = match role.map_err(anyhow::Error::msg).and_then(|role| match role {
             WorkerRole::Backend(b) => lx_backends::serve_worker(&b),
-            WorkerRole::Probe => Ok(println!("{}", serde_json::to_string(&lx_backends::limits::measure_here()?)?)),
+            WorkerRole::Probe => lx_backends::limits::serve_probe(),
         }) {
             Ok(()) => 0,
             Err(e) => {

@@ -8,7 +8,7 @@ pub struct WorkerArgs {
     /// Backend to host.
     #[arg(long, required_unless_present = "probe")]
     backend: Option<String>,
-    /// Measure this machine's limits and print them as JSON instead.
+    /// Measure this machine's limits instead, printed as JSON lines as each device is done.
     #[arg(long, conflicts_with = "backend")]
     probe: bool,
 }
@@ -16,7 +16,7 @@ pub struct WorkerArgs {
 pub fn run(args: WorkerArgs) -> anyhow::Result<i32> {
     match args.backend {
         Some(backend) => lx_backends::serve_worker(&backend)?,
-        None => println!("{}", serde_json::to_string(&lx_backends::limits::measure_here()?)?),
+        None => lx_backends::limits::serve_probe()?,
     }
     Ok(0)
 }
