@@ -8,7 +8,7 @@ use std::time::Instant;
 use lx_backend_llamacpp::{KvLayout, LlamaCppBackend};
 use lx_engine::backend::{Backend, LoadSpec, Scored, TokenId};
 use lx_engine::gguf::GgufFile;
-use lx_engine::parity::{compare, NEAR_TIE_NATS};
+use lx_engine::parity::{compare, ALTERNATIVES, NEAR_TIE_NATS};
 use lx_engine::scheduler::{Policy, SchedEvent, Scheduler, SchedulerConfig, WorkRequest};
 use lx_engine::tokenizer::Tokenizer;
 
@@ -23,7 +23,7 @@ fn run(load: Load, policy: Policy, prompts: &[Vec<TokenId>]) -> BTreeMap<u64, (V
     let mut s = Scheduler::new(backend, SchedulerConfig::new(policy, 4, 512), Instant::now());
     let mut events = Vec::new();
     for (i, p) in prompts.iter().enumerate() {
-        let req = WorkRequest { id: i as u64, prompt: p.clone(), max_tokens: NEW_TOKENS, stop_tokens: vec![], top_logprobs: 2, prefix_tokens: 0 };
+        let req = WorkRequest { id: i as u64, prompt: p.clone(), max_tokens: NEW_TOKENS, stop_tokens: vec![], top_logprobs: ALTERNATIVES, prefix_tokens: 0 };
         s.submit(req, &mut |e| events.push(e));
     }
     while s.has_work() {

@@ -7,7 +7,7 @@ use std::time::Instant;
 use lx_backend_llamacpp::LlamaCppBackend;
 use lx_engine::backend::{Backend, LoadSpec, Scored, TokenId};
 use lx_engine::gguf::GgufFile;
-use lx_engine::parity::{compare, NEAR_TIE_NATS};
+use lx_engine::parity::{compare, ALTERNATIVES, NEAR_TIE_NATS};
 use lx_engine::scheduler::{Policy, SchedEvent, Scheduler, SchedulerConfig, WorkRequest};
 use lx_engine::tokenizer::Tokenizer;
 
@@ -28,7 +28,7 @@ fn run(policy: Policy, prompts: &[Vec<TokenId>], prefix: u32) -> Streams {
     let mut s = Scheduler::new(backend, config, Instant::now());
     let mut events = Vec::new();
     for (i, p) in prompts.iter().enumerate() {
-        let req = WorkRequest { id: i as u64, prompt: p.clone(), max_tokens: NEW_TOKENS, stop_tokens: vec![], top_logprobs: 2, prefix_tokens: prefix };
+        let req = WorkRequest { id: i as u64, prompt: p.clone(), max_tokens: NEW_TOKENS, stop_tokens: vec![], top_logprobs: ALTERNATIVES, prefix_tokens: prefix };
         s.submit(req, &mut |e| events.push(e));
         if prefix > 0 && i == 0 {
             // Let the first request compute the prefix into the cache before the others come.

@@ -37,7 +37,7 @@ use std::time::Instant;
 
 use lx_backend_mlx::{mlx4, MlxBackend, Options, WeightMode};
 use lx_engine::backend::{choose_greedy, Backend, BackendError, Batch, LoadSpec, Outputs, Scored, TokenId};
-use lx_engine::parity::{compare, NEAR_TIE_NATS};
+use lx_engine::parity::{compare, ALTERNATIVES, NEAR_TIE_NATS};
 use lx_engine::scheduler::{Policy, SchedEvent, Scheduler, SchedulerConfig, WorkRequest};
 
 const N_GEN: usize = 48;
@@ -217,7 +217,7 @@ fn scheduled(policy: Policy, prompts: &[Vec<TokenId>], n: u32) -> BTreeMap<u64, 
     let mut s = Scheduler::new(Box::new(backend), SchedulerConfig::new(policy, 4, 1024), Instant::now());
     let mut events = Vec::new();
     for (i, p) in prompts.iter().enumerate() {
-        let req = WorkRequest { id: i as u64, prompt: p.clone(), max_tokens: n, stop_tokens: vec![], top_logprobs: 2, prefix_tokens: 0 };
+        let req = WorkRequest { id: i as u64, prompt: p.clone(), max_tokens: n, stop_tokens: vec![], top_logprobs: ALTERNATIVES, prefix_tokens: 0 };
         s.submit(req, &mut |e| events.push(e));
     }
     while s.has_work() {

@@ -47,7 +47,13 @@ pub fn limits(refresh: bool, measuring: &mut dyn FnMut()) -> anyhow::Result<Prob
         .stderr(std::process::Stdio::inherit())
         .spawn()
         .map_err(|e| anyhow::anyhow!("cannot start the probe ({}): {e}", command.program.display()))?;
-    let mut measured = collect(&mut child, STAGE_TIMEOUT)?;
+    let measured = collect(&mut child, STAGE_TIMEOUT);
+    if measured.is_err() {
+        // An answer that made no sense: the child is not left running.
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let mut measured = measured?;
     measured.key = key;
     // Kept even when other work ran beside it (its tables say so, `Probe::busy_note`): a
     // probe refused under load would be taken again under the same load by every run.
