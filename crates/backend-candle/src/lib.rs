@@ -40,6 +40,13 @@ use std::time::{Duration, Instant};
 /// The candle release this crate is built against.
 pub const CANDLE_VERSION: &str = "0.11.1";
 
+/// The layers' weight format on the CPU when nothing else is asked: `dual` (Q8_0 kernels
+/// for decode, f16 gemm for prefill) was the fastest on every CPU measured, in decode, in
+/// prefill and with several clients (the crate README, "Weight formats"); `lx tune` checks
+/// it on each machine, and under a competing load too, where the spinning pool behind the
+/// Q8_0 kernels can lose to f16.
+pub const CPU_DEFAULT_WEIGHTS: WeightFormat = WeightFormat::Dual;
+
 /// Which device to run on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum DeviceChoice {
@@ -71,9 +78,8 @@ impl std::str::FromStr for DeviceChoice {
 #[derive(Debug, Clone, Default)]
 pub struct Options {
     pub device: DeviceChoice,
-    /// How the layers' weights are held; `None`: [`WeightFormat::F16`] on CPU (candle's
-    /// fastest and most robust CPU path, see the crate README), [`WeightFormat::Quantized`]
-    /// on a GPU.
+    /// How the layers' weights are held; `None`: [`CPU_DEFAULT_WEIGHTS`] on the CPU,
+    /// [`WeightFormat::Quantized`] on a GPU.
     pub layer_weights: Option<WeightFormat>,
 }
 
@@ -291,7 +297,7 @@ impl CandleBackend {
         }
         let (device, device_name, cpu_fallback) = select_device(opts.device, spec)?;
         let layer_weights = opts.layer_weights.unwrap_or(if device.is_cpu() {
-            WeightFormat::F16
+            CPU_DEFAULT_WEIGHTS
         } else {
             WeightFormat::Quantized
         });
@@ -340,6 +346,8 @@ impl CandleBackend {
                 ctx_per_slot: ctx,
                 prefix_copy: true,
             },
+            settings: [("weights".to_string(), layer_weights.name().to_string())].into(),
+            settings_from: None,
         };
         Ok(Self {
             model,

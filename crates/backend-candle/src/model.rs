@@ -46,7 +46,7 @@ pub enum WeightFormat {
     /// ~3.5× the quantized kernels' prefill speed, about their decode speed, five times
     /// closer to the f32 reference than Q8_0 activations allow, and no collapse when other
     /// processes share the cores (candle's spinning pool, which runs its quantized
-    /// kernels, does collapse). 2 bytes per weight. The CPU default.
+    /// kernels, does collapse). 2 bytes per weight.
     F16,
     /// Dequantized to f32, the output projection too: no activation quantization, no
     /// half-precision anywhere. The numerical reference for the quantized file (slow,
@@ -54,8 +54,8 @@ pub enum WeightFormat {
     F32,
     /// Both: [`WeightFormat::Q8_0`] for passes of few rows (decode) and f16 for passes of
     /// at least [`DUAL_MIN_ROWS`] rows (prefill). Largest in memory; on an idle CPU the
-    /// fastest decode by a few percent, on a shared one by far the slowest (the quantized
-    /// kernels' spinning pool collapses).
+    /// fastest in decode and prefill alike (the CPU default, [`crate::CPU_DEFAULT_WEIGHTS`]);
+    /// on a shared one its decode can collapse (the quantized kernels' spinning pool).
     Dual,
 }
 
@@ -93,6 +93,28 @@ impl Proj {
             (None, Some(f)) => f.forward(x),
             (None, None) => unreachable!("a projection holds at least one format"),
         }
+    }
+}
+
+impl WeightFormat {
+    /// Every format, in the order `lx tune` tries them.
+    pub const ALL: [WeightFormat; 5] = [Self::Dual, Self::Q8_0, Self::F16, Self::Quantized, Self::F32];
+
+    /// The name `LX_CANDLE_WEIGHTS` and `FromStr` take.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Quantized => "quantized",
+            Self::Q8_0 => "q8_0",
+            Self::F16 => "f16",
+            Self::F32 => "f32",
+            Self::Dual => "dual",
+        }
+    }
+}
+
+impl std::fmt::Display for WeightFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 
