@@ -128,13 +128,24 @@ fn describe_placement(
 }
 
 /// Flash attention: llama.cpp decides (`auto`, the default, as its own tools do) unless
-/// `LX_LLAMA_FLASH_ATTN` is `on` or `off`.
-fn flash_attention() -> i32 {
+/// `LX_LLAMA_FLASH_ATTN` is `on` or `off`. Returns llama.cpp's policy and its name.
+fn flash_attention() -> Result<(i32, &'static str), BackendError> {
     match std::env::var("LX_LLAMA_FLASH_ATTN").as_deref() {
-        Ok("on") => 1,
-        Ok("off") => 0,
-        _ => -1,
+        Err(_) | Ok("auto") => Ok((-1, "auto")),
+        Ok("on") => Ok((1, "on")),
+        Ok("off") => Ok((0, "off")),
+        Ok(other) => Err(BackendError::Load(format!("LX_LLAMA_FLASH_ATTN {other:?}: use auto, on or off"))),
     }
+}
+
+/// Most tokens llama.cpp computes in one micro-batch: `LX_LLAMA_UBATCH`, else 512 (its own
+/// tools' default), never more than the batch.
+fn micro_batch(n_batch: u32) -> Result<u32, BackendError> {
+    let asked = match std::env::var("LX_LLAMA_UBATCH") {
+        Err(_) => 512,
+        Ok(s) => s.parse::<u32>().ok().filter(|&n| n > 0).ok_or_else(|| BackendError::Load(format!("LX_LLAMA_UBATCH {s:?}: a number of tokens, at least 1")))?,
+    };
+    Ok(asked.min(n_batch))
 }
 
 /// How llama.cpp lays out the KV cache of the context's sequences.
@@ -236,15 +247,17 @@ impl LlamaCppBackend {
         }
         let n_ctx = (spec.ctx_per_slot * slots) as u32;
         let n_batch = spec.max_batch_tokens.max(1) as u32;
+        let n_ubatch = micro_batch(n_batch)?;
+        let (flash_attn, flash_attn_name) = flash_attention()?;
         let params = LlamaContextParams::default()
             .with_n_ctx(NonZeroU32::new(n_ctx))
             .with_n_batch(n_batch)
-            .with_n_ubatch(n_batch.min(512))
+            .with_n_ubatch(n_ubatch)
             .with_n_seq_max(slots as u32)
             .with_kv_unified(kv == KvLayout::Unified)
             .with_n_threads(threads as i32)
             .with_n_threads_batch(threads as i32)
-            .with_flash_attention_policy(flash_attention())
+            .with_flash_attention_policy(flash_attn)
             // A GPU build otherwise hands large batches' matrix products to the GPU even
             // with every layer on the CPU (ggml's op offload): --gpu-layers 0 means the CPU.
             .with_op_offload(spec.gpu_layers != Some(0))
@@ -272,6 +285,11 @@ impl LlamaCppBackend {
                 ctx_per_slot,
                 prefix_copy: true,
             },
+            settings: [("flash_attn", flash_attn_name.to_string()), ("kv", kv.name().to_string()), ("ubatch", n_ubatch.to_string())]
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+            settings_from: None,
         };
         Ok(Self {
             ctx,

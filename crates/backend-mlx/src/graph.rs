@@ -468,6 +468,8 @@ impl MlxBackend {
                 ctx_per_slot: spec.ctx_per_slot,
                 prefix_copy: true,
             },
+            settings: [("weights".to_string(), opts.weights.name().to_string())].into(),
+            settings_from: None,
         };
         Ok(Self { model, caches, lens: vec![0; spec.slots], info, compute: None })
     }

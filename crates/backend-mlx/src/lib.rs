@@ -89,6 +89,14 @@ pub enum WeightMode {
 }
 
 impl WeightMode {
+    /// The name `LX_MLX_WEIGHTS` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            WeightMode::AsLoaded => "as-loaded",
+            WeightMode::Mlx4 => "q4",
+        }
+    }
+
     /// The words results use for this mode.
     pub fn describe(self) -> &'static str {
         match self {

@@ -109,7 +109,7 @@ pub struct ChunkOutput {
 }
 
 /// What a backend can do; the scheduler and the charts rely on it being true.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Capabilities {
     /// Sequences at different positions run in one fused pass. When false the backend
     /// runs them one after another inside the step, and results say so.
@@ -125,7 +125,7 @@ pub struct Capabilities {
 }
 
 /// Who is measured: reported with every result.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct BackendInfo {
     /// Short name: `llama`, `candle`, `mlx`.
     pub name: String,
@@ -142,7 +142,19 @@ pub struct BackendInfo {
     /// Compute threads in use.
     pub threads: usize,
     pub capabilities: Capabilities,
+    /// The backend's own settings as it ran with them, by the names `lx tune` uses (e.g.
+    /// candle's `weights`, llama.cpp's `flash_attn`); threads are [`BackendInfo::threads`].
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub settings: std::collections::BTreeMap<String, String>,
+    /// Where those settings came from: this machine's tuned profile, the environment, or
+    /// the backend's defaults (set by whoever started the worker: [`SETTINGS_FROM_ENV`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub settings_from: Option<String>,
 }
+
+/// The environment variable through which whoever starts a worker says where its settings
+/// came from; the worker copies it into [`BackendInfo::settings_from`].
+pub const SETTINGS_FROM_ENV: &str = "LX_SETTINGS_FROM";
 
 /// How to load a model into a backend.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -462,6 +462,7 @@ mod tests {
             cpu_fallback: fallback.map(String::from),
             threads: 2,
             capabilities: caps.clone(),
+            ..Default::default()
         };
         let lines = device_lines(&[
             info("llama", "CPU (2 threads): all 19 layers", Some("llama.cpp ran on the CPU: 0 of 19 layers offloaded to CUDA0 (--gpu-layers 0)")),

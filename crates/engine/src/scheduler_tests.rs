@@ -21,6 +21,7 @@ impl HashModel {
             cpu_fallback: None,
             threads: 1,
             capabilities: Capabilities { mixed_position_batches: true, max_batch_tokens: 4096, slots, ctx_per_slot: ctx, prefix_copy: true },
+            ..Default::default()
         };
         Self { info, caches: vec![Vec::new(); slots], passes: Vec::new(), fail_next: false, copies: Vec::new() }
     }

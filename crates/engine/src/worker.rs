@@ -75,7 +75,8 @@ pub fn serve(loader: Loader, input: impl BufRead + Send + 'static, mut output: i
                         let t0 = Instant::now();
                         match load(&spec) {
                             Ok(backend) => {
-                                let info = backend.info().clone();
+                                let mut info = backend.info().clone();
+                                info.settings_from = std::env::var(crate::backend::SETTINGS_FROM_ENV).ok();
                                 scheduler = Some(Scheduler::new(backend, config, epoch));
                                 events.push(Reply::Loaded { info, load_ms: t0.elapsed().as_secs_f64() * 1e3 });
                             }

@@ -155,7 +155,8 @@ impl ServerTarget {
             cpu_fallback: None,
             threads: 0,
             // The server's batching and limits are its own; none of ours apply.
-            capabilities: Capabilities { mixed_position_batches: true, max_batch_tokens: 0, slots: 0, ctx_per_slot: 0, prefix_copy: false },
+            capabilities: Capabilities::default(),
+            ..Default::default()
         };
         let (tx, replies) = mpsc::channel();
         let shared = Arc::new(Shared { server, model, client, codec, epoch: Instant::now(), replies: tx });

@@ -181,6 +181,7 @@ pub(super) fn fakes(prefill_us_per_token: u64, step_us: u64) -> (Spawner, Fakes)
                 ctx_per_slot: spec.ctx_per_slot,
                 prefix_copy: false,
             },
+            ..Default::default()
         };
         let (to_worker, rx_in) = mpsc::channel::<Vec<u8>>();
         let (tx_out, from_worker) = mpsc::channel();
