@@ -16,3 +16,4 @@ mod serving_input;
 mod synth;
 mod tokenizer;
 mod tokenizer_bpe;
+mod tune;

@@ -8,6 +8,7 @@ pub mod memory;
 pub mod model;
 pub mod platforms;
 pub mod synth;
+pub mod tune;
 
 use lx_engine::backend::{Backend, BackendError, LoadSpec};
 use lx_engine::coordinator::WorkerCommand;
@@ -102,23 +103,43 @@ pub fn serve_worker(backend: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Starts this build's worker processes by backend name, once the load is known to fit in
-/// memory ([`memory`]). A first load may compile GPU kernels or page a large model in from a
-/// slow disk, hence the generous timeout.
-pub fn spawner() -> lx_engine::target::Spawner {
-    let workers = lx_engine::target::process_spawner(worker_command, std::time::Duration::from_secs(300));
+/// Starts this build's worker processes by backend name, with this machine's tuned settings
+/// for the model ([`tune`]: the idle choice to measure, the contended one for live mode).
+pub fn spawner(usage: tune::Use) -> lx_engine::target::Spawner {
+    let machine = std::sync::OnceLock::new();
+    worker_spawner(move |name: &str, spec: &LoadSpec| {
+        let machine = machine.get_or_init(|| lx_engine::probe::machine_key(&hardware_report()));
+        let model = tune::model_key(&spec.model_path);
+        let profile = tune::read_profile(&tune::profile_path(&lx_models::cache_dir(), machine, &model), machine, &model);
+        tune::applied(name, &profile, usage, &|var| std::env::var(var).ok())
+    })
+}
+
+/// Starts worker processes with the settings `settings` gives for each backend and load,
+/// once the load is known to fit in memory ([`memory`]). A first load may compile GPU
+/// kernels or page a large model in from a slow disk, hence the generous timeout.
+pub fn worker_spawner(settings: impl Fn(&str, &LoadSpec) -> tune::Applied + Send + Sync + 'static) -> lx_engine::target::Spawner {
     std::sync::Arc::new(move |name: &str, spec: &LoadSpec, config: &lx_engine::scheduler::SchedulerConfig| {
         if memory::in_system_memory(spec) {
             memory::check(spec, lx_engine::hardware::available_memory_bytes()).map_err(lx_engine::coordinator::WorkerError::Load)?;
         }
-        workers(name, spec, config)
+        let applied = settings(name, spec);
+        let mut command = worker_command(name);
+        command.env.extend(applied.env);
+        command.env.push((lx_engine::backend::SETTINGS_FROM_ENV.to_string(), applied.from));
+        let mut spec = spec.clone();
+        if spec.threads == 0 {
+            spec.threads = applied.threads.unwrap_or(0);
+        }
+        lx_engine::coordinator::Worker::spawn(&command, &spec, config, std::time::Duration::from_secs(300))
+            .map(|w| Box::new(w) as Box<dyn lx_engine::target::Target>)
     })
 }
 
 /// [`spawner`], and for each of `servers` (by its name) a client of that OpenAI-compatible
 /// server, whose prompts are written and whose streamed text is counted with `codec`.
-pub fn spawner_with_servers(servers: Vec<lx_openai::Server>, codec: std::sync::Arc<dyn lx_openai::TextCodec>) -> lx_engine::target::Spawner {
-    let workers = spawner();
+pub fn spawner_with_servers(servers: Vec<lx_openai::Server>, codec: std::sync::Arc<dyn lx_openai::TextCodec>, usage: tune::Use) -> lx_engine::target::Spawner {
+    let workers = spawner(usage);
     std::sync::Arc::new(move |name: &str, spec: &LoadSpec, config: &lx_engine::scheduler::SchedulerConfig| match servers.iter().find(|s| s.name == name) {
         Some(server) => lx_openai::ServerTarget::connect(server.clone(), codec.clone()).map(|t| Box::new(t) as Box<dyn lx_engine::target::Target>),
         None => workers(name, spec, config),

@@ -56,7 +56,7 @@ impl OpenModel {
             model_stamp: self.stamp.clone(),
             prompt,
             stop_tokens: self.tokenizer.eos_tokens().to_vec(),
-            spawn: crate::spawner(),
+            spawn: crate::spawner(crate::tune::Use::Measure),
             out,
             control,
         }

@@ -47,6 +47,10 @@ enum Cmd {
     /// Serve one backend as an OpenAI-compatible server (/v1/completions, /v1/chat/completions,
     /// /v1/models, /health, /metrics), scheduled by our engine.
     Serve(commands::serve::ServeArgs),
+    /// Measure each backend's settings on this machine (threads, weight formats, flash
+    /// attention, KV layout, micro-batch) and keep the best as the profile every later run
+    /// uses; --show prints it with its evidence.
+    Tune(commands::tune::TuneArgs),
     /// Run one backend as a worker process speaking the engine protocol on stdin/stdout.
     #[command(hide = true)]
     Worker(commands::worker::WorkerArgs),
@@ -65,6 +69,7 @@ fn main() {
         Cmd::Report(args) => commands::report::run(args),
         Cmd::Live(args) => commands::live::run(args),
         Cmd::Serve(args) => commands::serve::run(args),
+        Cmd::Tune(args) => commands::tune::run(args),
         Cmd::Worker(args) => commands::worker::run(args),
     };
     match result {

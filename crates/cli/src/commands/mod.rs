@@ -8,6 +8,7 @@ pub mod report;
 pub mod serve;
 pub mod show;
 pub mod sweep;
+pub mod tune;
 pub mod worker;
 
 /// Gives `run` what its points' ceilings are computed from: this machine's limits (probed

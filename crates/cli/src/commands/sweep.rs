@@ -119,6 +119,10 @@ pub struct SweepArgs {
     /// machine's limits that a first run on a machine and build takes a few seconds for.
     #[arg(long)]
     no_ceilings: bool,
+    /// Run every backend with its own defaults, not this machine's tuned profile (`lx tune`);
+    /// the same as LX_UNTUNED=1.
+    #[arg(long)]
+    untuned: bool,
 }
 
 /// The sweep the arguments describe (not yet checked).
@@ -155,6 +159,10 @@ fn plan(args: &SweepArgs, servers: &[lx_openai::Server]) -> anyhow::Result<Sweep
 pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     let servers = args.targets.servers(args.stop_at_eos)?;
     let plan = plan(&args, &servers)?;
+    if args.untuned {
+        // Read by the spawner of every worker this process starts (no thread runs yet).
+        std::env::set_var(lx_backends::tune::UNTUNED_ENV, "1");
+    }
     // Cheap checks first, so a typo never waits for a model load; then against the model.
     plan.validate(None).map_err(anyhow::Error::msg)?;
     let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
@@ -171,7 +179,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     }
     let mut ctx = model.sweep_context(&prompt, args.out.clone(), control);
     if !servers.is_empty() {
-        ctx.spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()));
+        ctx.spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::tune::Use::Measure);
     }
     let points = plan.points().len();
     let total = if args.duration.is_some() && args.requests.is_none() { 0 } else { (points * plan.requests) as u64 };

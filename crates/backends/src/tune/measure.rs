@@ -1,0 +1,236 @@
+//! Running the tuner's trials: each one a short sweep of one backend with the trial's
+//! settings, in a worker of its own, through the same engine every run uses.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use lx_engine::printers::{printer, Format};
+use lx_engine::results::RunFile;
+use lx_engine::sweep::{run_points, Length, SweepObserver, SweepPlan};
+use lx_engine::traffic::{Observer, RunControl};
+use lx_engine::workload::PromptBuilder;
+
+use super::{knobs, model_key, search, search_contended, Applied, BackendProfile, Budget, CompetingLoad, Profile, Settings, Trial, PROFILE_SCHEMA};
+use super::{TRIAL_CLIENTS, TRIAL_OUTPUT, TRIAL_POINT_S, TRIAL_PROMPT, TRIAL_REQUESTS, TRIAL_WARMUP};
+use crate::model::OpenModel;
+
+/// The part of each backend's share of the budget for its idle search; the rest is for
+/// measuring again under the competing load.
+const IDLE_SHARE: f64 = 0.5;
+
+/// How a trial that the end of its backend's share stopped is described.
+const CUT: &str = "stopped at the end of its share of the budget";
+
+/// What to tune.
+pub struct Request<'a> {
+    pub model: &'a OpenModel,
+    /// Backends, each available in this build.
+    pub backends: Vec<String>,
+    pub budget: Duration,
+    /// Stop (Ctrl-C, the app's Cancel) and the hang timeout.
+    pub control: RunControl,
+}
+
+/// What the tuner is doing, for a progress display.
+#[derive(Debug)]
+pub enum Event<'a> {
+    /// A trial starts: backend, the settings asked for (empty: the backend's defaults), and
+    /// whether the competing load runs.
+    Trial { backend: &'a str, asked: &'a Settings, contended: bool, elapsed: Duration, budget: Duration },
+    /// A trial ended.
+    Measured { backend: &'a str, trial: &'a Trial },
+    /// Something was left out, and why.
+    Note { backend: &'a str, note: &'a str },
+}
+
+/// Tunes every backend of the request within its budget and returns the profile (not yet
+/// saved). A stop returns an error: a profile from half a search would be kept as if whole.
+pub fn tune(request: &Request<'_>, on: &mut dyn FnMut(Event<'_>)) -> anyhow::Result<Profile> {
+    let hardware = crate::hardware_report();
+    let machine = lx_engine::probe::machine_key(&hardware);
+    let cores = hardware.physical_cores.max(1);
+    let budget = Budget::new(request.budget);
+    let prompts = PromptBuilder::new(&request.model.tokenizer);
+    let prompt = |n: u32, i: usize| prompts.prompt(n as usize, i as u64);
+    let stopped = || request.control.stop.load(Ordering::Relaxed);
+    // A first trial's length is a guess; after it, each backend's own last trial's.
+    let mut expected: HashMap<String, Duration> = HashMap::new();
+    let mut profiles: BTreeMap<String, BackendProfile> = BTreeMap::new();
+
+    // Each backend gets an equal share of the budget, half of it for the idle search and the
+    // rest under the competing load; time a backend leaves over goes to the next. A trial
+    // starts only when it is expected to end in its phase (the defaults, which a profile
+    // needs, whenever the backend's share has begun) and is stopped at the share's end: one
+    // slow backend (MLX's CPU build) cannot take the others' time or overrun the budget.
+    let n = request.backends.len().max(1) as f64;
+    let competing = CompetingLoad::threads_for(cores);
+    for (i, backend) in request.backends.iter().enumerate() {
+        let (idle_until, share_end) = ((i as f64 + IDLE_SHARE) / n, (i + 1) as f64 / n);
+        let deadline = budget.at(share_end);
+        let mut notes = Vec::new();
+        let mut cut = false;
+        let (best, mut trials) = search(&knobs(backend, cores), &mut |asked: &Settings| {
+            let guess = expected.get(backend).copied().unwrap_or(Duration::from_secs(20));
+            let fits = if asked.is_empty() { budget.fits(Duration::ZERO, share_end) } else { budget.fits(guess, idle_until) };
+            if stopped() || !fits {
+                cut = !stopped();
+                return None;
+            }
+            on(Event::Trial { backend, asked, contended: false, elapsed: budget.elapsed(), budget: budget.total() });
+            let t = trial(request, &prompt, &hardware, backend, asked, false, deadline);
+            expected.insert(backend.clone(), Duration::from_secs_f64(t.seconds));
+            on(Event::Measured { backend, trial: &t });
+            Some(t)
+        });
+        anyhow::ensure!(!stopped(), "tuning was stopped: nothing saved (the previous profile, if any, is kept)");
+        let Some(idle) = best else {
+            let share = budget.total().as_secs_f64() / n;
+            note(on, &mut notes, backend, match trials.first().and_then(|t| t.error.as_deref()) {
+                Some(e) if e.starts_with(CUT) => format!("{backend} stays untuned: its share of the budget ({share:.0} s) was too short for one trial ({e}); a larger --budget gives it more"),
+                Some(e) => format!("{backend} stays untuned: it failed with its default settings ({e})"),
+                None => format!("{backend} stays untuned: the budget left no time for it"),
+            });
+            profiles.insert(backend.clone(), BackendProfile { idle: Settings::new(), contended: None, trials, notes });
+            continue;
+        };
+        if cut {
+            note(on, &mut notes, backend, format!("the budget ended the search after {} trials: settings not tried keep the best so far", trials.len()));
+        }
+        let load = CompetingLoad::start(competing);
+        let (contended, under_load) = search_contended(&idle, &super::thread_values(cores), &trials.clone(), &mut |asked: &Settings| {
+            let guess = expected.get(backend).copied().unwrap_or(Duration::from_secs(20));
+            if stopped() || !budget.fits(guess, share_end) {
+                return None;
+            }
+            on(Event::Trial { backend, asked, contended: true, elapsed: budget.elapsed(), budget: budget.total() });
+            let t = trial(request, &prompt, &hardware, backend, asked, true, deadline);
+            expected.insert(backend.clone(), Duration::from_secs_f64(t.seconds));
+            on(Event::Measured { backend, trial: &t });
+            Some(t)
+        });
+        drop(load);
+        anyhow::ensure!(!stopped(), "tuning was stopped: nothing saved (the previous profile, if any, is kept)");
+        if contended.is_none() {
+            note(on, &mut notes, backend, "the budget left no time to measure under a competing load: live mode uses the idle choice".into());
+        }
+        trials.extend(under_load);
+        profiles.insert(backend.clone(), BackendProfile { idle, contended, trials, notes });
+    }
+    anyhow::ensure!(!stopped(), "tuning was stopped: nothing saved (the previous profile, if any, is kept)");
+    Ok(Profile {
+        schema: PROFILE_SCHEMA,
+        machine,
+        model: model_key(&request.model.path),
+        measured_unix_ms: lx_engine::date::now_unix_ms(),
+        seconds: budget.elapsed().as_secs_f64(),
+        budget_s: budget.total().as_secs_f64(),
+        workload: format!(
+            "prompt {TRIAL_PROMPT} + {TRIAL_OUTPUT} output tokens, continuous batching: 1 client and {TRIAL_CLIENTS} clients, {TRIAL_REQUESTS} measured requests each (none sent after {TRIAL_POINT_S} s) after {TRIAL_WARMUP} unmeasured"
+        ),
+        competing_load: format!("{competing} busy thread(s) in the tuning process, for {cores} physical cores"),
+        backends: profiles,
+    })
+}
+
+fn note(on: &mut dyn FnMut(Event<'_>), notes: &mut Vec<String>, backend: &str, text: String) {
+    on(Event::Note { backend, note: &text });
+    notes.push(text);
+}
+
+struct NoProgress;
+impl Observer for NoProgress {}
+impl SweepObserver for NoProgress {}
+
+/// One trial: one client, then [`TRIAL_CLIENTS`], with `asked` applied.
+fn trial(
+    request: &Request<'_>,
+    prompt: &dyn Fn(u32, usize) -> Vec<lx_engine::backend::TokenId>,
+    hardware: &lx_engine::hardware::HardwareReport,
+    backend: &str,
+    asked: &Settings,
+    contended: bool,
+    deadline: Instant,
+) -> Trial {
+    let started = Instant::now();
+    // The trial's own stop: raised by the user's, or at the deadline.
+    let control = RunControl { hang_timeout: request.control.hang_timeout, stop: Arc::new(AtomicBool::new(false)) };
+    let watch = {
+        let (user, stop, finished) = (Arc::clone(&request.control.stop), Arc::clone(&control.stop), Arc::new(AtomicBool::new(false)));
+        let done = Arc::clone(&finished);
+        let thread = std::thread::spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                if user.load(Ordering::Relaxed) || Instant::now() >= deadline {
+                    stop.store(true, Ordering::Relaxed);
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        });
+        (finished, thread)
+    };
+    let measured = measure_trial(request, prompt, hardware, backend, asked, contended, control, started);
+    watch.0.store(true, Ordering::Relaxed);
+    let _ = watch.1.join();
+    if Instant::now() >= deadline && !request.control.stop.load(Ordering::Relaxed) && measured.error.is_some() {
+        let why = format!("{CUT}, after {:.0} s", measured.seconds);
+        return Trial::failed(measured.settings, contended, measured.seconds, why);
+    }
+    measured
+}
+
+#[allow(clippy::too_many_arguments)]
+fn measure_trial(
+    request: &Request<'_>,
+    prompt: &dyn Fn(u32, usize) -> Vec<lx_engine::backend::TokenId>,
+    hardware: &lx_engine::hardware::HardwareReport,
+    backend: &str,
+    asked: &Settings,
+    contended: bool,
+    control: RunControl,
+    started: Instant,
+) -> Trial {
+    let threads: usize = asked.get("threads").and_then(|t| t.parse().ok()).unwrap_or(0);
+    let plan = SweepPlan {
+        backends: vec![backend.to_string()],
+        prompt_tokens: vec![Length::fixed(TRIAL_PROMPT)],
+        max_tokens: vec![Length::fixed(TRIAL_OUTPUT)],
+        concurrency: vec![1, TRIAL_CLIENTS],
+        requests: TRIAL_REQUESTS,
+        warmup: TRIAL_WARMUP,
+        duration_s: Some(TRIAL_POINT_S),
+        threads,
+        ..SweepPlan::default()
+    };
+    let applied = Applied {
+        env: knobs(backend, 1).iter().filter_map(|k| Some((k.env?.to_string(), asked.get(k.name)?.clone()))).collect(),
+        threads: None,
+        from: "a tuning trial".into(),
+    };
+    let mut ctx = request.model.sweep_context(prompt, None, control);
+    ctx.spawn = crate::worker_spawner(move |_, _| applied.clone());
+    let settings = serde_json::to_value(&plan).unwrap_or_default();
+    let mut run = RunFile::new(Vec::new(), hardware.clone(), request.model.record(), settings);
+    let mut sink = printer(Format::Jsonl, Box::new(std::io::sink()));
+    let seconds = || started.elapsed().as_secs_f64();
+    if let Err(e) = run_points(&plan, plan.points(), &ctx, &mut run, sink.as_mut(), &mut NoProgress) {
+        return Trial::failed(asked.clone(), contended, seconds(), format!("{e:#}"));
+    }
+    let Some(info) = run.backends.first() else {
+        let why = run.points.iter().flat_map(|p| p.error_messages.first()).next().cloned().unwrap_or_else(|| "the worker did not start".into());
+        return Trial::failed(asked.clone(), contended, seconds(), why);
+    };
+    let mut ran_with = info.settings.clone();
+    let threads = if threads > 0 { threads } else if info.threads > 0 { info.threads } else { hardware.physical_cores };
+    ran_with.insert("threads".into(), threads.to_string());
+    if let Some(bad) = run.points.iter().find(|p| p.errors > 0 || p.requests == 0) {
+        let why = bad.error_messages.first().cloned().unwrap_or_else(|| "no request completed".into());
+        return Trial::failed(ran_with, contended, seconds(), why);
+    }
+    if run.stopped || run.points.len() < 2 {
+        return Trial::failed(ran_with, contended, seconds(), "stopped before both points were measured".into());
+    }
+    let (single, batched) = (&run.points[0], &run.points[1]);
+    Trial::new(ran_with, contended, single.decode_tps.p50, single.prefill_tps.p50, batched.throughput_tps, seconds())
+}

@@ -1,0 +1,458 @@
+//! This machine's best settings for each backend, measured (`lx tune`) and kept as a
+//! profile per machine, build and model, which every run then starts its workers with.
+//!
+//! A backend's best thread count, weight format, flash attention, KV layout or micro-batch
+//! depends on the CPU or GPU it runs on, so none of them can be chosen once for everyone.
+//! The tuner measures a short workload (one client, and four at once) for the backends'
+//! defaults, then changes one setting at a time, keeping a change when it scores higher
+//! (coordinate search: a handful of trials per backend instead of the whole grid). It then
+//! measures the settings it tried again with a competing load it starts itself, since a
+//! setting that is best on idle cores can collapse when other programs want them (candle's
+//! spinning pool does): the profile keeps both choices, and live mode, which competes with
+//! its own window, takes the contended one.
+//!
+//! Precedence when a worker starts: a setting's environment variable (`LX_CANDLE_WEIGHTS`,
+//! ...) given by the user, then the profile, then the backend's own default; `LX_UNTUNED=1`
+//! leaves the profile out. Each run records the settings its backends ran with and where
+//! they came from ([`lx_engine::backend::BackendInfo::settings_from`]).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+/// A backend's settings by name (`threads`, `weights`, `flash_attn`, ...), as text.
+pub type Settings = BTreeMap<String, String>;
+
+/// Profile files this build writes and reads.
+pub const PROFILE_SCHEMA: u32 = 1;
+
+/// Leaves the profile out when set (to anything but empty or `0`).
+pub const UNTUNED_ENV: &str = "LX_UNTUNED";
+
+/// A setting replaces the one it is compared with only when it scores this much higher:
+/// trials of the same settings differ by several percent on a busy machine, and a profile
+/// should not follow that noise.
+pub const KEEP_MARGIN: f64 = 1.05;
+
+/// The workload each trial measures: prompt tokens, output tokens, the clients of the
+/// batched point, measured requests per point and unmeasured ones before.
+pub const TRIAL_PROMPT: u32 = 128;
+pub const TRIAL_OUTPUT: u32 = 32;
+pub const TRIAL_CLIENTS: usize = 4;
+pub const TRIAL_REQUESTS: usize = 4;
+pub const TRIAL_WARMUP: usize = 1;
+/// Seconds after which a trial's point sends no more requests (those in flight finish): a
+/// slow backend (MLX's CPU build decodes ~1.5 tok/s) measures fewer requests rather than
+/// taking minutes a trial.
+pub const TRIAL_POINT_S: f64 = 10.0;
+
+/// One setting the tuner tries, with the values it tries (the backend's default is
+/// whatever it reports when the setting is not given).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Knob {
+    pub name: &'static str,
+    /// The environment variable the worker reads it from; `None` for `threads`, which
+    /// travels in the load spec.
+    pub env: Option<&'static str>,
+    pub values: Vec<String>,
+}
+
+/// Thread counts worth trying on `cores` physical cores: all of them, and half (one on a
+/// two-core machine, where sharing the cores with anything else hurts most).
+pub fn thread_values(cores: usize) -> Vec<String> {
+    let cores = cores.max(1);
+    let mut v = vec![cores.to_string()];
+    if cores > 1 {
+        v.push((cores / 2).to_string());
+    }
+    v
+}
+
+/// The settings `lx tune` measures for `backend`, threads first.
+pub fn knobs(backend: &str, cores: usize) -> Vec<Knob> {
+    let knob = |name, env, values: &[&str]| Knob { name, env: Some(env), values: values.iter().map(|s| s.to_string()).collect() };
+    let mut out = vec![Knob { name: "threads", env: None, values: thread_values(cores) }];
+    match backend {
+        "llama" => {
+            out.push(knob("flash_attn", "LX_LLAMA_FLASH_ATTN", &["on", "off"]));
+            out.push(knob("kv", "LX_LLAMA_KV", &["per-sequence", "unified"]));
+            out.push(knob("ubatch", "LX_LLAMA_UBATCH", &["512", "256", "128"]));
+        }
+        "candle" => out.push(knob("weights", "LX_CANDLE_WEIGHTS", &["dual", "q8_0", "f16", "quantized"])),
+        "mlx" => out.push(knob("weights", "LX_MLX_WEIGHTS", &["as-loaded", "q4"])),
+        _ => {}
+    }
+    out
+}
+
+/// What one trial measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Trial {
+    /// The settings the backend ran with (what it reported, threads included).
+    pub settings: Settings,
+    /// Measured with the competing load running.
+    pub contended: bool,
+    /// One client: median decode tok/s per request.
+    pub decode_tps: f64,
+    /// One client: median prefill tok/s.
+    pub prefill_tps: f64,
+    /// [`TRIAL_CLIENTS`] clients: output tokens per second of the measured window.
+    pub batched_tps: f64,
+    /// The geometric mean of the three figures (0 when the trial failed): one number that
+    /// a setting must raise to be kept, which neither a faster prefill nor a faster decode
+    /// alone can buy at the other's expense.
+    pub score: f64,
+    pub seconds: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Trial {
+    pub fn new(settings: Settings, contended: bool, decode_tps: f64, prefill_tps: f64, batched_tps: f64, seconds: f64) -> Trial {
+        let figures = [decode_tps, prefill_tps, batched_tps];
+        let score = if figures.iter().all(|x| x.is_finite() && *x > 0.0) { (figures.iter().map(|x| x.ln()).sum::<f64>() / 3.0).exp() } else { 0.0 };
+        Trial { settings, contended, decode_tps, prefill_tps, batched_tps, score, seconds, error: None }
+    }
+
+    pub fn failed(settings: Settings, contended: bool, seconds: f64, why: String) -> Trial {
+        Trial { settings, contended, decode_tps: 0.0, prefill_tps: 0.0, batched_tps: 0.0, score: 0.0, seconds, error: Some(why) }
+    }
+}
+
+/// One backend's part of a profile.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BackendProfile {
+    /// The best settings on otherwise idle cores: what sweeps and `lx serve` use.
+    pub idle: Settings,
+    /// The best settings with the competing load running: what live mode uses. `None`
+    /// when the budget ran out before they were measured (live mode then takes `idle`).
+    pub contended: Option<Settings>,
+    /// Every trial, in the order run: the evidence.
+    pub trials: Vec<Trial>,
+    /// What was left out, and why (the budget, a setting that failed to load).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// A tuned profile: one machine, build and model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Profile {
+    pub schema: u32,
+    /// The machine and build (as the ceilings' probe keys them).
+    pub machine: String,
+    /// The model: file name and size.
+    pub model: String,
+    pub measured_unix_ms: u64,
+    /// How long tuning took, and the budget it was given.
+    pub seconds: f64,
+    pub budget_s: f64,
+    /// The workload each trial ran, and the competing load.
+    pub workload: String,
+    pub competing_load: String,
+    pub backends: BTreeMap<String, BackendProfile>,
+}
+
+/// How a worker's settings are going to be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Use {
+    /// Sweeps, `lx serve`, `lx generate`: the idle choice.
+    Measure,
+    /// Live mode, which shares the cores with its own window: the contended choice.
+    Interactive,
+}
+
+/// A model's identity for profiles: its file name and size (changing either re-tunes).
+pub fn model_key(path: &Path) -> String {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| path.display().to_string());
+    let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
+    format!("{name} ({size} bytes)")
+}
+
+/// Where the profile for `machine` and `model` lives under the cache root: one file per
+/// pair (a damaged file costs only its own profile).
+pub fn profile_path(cache_root: &Path, machine: &str, model: &str) -> PathBuf {
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(format!("{machine}\n{model}").as_bytes());
+    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    cache_root.join("tune").join(format!("{hex}.json"))
+}
+
+/// Why a profile file cannot be used.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum ProfileError {
+    #[error("no tuned profile for this machine, build and model")]
+    Missing,
+    #[error("the tuned profile {path} is damaged ({why})")]
+    Damaged { path: String, why: String },
+}
+
+/// The profile at `path`, checked: it must parse, be of this schema, and name this machine
+/// and model (a file copied from elsewhere is refused, not applied).
+pub fn read_profile(path: &Path, machine: &str, model: &str) -> Result<Profile, ProfileError> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(ProfileError::Missing),
+        Err(e) => return Err(damaged(path, e.to_string())),
+    };
+    let profile: Profile = serde_json::from_slice(&bytes).map_err(|e| damaged(path, e.to_string()))?;
+    if profile.schema != PROFILE_SCHEMA {
+        return Err(damaged(path, format!("schema {} where this build reads {PROFILE_SCHEMA}", profile.schema)));
+    }
+    if profile.machine != machine || profile.model != model {
+        return Err(damaged(path, format!("it is for {} / {}", profile.machine, profile.model)));
+    }
+    for (backend, p) in &profile.backends {
+        let known: Vec<&str> = knobs(backend, 1).iter().map(|k| k.name).collect();
+        if let Some(bad) = p.idle.keys().chain(p.contended.iter().flat_map(|c| c.keys())).find(|k| !known.contains(&k.as_str())) {
+            return Err(damaged(path, format!("{backend}: unknown setting `{bad}`")));
+        }
+    }
+    Ok(profile)
+}
+
+fn damaged(path: &Path, why: String) -> ProfileError {
+    ProfileError::Damaged { path: path.display().to_string(), why }
+}
+
+/// Writes the profile atomically.
+pub fn save_profile(path: &Path, profile: &Profile) -> anyhow::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    lx_engine::results::write_atomic(path, serde_json::to_string_pretty(profile)?.as_bytes())
+}
+
+/// What a worker of one backend starts with.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Applied {
+    /// Environment for the worker (the profile's settings the user did not set).
+    pub env: Vec<(String, String)>,
+    /// Threads, when the profile has them (used unless the run asks for a number).
+    pub threads: Option<usize>,
+    /// Where the settings came from, in words: recorded with every result.
+    pub from: String,
+}
+
+/// The settings a `backend` worker starts with on this machine: see the module's
+/// precedence. `profile` is what [`read_profile`] gave for this machine and model.
+pub fn applied(backend: &str, profile: &Result<Profile, ProfileError>, usage: Use, env: &dyn Fn(&str) -> Option<String>) -> Applied {
+    if env(UNTUNED_ENV).is_some_and(|v| !v.is_empty() && v != "0") {
+        return Applied { from: format!("the backend's defaults ({UNTUNED_ENV} is set)"), ..Default::default() };
+    }
+    let from_env: Vec<&str> = knobs(backend, 1).iter().filter_map(|k| k.env).filter(|e| env(e).is_some()).collect();
+    let said = |mut s: String| {
+        if !from_env.is_empty() {
+            s.push_str(&format!("; {} from the environment", from_env.join(", ")));
+        }
+        s
+    };
+    let profile = match profile {
+        Ok(p) => p,
+        Err(ProfileError::Missing) => return Applied { from: said("the backend's defaults: this machine is not tuned (lx tune)".into()), ..Default::default() },
+        Err(e) => return Applied { from: said(format!("the backend's defaults: {e}; lx tune measures again")), ..Default::default() },
+    };
+    let Some(b) = profile.backends.get(backend) else {
+        return Applied { from: said(format!("the backend's defaults: the tuned profile has no {backend} (lx tune --backend {backend})")), ..Default::default() };
+    };
+    let (chosen, which) = match (usage, &b.contended) {
+        (Use::Interactive, Some(c)) => (c, "choice under a competing load"),
+        (Use::Interactive, None) => (&b.idle, "idle choice; the contended one was not measured"),
+        (Use::Measure, _) => (&b.idle, "idle choice"),
+    };
+    let mut out = Applied::default();
+    for knob in knobs(backend, 1) {
+        let Some(value) = chosen.get(knob.name) else { continue };
+        match knob.env {
+            None => out.threads = value.parse().ok(),
+            Some(var) if env(var).is_none() => out.env.push((var.to_string(), value.clone())),
+            Some(_) => {}
+        }
+    }
+    let date = lx_engine::date::UtcDate::from_unix(profile.measured_unix_ms / 1000).minutes();
+    out.from = said(format!("this machine's tuned profile of {date} ({which})"));
+    out
+}
+
+/// The coordinate search over `knobs`: the defaults first, then each knob's other values
+/// with every other knob at its best so far; a value is kept when it scores at least
+/// [`KEEP_MARGIN`] times higher.
+/// `measure` runs one trial (`None`: the budget is spent, stop). Returns the best settings
+/// and every trial.
+pub fn search(knobs: &[Knob], measure: &mut dyn FnMut(&Settings) -> Option<Trial>) -> (Option<Settings>, Vec<Trial>) {
+    let mut trials: Vec<Trial> = Vec::new();
+    let Some(first) = measure(&Settings::new()) else { return (None, trials) };
+    if first.error.is_some() {
+        trials.push(first);
+        return (None, trials);
+    }
+    let mut best = first.clone();
+    trials.push(first);
+    'knobs: for knob in knobs {
+        for value in &knob.values {
+            if best.settings.get(knob.name) == Some(value) {
+                continue;
+            }
+            let mut asked = best.settings.clone();
+            asked.insert(knob.name.to_string(), value.clone());
+            if trials.iter().any(|t| t.settings == asked) {
+                continue;
+            }
+            let Some(t) = measure(&asked) else { break 'knobs };
+            if t.error.is_none() && t.score > best.score * KEEP_MARGIN {
+                best = t.clone();
+            }
+            trials.push(t);
+        }
+    }
+    (Some(best.settings), trials)
+}
+
+/// The idle `choice` measured again under the competing load, then the choice with each
+/// other of `threads` (a competing load takes cores: fewer threads is what most often wins
+/// then), then the other idle `candidates`, best idle score first, as far as the budget goes
+/// (`measure` gives `None`); another replaces the choice only when it scores at least
+/// [`KEEP_MARGIN`] times higher.
+pub fn search_contended(choice: &Settings, threads: &[String], candidates: &[Trial], measure: &mut dyn FnMut(&Settings) -> Option<Trial>) -> (Option<Settings>, Vec<Trial>) {
+    let mut order: Vec<Settings> = vec![choice.clone()];
+    for t in threads {
+        let mut s = choice.clone();
+        s.insert("threads".into(), t.clone());
+        order.push(s);
+    }
+    let mut others: Vec<&Trial> = candidates.iter().filter(|t| t.error.is_none()).collect();
+    others.sort_by(|a, b| b.score.total_cmp(&a.score));
+    order.extend(others.into_iter().map(|t| t.settings.clone()));
+    let mut seen: Vec<&Settings> = Vec::new();
+    let mut trials = Vec::new();
+    for settings in &order {
+        if seen.contains(&settings) {
+            continue;
+        }
+        seen.push(settings);
+        match measure(settings) {
+            Some(m) => trials.push(m),
+            None => break,
+        }
+    }
+    let mut best: Option<&Trial> = None;
+    for t in trials.iter().filter(|t| t.error.is_none()) {
+        if best.is_none_or(|b| t.score > b.score * KEEP_MARGIN) {
+            best = Some(t);
+        }
+    }
+    (best.map(|t| t.settings.clone()), trials)
+}
+
+/// Busy threads that compete with a worker for the cores, as a window, a browser or a
+/// build would; they stop when dropped.
+pub struct CompetingLoad {
+    stop: Arc<AtomicBool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl CompetingLoad {
+    /// Half the cores' worth of busy threads (at least one).
+    pub fn threads_for(cores: usize) -> usize {
+        (cores / 2).max(1)
+    }
+
+    pub fn start(threads: usize) -> CompetingLoad {
+        let stop = Arc::new(AtomicBool::new(false));
+        let threads = (0..threads)
+            .map(|i| {
+                let stop = Arc::clone(&stop);
+                std::thread::spawn(move || {
+                    let mut x = 0x9e37_79b9_7f4a_7c15u64 ^ i as u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        for _ in 0..10_000 {
+                            x ^= x << 13;
+                            x ^= x >> 7;
+                            x ^= x << 17;
+                        }
+                        std::hint::black_box(x);
+                    }
+                })
+            })
+            .collect();
+        CompetingLoad { stop, threads }
+    }
+}
+
+impl Drop for CompetingLoad {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+/// A time budget: trials start only while the one about to start is expected to end in it.
+pub struct Budget {
+    started: Instant,
+    total: Duration,
+}
+
+impl Budget {
+    pub fn new(total: Duration) -> Budget {
+        Budget { started: Instant::now(), total }
+    }
+
+    pub fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    pub fn total(&self) -> Duration {
+        self.total
+    }
+
+    /// The instant at which `share` of the budget is spent.
+    pub fn at(&self, share: f64) -> Instant {
+        self.started + self.total.mul_f64(share.clamp(0.0, 1.0))
+    }
+
+    /// Whether a trial expected to take `expected` fits before `share` of the budget is spent.
+    pub fn fits(&self, expected: Duration, share: f64) -> bool {
+        self.started.elapsed() + expected <= self.total.mul_f64(share.clamp(0.0, 1.0))
+    }
+}
+
+/// Parses a budget: `300`, `90s`, `5m`, `1m30s`.
+pub fn parse_budget(s: &str) -> Result<Duration, String> {
+    let bad = || format!("budget {s:?}: give seconds (300, 90s) or minutes (5m, 1m30s)");
+    let s = s.trim();
+    if let Ok(secs) = s.parse::<f64>() {
+        return (secs.is_finite() && secs > 0.0).then(|| Duration::from_secs_f64(secs)).ok_or_else(bad);
+    }
+    let (mut total, mut num) = (0f64, String::new());
+    for c in s.chars() {
+        match c {
+            '0'..='9' | '.' => num.push(c),
+            'm' | 's' | 'h' => {
+                let v: f64 = num.parse().map_err(|_| bad())?;
+                total += v * match c {
+                    'h' => 3600.0,
+                    'm' => 60.0,
+                    _ => 1.0,
+                };
+                num.clear();
+            }
+            _ => return Err(bad()),
+        }
+    }
+    if !num.is_empty() || !(total.is_finite() && total > 0.0) {
+        return Err(bad());
+    }
+    Ok(Duration::from_secs_f64(total))
+}
+
+mod measure;
+pub mod text;
+pub use measure::{tune, Event, Request};
+
+#[cfg(test)]
+mod tests;

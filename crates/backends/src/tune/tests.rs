@@ -1,0 +1,227 @@
+use super::*;
+
+fn s(pairs: &[(&str, &str)]) -> Settings {
+    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+}
+
+/// A backend whose speed is a table of its settings: threads 2 beats 1, q8_0 beats the rest;
+/// the defaults are threads 2, f16. What it reports is complete, as a real worker's is.
+fn fake(asked: &Settings, calls: &mut Vec<Settings>) -> Trial {
+    let mut ran = s(&[("threads", "2"), ("weights", "f16")]);
+    ran.extend(asked.clone());
+    calls.push(ran.clone());
+    let t = if ran["threads"] == "2" { 1.0 } else { 0.6 };
+    let w = match ran["weights"].as_str() {
+        "q8_0" => 2.0,
+        "dual" => 1.8,
+        "f16" => 1.0,
+        _ => 0.5,
+    };
+    Trial::new(ran, false, 10.0 * t * w, 100.0 * t, 20.0 * t * w, 1.0)
+}
+
+#[test]
+fn the_search_keeps_each_change_that_scores_higher_and_tries_each_setting_once() {
+    let mut calls = Vec::new();
+    let (best, trials) = search(&knobs("candle", 2), &mut |asked| Some(fake(asked, &mut calls)));
+    assert_eq!(best, Some(s(&[("threads", "2"), ("weights", "q8_0")])));
+    // Defaults, threads 1, then the three other formats (f16 is the default's): 5 trials.
+    assert_eq!(trials.len(), 5);
+    let mut distinct = calls.clone();
+    distinct.sort();
+    distinct.dedup();
+    assert_eq!(distinct.len(), calls.len(), "a setting was measured twice: {calls:?}");
+}
+
+#[test]
+fn a_spent_budget_stops_the_search_and_keeps_the_best_so_far() {
+    let mut calls = Vec::new();
+    let mut left = 3;
+    let (best, trials) = search(&knobs("candle", 2), &mut |asked| {
+        if left == 0 {
+            return None;
+        }
+        left -= 1;
+        Some(fake(asked, &mut calls))
+    });
+    assert_eq!(trials.len(), 3);
+    // Defaults, threads 1, dual: dual is the best measured.
+    assert_eq!(best, Some(s(&[("threads", "2"), ("weights", "dual")])));
+}
+
+#[test]
+fn a_failing_default_is_no_profile_and_a_failing_setting_is_never_chosen() {
+    let (best, trials) = search(&knobs("candle", 2), &mut |asked| Some(Trial::failed(asked.clone(), false, 0.1, "cannot load".into())));
+    assert_eq!((best, trials.len()), (None, 1));
+    let mut calls = Vec::new();
+    let (best, _) = search(&knobs("candle", 2), &mut |asked| {
+        let t = fake(asked, &mut calls);
+        if t.settings["weights"] == "q8_0" {
+            Some(Trial::failed(t.settings, false, 0.1, "crashed".into()))
+        } else {
+            Some(t)
+        }
+    });
+    assert_eq!(best, Some(s(&[("threads", "2"), ("weights", "dual")])));
+}
+
+#[test]
+fn under_load_the_idle_candidates_are_measured_again_best_first() {
+    let mut calls = Vec::new();
+    let (_, idle) = search(&knobs("candle", 2), &mut |asked| Some(fake(asked, &mut calls)));
+    // Under load the spinning formats collapse: f16 wins.
+    let mut order = Vec::new();
+    // The idle choice first, even where another idle trial scored a little higher.
+    let choice = s(&[("threads", "2"), ("weights", "dual")]);
+    let (best, trials) = search_contended(&choice, &thread_values(2), &idle, &mut |settings| {
+        order.push(settings["weights"].clone());
+        if order.len() == 2 {
+            assert_eq!(settings["threads"], "1");
+        }
+        let collapse = if settings["weights"] == "f16" { 1.0 } else { 0.1 };
+        let mut t = Trial::new(settings.clone(), true, 10.0 * collapse, 100.0, 20.0 * collapse, 1.0);
+        t.contended = true;
+        Some(t)
+    });
+    assert_eq!(order[..3], ["dual", "dual", "q8_0"], "the choice, the choice with 1 thread, then the best idle");
+    assert_eq!(trials.len(), idle.len() + 1, "each distinct idle setting once, and the choice with 1 thread");
+    assert_eq!(best.unwrap()["weights"], "f16");
+}
+
+#[test]
+fn the_score_is_the_geometric_mean_and_zero_when_a_figure_is_missing() {
+    let t = Trial::new(Settings::new(), false, 10.0, 1000.0, 100.0, 1.0);
+    assert!((t.score - 100.0).abs() < 1e-9, "{}", t.score);
+    assert_eq!(Trial::new(Settings::new(), false, 0.0, 1000.0, 100.0, 1.0).score, 0.0);
+    assert_eq!(Trial::new(Settings::new(), false, f64::NAN, 1000.0, 100.0, 1.0).score, 0.0);
+}
+
+fn profile() -> Profile {
+    let b = BackendProfile {
+        idle: s(&[("threads", "2"), ("weights", "dual")]),
+        contended: Some(s(&[("threads", "1"), ("weights", "f16")])),
+        trials: vec![Trial::new(s(&[("threads", "2"), ("weights", "dual")]), false, 38.0, 480.0, 63.0, 9.0)],
+        notes: vec![],
+    };
+    Profile {
+        schema: PROFILE_SCHEMA,
+        machine: "cpu | 2 logical cores".into(),
+        model: "m.gguf (10 bytes)".into(),
+        measured_unix_ms: 1_764_700_000_000,
+        seconds: 120.0,
+        budget_s: 300.0,
+        workload: "w".into(),
+        competing_load: "c".into(),
+        backends: [("candle".to_string(), b)].into(),
+    }
+}
+
+#[test]
+fn a_profile_is_read_back_as_saved_and_a_damaged_or_foreign_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = profile_path(dir.path(), "cpu | 2 logical cores", "m.gguf (10 bytes)");
+    assert_eq!(read_profile(&path, "cpu | 2 logical cores", "m.gguf (10 bytes)"), Err(ProfileError::Missing));
+    save_profile(&path, &profile()).unwrap();
+    assert_eq!(read_profile(&path, "cpu | 2 logical cores", "m.gguf (10 bytes)").unwrap(), profile());
+
+    let refused = |why: &str| match read_profile(&path, "cpu | 2 logical cores", "m.gguf (10 bytes)") {
+        Err(ProfileError::Damaged { why: w, .. }) => assert!(w.contains(why), "{w}"),
+        other => panic!("expected a damaged profile, got {other:?}"),
+    };
+    let text = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(&path, &text[..text.len() / 2]).unwrap();
+    refused("EOF");
+    std::fs::write(&path, text.replace("\"schema\": 1", "\"schema\": 99")).unwrap();
+    refused("schema 99");
+    std::fs::write(&path, text.replace("\"weights\": \"dual\"", "\"wieghts\": \"dual\"")).unwrap();
+    refused("unknown setting `wieghts`");
+    std::fs::write(&path, &text).unwrap();
+    match read_profile(&path, "another machine", "m.gguf (10 bytes)") {
+        Err(ProfileError::Damaged { why, .. }) => assert!(why.contains("it is for cpu | 2 logical cores"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    // Each machine and model has its own file.
+    assert_ne!(path, profile_path(dir.path(), "cpu | 2 logical cores", "other.gguf (10 bytes)"));
+}
+
+#[test]
+fn workers_take_the_profile_unless_the_environment_or_lx_untuned_says_otherwise() {
+    let none = |_: &str| None;
+    let p = Ok(profile());
+    let measure = applied("candle", &p, Use::Measure, &none);
+    assert_eq!(measure.env, [("LX_CANDLE_WEIGHTS".to_string(), "dual".to_string())]);
+    assert_eq!(measure.threads, Some(2));
+    assert!(measure.from.contains("tuned profile of 2025-12-02") && measure.from.contains("idle choice"), "{}", measure.from);
+
+    let live = applied("candle", &p, Use::Interactive, &none);
+    assert_eq!((live.env[0].1.as_str(), live.threads), ("f16", Some(1)));
+    assert!(live.from.contains("competing load"), "{}", live.from);
+
+    let user = |v: &str| (v == "LX_CANDLE_WEIGHTS").then(|| "q8_0".to_string());
+    let a = applied("candle", &p, Use::Measure, &user);
+    assert!(a.env.is_empty() && a.threads == Some(2), "{a:?}");
+    assert!(a.from.ends_with("LX_CANDLE_WEIGHTS from the environment"), "{}", a.from);
+
+    let untuned = |v: &str| (v == UNTUNED_ENV).then(|| "1".to_string());
+    let a = applied("candle", &p, Use::Measure, &untuned);
+    assert_eq!((a.env.len(), a.threads), (0, None));
+    assert!(a.from.contains("LX_UNTUNED"), "{}", a.from);
+
+    let a = applied("llama", &p, Use::Measure, &none);
+    assert!(a.env.is_empty() && a.from.contains("has no llama"), "{a:?}");
+    let a = applied("candle", &Err(ProfileError::Missing), Use::Measure, &none);
+    assert!(a.from.contains("not tuned (lx tune)"), "{}", a.from);
+    let damaged = Err(ProfileError::Damaged { path: "/p.json".into(), why: "EOF".into() });
+    let a = applied("candle", &damaged, Use::Measure, &none);
+    assert!(a.env.is_empty() && a.from.contains("damaged (EOF)") && a.from.contains("measures again"), "{}", a.from);
+}
+
+#[test]
+fn budgets_read_as_people_write_them() {
+    assert_eq!(parse_budget("300"), Ok(Duration::from_secs(300)));
+    assert_eq!(parse_budget("90s"), Ok(Duration::from_secs(90)));
+    assert_eq!(parse_budget("5m"), Ok(Duration::from_secs(300)));
+    assert_eq!(parse_budget("1m30s"), Ok(Duration::from_secs(90)));
+    for bad in ["", "0", "-5", "5 minutes", "m", "5x"] {
+        assert!(parse_budget(bad).is_err(), "{bad}");
+    }
+}
+
+#[test]
+fn every_backend_tunes_threads_and_its_own_settings_by_their_variables() {
+    assert_eq!(thread_values(2), ["2", "1"]);
+    assert_eq!(thread_values(16), ["16", "8"]);
+    assert_eq!(thread_values(1), ["1"]);
+    let names = |b: &str| knobs(b, 4).iter().map(|k| (k.name, k.env)).collect::<Vec<_>>();
+    assert_eq!(names("candle"), [("threads", None), ("weights", Some("LX_CANDLE_WEIGHTS"))]);
+    assert_eq!(names("mlx"), [("threads", None), ("weights", Some("LX_MLX_WEIGHTS"))]);
+    assert_eq!(
+        names("llama"),
+        [("threads", None), ("flash_attn", Some("LX_LLAMA_FLASH_ATTN")), ("kv", Some("LX_LLAMA_KV")), ("ubatch", Some("LX_LLAMA_UBATCH"))]
+    );
+}
+
+#[test]
+fn a_competing_load_runs_until_dropped() {
+    let load = CompetingLoad::start(1);
+    let t0 = std::time::Instant::now();
+    std::thread::sleep(Duration::from_millis(20));
+    drop(load);
+    assert!(t0.elapsed() < Duration::from_secs(5), "the load did not stop");
+    assert_eq!(CompetingLoad::threads_for(2), 1);
+    assert_eq!(CompetingLoad::threads_for(8), 4);
+}
+
+#[test]
+fn a_change_within_the_noise_does_not_replace_the_default() {
+    // q8_0 only 3% better than the default f16: the default stays; 10% better: it is taken.
+    for (gain, chosen) in [(1.03, "f16"), (1.10, "q8_0")] {
+        let (best, _) = search(&knobs("candle", 1), &mut |asked| {
+            let mut ran = s(&[("threads", "1"), ("weights", "f16")]);
+            ran.extend(asked.clone());
+            let f = if ran["weights"] == "q8_0" { gain } else { 1.0 };
+            Some(Trial::new(ran, false, 10.0 * f, 100.0 * f, 20.0 * f, 1.0))
+        });
+        assert_eq!(best.unwrap()["weights"], chosen, "gain {gain}");
+    }
+}
