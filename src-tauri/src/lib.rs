@@ -121,6 +121,10 @@ pub fn run() {
             // Sweeps.
             commands::sweep::sweep_start,
             commands::sweep::sweep_cancel,
+            // Tuning this machine's backend settings (lx tune).
+            commands::tune::tune_status,
+            commands::tune::tune_start,
+            commands::tune::tune_cancel,
             // Saved runs, overlaid on the charts.
             commands::runs::run_open,
             commands::runs::pick_run_file,

@@ -87,10 +87,11 @@ impl AppState {
         }
     }
 
-    /// What starts each backend by name: this binary's workers, and the servers added.
-    pub fn spawner(&self, model: &Model) -> lx_engine::target::Spawner {
+    /// What starts each backend by name: this binary's workers (with this machine's tuned
+    /// settings for `usage`), and the servers added.
+    pub fn spawner(&self, model: &Model, usage: lx_backends::tune::Use) -> lx_engine::target::Spawner {
         let servers = self.servers.lock().expect("poisoned").clone();
-        lx_backends::spawner_with_servers(servers, Arc::new(model.open.tokenizer.clone()))
+        lx_backends::spawner_with_servers(servers, Arc::new(model.open.tokenizer.clone()), usage)
     }
 
     pub fn sweep_running(&self) -> bool {

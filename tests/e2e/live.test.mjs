@@ -19,7 +19,8 @@
 //      TTFT and decode against its schedule, then forgets it;
 //   6. opens a shape-only model from the picker (written on first use) and finds it named
 //      synthetic where the model shows, then opens the default model again;
-//   7. runs "Check backends" (a tiny model on every backend and device) and saves a screenshot.
+//   7. runs "Check backends" (a tiny model on every backend and device) and saves a screenshot;
+//   8. starts "Tune this machine", waits for the first real trial's figures, and cancels it.
 //
 // Environment: LX_APP (the app binary, required), LX_E2E_ARTIFACTS (screenshots; default
 // tests/e2e/artifacts), TAURI_DRIVER (default: tauri-driver on PATH or in ~/.cargo/bin).
@@ -618,5 +619,32 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     await browser.execute(() => document.querySelector('[data-testid="check-table"]').scrollIntoView());
     await sleep(300);
     await shot("backend-check");
+  });
+
+  test("Tune this machine runs real trials with progress, says what the backends run with, and can be cancelled", async () => {
+    const status = () => {
+      const el = document.querySelector('[data-testid="tune-status"]');
+      return { tuned: el?.dataset.tuned ?? null, text: el?.textContent ?? "" };
+    };
+    const before = await until("the tuning status", status, (v) => v.tuned !== null);
+    if (before.tuned === "false") assert.match(before.text, /^Untuned: (no tuned profile for this machine, build and model|the tuned profile .* is damaged)/, before.text);
+    else assert.match(before.text, /llama\.cpp: .*threads=\d/, before.text);
+    await browser.execute(() => {
+      document.querySelector('[data-testid="tune-budget"]').value = "60";
+      document.querySelector('[data-testid="tune"]').scrollIntoView();
+    });
+    await (await browser.$('[data-testid="tune-start"]')).click();
+    // The first trial is llama.cpp with its defaults: wait for its figures, then cancel.
+    const log = () => [...document.querySelectorAll('[data-testid="tune-log"] li')].map((li) => li.textContent);
+    const first = await until("the first trial's figures", log, (v) => v.some((l) => /decode [\d.]+ tok\/s, prefill \d+ tok\/s/.test(l)), 180_000);
+    assert.match(first[0], /^llama\.cpp · defaults: decode [\d.]+ tok\/s/, JSON.stringify(first));
+    assert.equal(await browser.execute(() => document.querySelector('[data-testid="tune-start"]').textContent), "Cancel tuning");
+    assert.equal(await browser.execute(() => document.querySelector('[data-testid="go-live"]').disabled), true, "live mode waits while tuning");
+    await shot("tuning");
+    await (await browser.$('[data-testid="tune-start"]')).click();
+    const stopped = await until("tuning to stop", log, (v) => v.some((l) => l.includes("nothing saved")), 180_000);
+    assert.ok(stopped.at(-1).includes("tuning was stopped"), JSON.stringify(stopped));
+    assert.equal(await browser.execute(() => document.querySelector('[data-testid="tune-start"]').textContent), "Tune this machine");
+    assert.deepEqual(await browser.execute(status), before, "a cancelled tuning changes nothing");
   });
 });

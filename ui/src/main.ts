@@ -18,6 +18,7 @@ import { PreviewPane } from "./components/preview";
 import { Readout } from "./components/readout";
 import { SweepPanel } from "./components/sweep";
 import { Timeline } from "./components/timeline";
+import { TunePanel } from "./components/tune";
 import { h, setText } from "./lib/dom";
 import { bytes } from "./lib/format";
 import { LiveStore } from "./lib/store";
@@ -128,6 +129,7 @@ function setModel(info: ModelInfo) {
   modelStatus.title = info.path;
   controls.setContext(info.contextLength);
   hardware.setModel(info);
+  void tune.refresh();
   if (![...modelSelect.options].some((o) => o.value === info.spec)) modelSelect.prepend(h("option", { value: info.spec }, info.name));
   modelSelect.value = info.spec;
   store.version++;
@@ -151,7 +153,7 @@ modelSelect.addEventListener("change", async () => {
 // ---------------------------------------------------------------- live mode
 
 function updateButtons() {
-  const canRun = model !== null && controls.settings.backends.length > 0 && !sweep.running;
+  const canRun = model !== null && controls.settings.backends.length > 0 && !sweep.running && !tune.running;
   liveBtn.disabled = !store.running && (!canRun || starting);
   setText(liveBtn, store.running ? "Stop" : starting ? "Starting…" : "Go live");
   liveBtn.classList.toggle("danger", store.running);
@@ -271,6 +273,17 @@ const readout = new Readout(store);
 const preview = new PreviewPane(store, () => void api.livePreviewNext().catch(() => undefined));
 const timeline = new Timeline(store);
 const hardware = new HardwarePanel(store, (onRow) => api.checkBackends(onRow));
+const tune = new TunePanel({
+  status: api.tuneStatus,
+  start: api.tuneStart,
+  cancel: api.tuneCancel,
+  beforeStart: async () => {
+    if (store.running) await stopLive();
+  },
+  changed: () => updateButtons(),
+  error: (e) => problem(e),
+});
+hardware.el.append(tune.el);
 const sweep = new SweepPanel({
   backends: () => controls.settings.backends,
   context: () => model?.contextLength ?? 2048,

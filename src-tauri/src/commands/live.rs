@@ -49,7 +49,7 @@ pub async fn live_start(state: State<'_, AppState>, mut settings: LiveSettings, 
         // until it is stopped.
         let _ = on_event.send(batch);
     });
-    let spawner = state.spawner(&model);
+    let spawner = state.spawner(&model, lx_backends::tune::Use::Interactive);
     let session = LiveSession::start(settings.clone(), model.open.live_model(), spawner, sink).map_err(CmdError::Live)?;
     *state.live.lock().expect("poisoned") = Some(Live { session, settings, model, backends, ceilings });
     Ok(())

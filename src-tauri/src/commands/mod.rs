@@ -8,6 +8,7 @@ pub mod runs;
 pub mod servers;
 pub mod sweep;
 pub mod system;
+pub mod tune;
 
 use crate::error::{CmdError, CmdResult};
 

@@ -244,7 +244,7 @@ pub async fn sweep_start(state: State<'_, AppState>, request: SweepRequest, on_e
     let total_requests = total_points * plan.requests;
     let _ = on_event.send(SweepEvent::Started { path: path.clone(), total_points, total_requests });
 
-    let spawn = state.spawner(&model);
+    let spawn = state.spawner(&model, lx_backends::tune::Use::Measure);
     let out = path.clone();
     let no_ceilings = request.no_ceilings;
     let thread = std::thread::Builder::new()

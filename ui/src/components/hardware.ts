@@ -118,6 +118,10 @@ export class HardwarePanel {
       if (st) lines.push(["Worker", `${st.state}${st.pid ? ` · pid ${st.pid}` : ""}${st.loadMs ? ` · loaded in ${fmtMs(st.loadMs)}` : ""}`]);
       if (info) lines.push(["Running on", `${info.device} · ${info.version}`]);
       if (info?.cpu_fallback) lines.push(["Warning", info.cpu_fallback]);
+      if (info) {
+        const settings = Object.entries({ threads: String(info.threads), ...(info.settings ?? {}) }).map(([k, v]) => `${k}=${v}`).join(" ");
+        lines.push(["Settings", `${settings}${info.settings_from ? ` · ${info.settings_from}` : ""}`]);
+      }
       if (st?.capacity) lines.push(["Loaded for", `${st.capacity.slots} sequences × ${num(st.capacity.ctxPerSlot)} tokens`]);
       if (st?.state === "error" && st.message) lines.push(["Error", st.message]);
       for (const p of b.proven ?? []) lines.push(["Platform status", p]);

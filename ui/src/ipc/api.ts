@@ -17,6 +17,8 @@ import type {
   ServerSpec,
   SweepEvent,
   SweepRequest,
+  TuneEvent,
+  TuneStatus,
 } from "./types";
 
 export const hardware = () => call<HardwareReport>("hardware");
@@ -44,6 +46,10 @@ export const liveSave = () => call<string>("live_save");
 export const sweepStart = (request: SweepRequest, onEvent: (e: SweepEvent) => void) =>
   call<string>("sweep_start", { request, onEvent: channel(onEvent) });
 export const sweepCancel = () => call<void>("sweep_cancel");
+
+export const tuneStatus = () => call<TuneStatus>("tune_status");
+export const tuneStart = (budgetS: number, onEvent: (e: TuneEvent) => void) => call<void>("tune_start", { budgetS, onEvent: channel(onEvent) });
+export const tuneCancel = () => call<void>("tune_cancel");
 
 export const runOpen = (path: string) => call<OpenedRun>("run_open", { path });
 export const pickRunFile = () => call<string | null>("pick_run_file");

@@ -51,6 +51,10 @@ export interface BackendInfo {
   cpu_fallback?: string | null;
   threads: number;
   capabilities: Capabilities;
+  /** The backend's own settings as it ran with them (candle's `weights`, llama.cpp's `flash_attn`...). */
+  settings?: Record<string, string>;
+  /** Where those came from: this machine's tuned profile, the environment, or the defaults. */
+  settings_from?: string | null;
 }
 
 export interface Capacity {
@@ -412,3 +416,22 @@ export interface AppError {
   kind: "noModel" | "model" | "live" | "sweep" | "server" | "io" | "busy" | "ipc";
   message: string;
 }
+
+/** Whether this machine is tuned for the open model (`lx tune`'s profile). */
+export interface TuneStatus {
+  tuned: boolean;
+  /** One line per backend tuned: what sweeps and live mode run it with. */
+  backends: string[];
+  /** When not tuned: why. */
+  why: string | null;
+  /** The profile as `lx tune --show` prints it (Markdown), when tuned. */
+  report: string | null;
+}
+
+/** What "Tune this machine" is doing (the `tune_start` channel). */
+export type TuneEvent =
+  | { type: "trial"; backend: string; settings: string; contended: boolean; elapsedS: number; budgetS: number }
+  | { type: "measured"; backend: string; text: string }
+  | { type: "note"; backend: string; note: string }
+  | { type: "finished"; status: TuneStatus }
+  | { type: "failed"; message: string };

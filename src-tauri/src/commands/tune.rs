@@ -1,0 +1,134 @@
+//! "Tune this machine": `lx tune` in the app (the same trials, budget and profile), on a
+//! thread of its own, each trial streamed to the UI. The profile it saves is what the app's
+//! later sweeps (the idle choice) and live mode (the choice under a competing load) run with.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use lx_backends::tune::{self, text, Event, ProfileError};
+use lx_engine::traffic::RunControl;
+use serde::Serialize;
+use tauri::ipc::Channel;
+use tauri::State;
+
+use crate::error::{CmdError, CmdResult};
+use crate::state::{AppState, Model, Sweep};
+
+/// Whether this machine is tuned for the open model, as the hardware panel says it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TuneStatus {
+    /// A profile for this machine, build and model exists and reads.
+    pub tuned: bool,
+    /// One line per backend tuned: what sweeps and live mode run it with.
+    pub backends: Vec<String>,
+    /// When not tuned: why (none yet, or damaged and why).
+    pub why: Option<String>,
+    /// The profile as `lx tune --show` prints it (Markdown), when tuned.
+    pub report: Option<String>,
+}
+
+/// What the tuner is doing. Sent on the channel `tune_start` takes.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum TuneEvent {
+    /// A trial starts: its backend, the settings asked for ("defaults" for the first), whether
+    /// the competing load runs, and the time spent of the budget.
+    #[serde(rename_all = "camelCase")]
+    Trial { backend: String, settings: String, contended: bool, elapsed_s: f64, budget_s: f64 },
+    /// The trial ended: its figures, or why it failed.
+    Measured { backend: String, text: String },
+    /// Something was left out, and why.
+    Note { backend: String, note: String },
+    /// The profile was saved; later runs use it.
+    Finished { status: TuneStatus },
+    /// Tuning stopped (cancelled, or failed): nothing saved.
+    Failed { message: String },
+}
+
+fn status_of(model: &Model) -> TuneStatus {
+    let machine = lx_engine::probe::machine_key(&lx_backends::hardware_report());
+    let key = tune::model_key(&model.open.path);
+    let path = tune::profile_path(&lx_models::cache_dir(), &machine, &key);
+    match tune::read_profile(&path, &machine, &key) {
+        Ok(p) => TuneStatus {
+            tuned: true,
+            backends: p
+                .backends
+                .iter()
+                .map(|(b, bp)| {
+                    let live = bp.contended.as_ref().map_or("the same".to_string(), text::settings_text);
+                    format!("{}: {} · live mode: {live}", crate::commands::system::label(b), text::settings_text(&bp.idle))
+                })
+                .collect(),
+            why: None,
+            report: Some(text::describe(&p, &path.display().to_string())),
+        },
+        Err(e @ ProfileError::Missing) => TuneStatus { tuned: false, backends: vec![], why: Some(format!("{e}: each backend runs with its own defaults")), report: None },
+        Err(e) => TuneStatus { tuned: false, backends: vec![], why: Some(format!("{e}: each backend runs with its own defaults until tuned again")), report: None },
+    }
+}
+
+/// Whether this machine is tuned for the open model.
+#[tauri::command]
+pub async fn tune_status(state: State<'_, AppState>) -> CmdResult<TuneStatus> {
+    let model = state.model.lock().expect("poisoned").clone().ok_or(CmdError::NoModel)?;
+    super::blocking(move || status_of(&model)).await
+}
+
+/// Tune every backend of this build on the open model within `budget_s` seconds, as
+/// `lx tune --budget` does. Live mode and sweeps must be stopped first (they would compete
+/// for the machine); `tune_cancel` stops it (nothing is saved then).
+///
+/// Events on `on_event`: `trial`, `measured`, `note`, then `finished` or `failed`.
+#[tauri::command]
+pub async fn tune_start(state: State<'_, AppState>, budget_s: f64, on_event: Channel<TuneEvent>) -> CmdResult<()> {
+    if state.live.lock().expect("poisoned").is_some() {
+        return Err(CmdError::Busy("live mode is running: stop it before tuning".into()));
+    }
+    if state.sweep_running() {
+        return Err(CmdError::Busy("a sweep or tuning is already running".into()));
+    }
+    if !(budget_s.is_finite() && budget_s >= 10.0) {
+        return Err(CmdError::Sweep("the tuning budget must be at least 10 seconds".into()));
+    }
+    let model = state.model.lock().expect("poisoned").clone().ok_or(CmdError::NoModel)?;
+    let control = RunControl::default();
+    let stop = Arc::clone(&control.stop);
+    let backends: Vec<String> = lx_backends::ALL.iter().filter(|b| lx_backends::unavailable(b).is_none()).map(|b| b.to_string()).collect();
+    let thread = std::thread::Builder::new()
+        .name("lx-tune".into())
+        .spawn(move || {
+            let send = |e: TuneEvent| drop(on_event.send(e));
+            let request = tune::Request { model: &model.open, backends, budget: Duration::from_secs_f64(budget_s), control };
+            let tuned = tune::tune(&request, &mut |event| match event {
+                Event::Trial { backend, asked, contended, elapsed, budget } => send(TuneEvent::Trial {
+                    backend: backend.into(),
+                    settings: if asked.is_empty() { "defaults".into() } else { text::settings_text(asked) },
+                    contended,
+                    elapsed_s: elapsed.as_secs_f64(),
+                    budget_s: budget.as_secs_f64(),
+                }),
+                Event::Measured { backend, trial } => send(TuneEvent::Measured { backend: backend.into(), text: text::trial_text(trial) }),
+                Event::Note { backend, note } => send(TuneEvent::Note { backend: backend.into(), note: note.into() }),
+            });
+            let saved = tuned.and_then(|profile| {
+                let machine = profile.machine.clone();
+                tune::save_profile(&tune::profile_path(&lx_models::cache_dir(), &machine, &profile.model), &profile)
+            });
+            match saved {
+                Ok(()) => send(TuneEvent::Finished { status: status_of(&model) }),
+                Err(e) => send(TuneEvent::Failed { message: format!("{e:#}") }),
+            }
+        })
+        .map_err(|e| CmdError::Sweep(format!("cannot start tuning: {e}")))?;
+    *state.sweep.lock().expect("poisoned") = Some(Sweep { stop, thread });
+    Ok(())
+}
+
+/// Stop tuning: the trial in flight is cancelled and nothing is saved. Returns once the
+/// tuning thread has ended.
+#[tauri::command]
+pub async fn tune_cancel(state: State<'_, AppState>) -> CmdResult<()> {
+    super::sweep::sweep_cancel(state).await
+}
