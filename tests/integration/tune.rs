@@ -43,10 +43,13 @@ fn a_tuned_profile_is_what_the_next_sweep_runs_with_and_a_damaged_one_is_measure
         assert!(idle.contains_key(key), "the profile lacks {key}: {profile}");
     }
     let trials = llama["trials"].as_array().unwrap();
-    assert!(trials.len() >= 3, "defaults and at least two changes within a minute: {profile}");
-    // The choice is the best idle trial measured, and every trial's figures are real rates.
-    let best = trials.iter().filter(|t| t["contended"] == false && t["error"].is_null()).max_by(|a, b| a["score"].as_f64().unwrap().total_cmp(&b["score"].as_f64().unwrap())).unwrap();
-    assert_eq!(&best["settings"], &llama["idle"], "{profile}");
+    let idle_trials: Vec<&Value> = trials.iter().filter(|t| t["contended"] == false && t["error"].is_null()).collect();
+    assert!(idle_trials.len() >= 2, "the defaults and at least one change in half a minute: {profile}");
+    // The choice is a setting measured idle, and none measured idle beat it by the margin a
+    // change must clear; every trial's figures are real rates.
+    let score = |t: &Value| t["score"].as_f64().unwrap();
+    let chosen = idle_trials.iter().find(|t| t["settings"] == llama["idle"]).unwrap_or_else(|| panic!("the choice was measured: {profile}"));
+    assert!(idle_trials.iter().all(|t| score(t) <= score(chosen) * lx_backends::tune::KEEP_MARGIN), "{profile}");
     for t in trials.iter().filter(|t| t["error"].is_null()) {
         for f in ["decode_tps", "prefill_tps", "batched_tps", "score"] {
             assert!(t[f].as_f64().unwrap() > 0.5, "{f} in {t}");

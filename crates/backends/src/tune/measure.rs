@@ -51,12 +51,10 @@ pub fn tune(request: &Request<'_>, on: &mut dyn FnMut(Event<'_>)) -> anyhow::Res
     let hardware = crate::hardware_report();
     let machine = lx_engine::probe::machine_key(&hardware);
     let cores = hardware.physical_cores.max(1);
-    let budget = Budget::new(request.budget);
     let prompts = PromptBuilder::new(&request.model.tokenizer);
     let prompt = |n: u32, i: usize| prompts.prompt(n as usize, i as u64);
+    let mut trials_of = Trials { request, prompt: &prompt, hardware: &hardware, budget: Budget::new(request.budget), expected: HashMap::new() };
     let stopped = || request.control.stop.load(Ordering::Relaxed);
-    // A first trial's length is a guess; after it, each backend's own last trial's.
-    let mut expected: HashMap<String, Duration> = HashMap::new();
     let mut profiles: BTreeMap<String, BackendProfile> = BTreeMap::new();
 
     // Each backend gets an equal share of the budget, half of it for the idle search and the
@@ -68,25 +66,17 @@ pub fn tune(request: &Request<'_>, on: &mut dyn FnMut(Event<'_>)) -> anyhow::Res
     let competing = CompetingLoad::threads_for(cores);
     for (i, backend) in request.backends.iter().enumerate() {
         let (idle_until, share_end) = ((i as f64 + IDLE_SHARE) / n, (i + 1) as f64 / n);
-        let deadline = budget.at(share_end);
         let mut notes = Vec::new();
         let mut cut = false;
         let (best, mut trials) = search(&knobs(backend, cores), &mut |asked: &Settings| {
-            let guess = expected.get(backend).copied().unwrap_or(Duration::from_secs(20));
-            let fits = if asked.is_empty() { budget.fits(Duration::ZERO, share_end) } else { budget.fits(guess, idle_until) };
-            if stopped() || !fits {
-                cut = !stopped();
-                return None;
-            }
-            on(Event::Trial { backend, asked, contended: false, elapsed: budget.elapsed(), budget: budget.total() });
-            let t = trial(request, &prompt, &hardware, backend, asked, false, deadline);
-            expected.insert(backend.clone(), Duration::from_secs_f64(t.seconds));
-            on(Event::Measured { backend, trial: &t });
-            Some(t)
+            let until = if asked.is_empty() { None } else { Some(idle_until) };
+            let t = trials_of.run(on, backend, asked, false, until, share_end);
+            cut |= t.is_none() && !stopped();
+            t
         });
         anyhow::ensure!(!stopped(), "tuning was stopped: nothing saved (the previous profile, if any, is kept)");
         let Some(idle) = best else {
-            let share = budget.total().as_secs_f64() / n;
+            let share = request.budget.as_secs_f64() / n;
             note(on, &mut notes, backend, match trials.first().and_then(|t| t.error.as_deref()) {
                 Some(e) if e.starts_with(CUT) => format!("{backend} stays untuned: its share of the budget ({share:.0} s) was too short for one trial ({e}); a larger --budget gives it more"),
                 Some(e) => format!("{backend} stays untuned: it failed with its default settings ({e})"),
@@ -99,17 +89,8 @@ pub fn tune(request: &Request<'_>, on: &mut dyn FnMut(Event<'_>)) -> anyhow::Res
             note(on, &mut notes, backend, format!("the budget ended the search after {} trials: settings not tried keep the best so far", trials.len()));
         }
         let load = CompetingLoad::start(competing);
-        let (contended, under_load) = search_contended(&idle, &super::thread_values(cores), &trials.clone(), &mut |asked: &Settings| {
-            let guess = expected.get(backend).copied().unwrap_or(Duration::from_secs(20));
-            if stopped() || !budget.fits(guess, share_end) {
-                return None;
-            }
-            on(Event::Trial { backend, asked, contended: true, elapsed: budget.elapsed(), budget: budget.total() });
-            let t = trial(request, &prompt, &hardware, backend, asked, true, deadline);
-            expected.insert(backend.clone(), Duration::from_secs_f64(t.seconds));
-            on(Event::Measured { backend, trial: &t });
-            Some(t)
-        });
+        let (contended, under_load) =
+            search_contended(&idle, &super::thread_values(cores), &trials.clone(), &mut |asked: &Settings| trials_of.run(on, backend, asked, true, Some(share_end), share_end));
         drop(load);
         anyhow::ensure!(!stopped(), "tuning was stopped: nothing saved (the previous profile, if any, is kept)");
         if contended.is_none() {
@@ -119,6 +100,7 @@ pub fn tune(request: &Request<'_>, on: &mut dyn FnMut(Event<'_>)) -> anyhow::Res
         profiles.insert(backend.clone(), BackendProfile { idle, contended, trials, notes });
     }
     anyhow::ensure!(!stopped(), "tuning was stopped: nothing saved (the previous profile, if any, is kept)");
+    let budget = &trials_of.budget;
     Ok(Profile {
         schema: PROFILE_SCHEMA,
         machine,
@@ -143,94 +125,107 @@ struct NoProgress;
 impl Observer for NoProgress {}
 impl SweepObserver for NoProgress {}
 
-/// One trial: one client, then [`TRIAL_CLIENTS`], with `asked` applied.
-fn trial(
-    request: &Request<'_>,
-    prompt: &dyn Fn(u32, usize) -> Vec<lx_engine::backend::TokenId>,
-    hardware: &lx_engine::hardware::HardwareReport,
-    backend: &str,
-    asked: &Settings,
-    contended: bool,
-    deadline: Instant,
-) -> Trial {
-    let started = Instant::now();
-    // The trial's own stop: raised by the user's, or at the deadline.
-    let control = RunControl { hang_timeout: request.control.hang_timeout, stop: Arc::new(AtomicBool::new(false)) };
-    let watch = {
-        let (user, stop, finished) = (Arc::clone(&request.control.stop), Arc::clone(&control.stop), Arc::new(AtomicBool::new(false)));
-        let done = Arc::clone(&finished);
-        let thread = std::thread::spawn(move || {
-            while !done.load(Ordering::Relaxed) {
-                if user.load(Ordering::Relaxed) || Instant::now() >= deadline {
-                    stop.store(true, Ordering::Relaxed);
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        });
-        (finished, thread)
-    };
-    let measured = measure_trial(request, prompt, hardware, backend, asked, contended, control, started);
-    watch.0.store(true, Ordering::Relaxed);
-    let _ = watch.1.join();
-    if Instant::now() >= deadline && !request.control.stop.load(Ordering::Relaxed) && measured.error.is_some() {
-        let why = format!("{CUT}, after {:.0} s", measured.seconds);
-        return Trial::failed(measured.settings, contended, measured.seconds, why);
-    }
-    measured
+/// Runs trials against the budget: what each needs that does not change between trials.
+struct Trials<'a> {
+    request: &'a Request<'a>,
+    prompt: &'a dyn Fn(u32, usize) -> Vec<lx_engine::backend::TokenId>,
+    hardware: &'a lx_engine::hardware::HardwareReport,
+    budget: Budget,
+    /// Each backend's last trial's length: how long its next one is expected to take (a
+    /// first one is guessed).
+    expected: HashMap<String, Duration>,
 }
 
-#[allow(clippy::too_many_arguments)]
-fn measure_trial(
-    request: &Request<'_>,
-    prompt: &dyn Fn(u32, usize) -> Vec<lx_engine::backend::TokenId>,
-    hardware: &lx_engine::hardware::HardwareReport,
-    backend: &str,
-    asked: &Settings,
-    contended: bool,
-    control: RunControl,
-    started: Instant,
-) -> Trial {
-    let threads: usize = asked.get("threads").and_then(|t| t.parse().ok()).unwrap_or(0);
-    let plan = SweepPlan {
-        backends: vec![backend.to_string()],
-        prompt_tokens: vec![Length::fixed(TRIAL_PROMPT)],
-        max_tokens: vec![Length::fixed(TRIAL_OUTPUT)],
-        concurrency: vec![1, TRIAL_CLIENTS],
-        requests: TRIAL_REQUESTS,
-        warmup: TRIAL_WARMUP,
-        duration_s: Some(TRIAL_POINT_S),
-        threads,
-        ..SweepPlan::default()
-    };
-    let applied = Applied {
-        env: knobs(backend, 1).iter().filter_map(|k| Some((k.env?.to_string(), asked.get(k.name)?.clone()))).collect(),
-        threads: None,
-        from: "a tuning trial".into(),
-    };
-    let mut ctx = request.model.sweep_context(prompt, None, control);
-    ctx.spawn = crate::worker_spawner(move |_, _| applied.clone());
-    let settings = serde_json::to_value(&plan).unwrap_or_default();
-    let mut run = RunFile::new(Vec::new(), hardware.clone(), request.model.record(), settings);
-    let mut sink = printer(Format::Jsonl, Box::new(std::io::sink()));
-    let seconds = || started.elapsed().as_secs_f64();
-    if let Err(e) = run_points(&plan, plan.points(), &ctx, &mut run, sink.as_mut(), &mut NoProgress) {
-        return Trial::failed(asked.clone(), contended, seconds(), format!("{e:#}"));
+impl Trials<'_> {
+    /// One trial of `backend` with `asked`, reported through `on`, when it is expected to
+    /// end before `until` of the budget (`None`: whenever `share_end` is still ahead); it is
+    /// stopped at `share_end`. `None` when it does not fit or the user stopped.
+    fn run(&mut self, on: &mut dyn FnMut(Event<'_>), backend: &str, asked: &Settings, contended: bool, until: Option<f64>, share_end: f64) -> Option<Trial> {
+        let guess = self.expected.get(backend).copied().unwrap_or(Duration::from_secs(20));
+        let fits = match until {
+            Some(until) => self.budget.fits(guess, until),
+            None => self.budget.fits(Duration::ZERO, share_end),
+        };
+        if self.request.control.stop.load(Ordering::Relaxed) || !fits {
+            return None;
+        }
+        on(Event::Trial { backend, asked, contended, elapsed: self.budget.elapsed(), budget: self.budget.total() });
+        let t = self.stopped_at(backend, asked, contended, self.budget.at(share_end));
+        self.expected.insert(backend.to_string(), Duration::from_secs_f64(t.seconds));
+        on(Event::Measured { backend, trial: &t });
+        Some(t)
     }
-    let Some(info) = run.backends.first() else {
-        let why = run.points.iter().flat_map(|p| p.error_messages.first()).next().cloned().unwrap_or_else(|| "the worker did not start".into());
-        return Trial::failed(asked.clone(), contended, seconds(), why);
-    };
-    let mut ran_with = info.settings.clone();
-    let threads = if threads > 0 { threads } else if info.threads > 0 { info.threads } else { hardware.physical_cores };
-    ran_with.insert("threads".into(), threads.to_string());
-    if let Some(bad) = run.points.iter().find(|p| p.errors > 0 || p.requests == 0) {
-        let why = bad.error_messages.first().cloned().unwrap_or_else(|| "no request completed".into());
-        return Trial::failed(ran_with, contended, seconds(), why);
+
+    /// [`Trials::measure`] with its own stop, raised by the user's or at `deadline`.
+    fn stopped_at(&self, backend: &str, asked: &Settings, contended: bool, deadline: Instant) -> Trial {
+        let control = RunControl { hang_timeout: self.request.control.hang_timeout, stop: Arc::new(AtomicBool::new(false)) };
+        let finished = Arc::new(AtomicBool::new(false));
+        let watch = {
+            let (user, stop, done) = (Arc::clone(&self.request.control.stop), Arc::clone(&control.stop), Arc::clone(&finished));
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    if user.load(Ordering::Relaxed) || Instant::now() >= deadline {
+                        stop.store(true, Ordering::Relaxed);
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            })
+        };
+        let measured = self.measure(backend, asked, contended, control);
+        finished.store(true, Ordering::Relaxed);
+        let _ = watch.join();
+        if Instant::now() >= deadline && !self.request.control.stop.load(Ordering::Relaxed) && measured.error.is_some() {
+            let why = format!("{CUT}, after {:.0} s", measured.seconds);
+            return Trial::failed(measured.settings, contended, measured.seconds, why);
+        }
+        measured
     }
-    if run.stopped || run.points.len() < 2 {
-        return Trial::failed(ran_with, contended, seconds(), "stopped before both points were measured".into());
+
+    /// One trial: one client, then [`TRIAL_CLIENTS`], with `asked` applied.
+    fn measure(&self, backend: &str, asked: &Settings, contended: bool, control: RunControl) -> Trial {
+        let (request, prompt, hardware, started) = (self.request, self.prompt, self.hardware, Instant::now());
+        let threads: usize = asked.get("threads").and_then(|t| t.parse().ok()).unwrap_or(0);
+        let plan = SweepPlan {
+            backends: vec![backend.to_string()],
+            prompt_tokens: vec![Length::fixed(TRIAL_PROMPT)],
+            max_tokens: vec![Length::fixed(TRIAL_OUTPUT)],
+            concurrency: vec![1, TRIAL_CLIENTS],
+            requests: TRIAL_REQUESTS,
+            warmup: TRIAL_WARMUP,
+            duration_s: Some(TRIAL_POINT_S),
+            threads,
+            ..SweepPlan::default()
+        };
+        let applied = Applied {
+            env: knobs(backend, 1).iter().filter_map(|k| Some((k.env?.to_string(), asked.get(k.name)?.clone()))).collect(),
+            threads: None,
+            from: "a tuning trial".into(),
+        };
+        let mut ctx = request.model.sweep_context(prompt, None, control);
+        ctx.spawn = crate::worker_spawner(move |_, _| applied.clone());
+        let settings = serde_json::to_value(&plan).unwrap_or_default();
+        let mut run = RunFile::new(Vec::new(), hardware.clone(), request.model.record(), settings);
+        let mut sink = printer(Format::Jsonl, Box::new(std::io::sink()));
+        let seconds = || started.elapsed().as_secs_f64();
+        if let Err(e) = run_points(&plan, plan.points(), &ctx, &mut run, sink.as_mut(), &mut NoProgress) {
+            return Trial::failed(asked.clone(), contended, seconds(), format!("{e:#}"));
+        }
+        let Some(info) = run.backends.first() else {
+            let why = run.points.iter().flat_map(|p| p.error_messages.first()).next().cloned().unwrap_or_else(|| "the worker did not start".into());
+            return Trial::failed(asked.clone(), contended, seconds(), why);
+        };
+        let mut ran_with = info.settings.clone();
+        let threads = if threads > 0 { threads } else if info.threads > 0 { info.threads } else { hardware.physical_cores };
+        ran_with.insert("threads".into(), threads.to_string());
+        if let Some(bad) = run.points.iter().find(|p| p.errors > 0 || p.requests == 0) {
+            let why = bad.error_messages.first().cloned().unwrap_or_else(|| "no request completed".into());
+            return Trial::failed(ran_with, contended, seconds(), why);
+        }
+        if run.stopped || run.points.len() < 2 {
+            return Trial::failed(ran_with, contended, seconds(), "stopped before both points were measured".into());
+        }
+        let (single, batched) = (&run.points[0], &run.points[1]);
+        Trial::new(ran_with, contended, single.decode_tps.p50, single.prefill_tps.p50, batched.throughput_tps, seconds())
     }
-    let (single, batched) = (&run.points[0], &run.points[1]);
-    Trial::new(ran_with, contended, single.decode_tps.p50, single.prefill_tps.p50, batched.throughput_tps, seconds())
 }
