@@ -5,7 +5,7 @@
 
 mod common;
 use common::*;
-use lx_backend_candle::CandleBackend;
+use lx_backend_candle::{CandleBackend, DeviceChoice, Options, WeightFormat};
 use lx_engine::backend::{Backend, Batch, Choice, Outputs, TokenId};
 
 fn logprob_of(c: &Choice, t: TokenId) -> f32 {
@@ -112,9 +112,10 @@ fn prefill_slots(b: &mut CandleBackend, prompts: &[Vec<TokenId>]) -> Vec<Choice>
     step_slots(b, chunks)
 }
 
-/// Four sequences at different positions stepped together (one after another inside
-/// each step) give exactly what they give alone; four at the same position (one batched
-/// pass) agree up to float noise.
+/// Four sequences at different positions stepped together with f16 layers (which run
+/// decode one sequence after another inside each step) give exactly what they give alone;
+/// four at the same position through the default `dual` layers (one batched pass) agree up
+/// to quantization noise.
 #[test]
 fn four_slots_together_match_alone() {
     let lens = [40usize, 75, 23, 120];
@@ -124,7 +125,9 @@ fn four_slots_together_match_alone() {
         .map(|(i, &n)| tokens(n, 100 + i as u64))
         .collect();
     let n_gen = 8;
-    let mut b = CandleBackend::load(&spec(4, 256)).expect("load");
+    let f16 = Options { device: DeviceChoice::Cpu, layer_weights: Some(WeightFormat::F16) };
+    let mut b = CandleBackend::load_with(&spec(4, 256), &f16).expect("load");
+    assert!(!b.info().capabilities.mixed_position_batches, "f16 layers decode apart on the CPU");
     let alone = each_alone(&mut b, &prompts, n_gen);
     b.clear(0);
     // Together: prefill all four in one step, then decode all four per step.
@@ -152,7 +155,9 @@ fn four_slots_together_match_alone() {
         assert_eq!(got[s], alone[s].0, "slot {s}");
     }
 
-    // Same position, same length: one batched pass per step.
+    // Same position, same length: one batched pass per step, through the default layers.
+    let mut b = CandleBackend::load(&spec(4, 256)).expect("load");
+    assert!(b.info().capabilities.mixed_position_batches, "{:?}", b.info());
     let same: Vec<Vec<TokenId>> = (0..4).map(|i| tokens(50, 200 + i as u64)).collect();
     let alone = each_alone(&mut b, &same, n_gen);
     for s in 0..4 {

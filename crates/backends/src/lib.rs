@@ -108,9 +108,8 @@ pub fn serve_worker(backend: &str) -> anyhow::Result<()> {
 pub fn spawner(usage: tune::Use) -> lx_engine::target::Spawner {
     let machine = std::sync::OnceLock::new();
     worker_spawner(move |name: &str, spec: &LoadSpec| {
-        let machine = machine.get_or_init(|| lx_engine::probe::machine_key(&hardware_report()));
-        let model = tune::model_key(&spec.model_path);
-        let profile = tune::read_profile(&tune::profile_path(&lx_models::cache_dir(), machine, &model), machine, &model);
+        let machine: &String = machine.get_or_init(|| lx_engine::probe::machine_key(&hardware_report()));
+        let profile = tune::Located::new(machine, &spec.model_path).read();
         tune::applied(name, &profile, usage, &|var| std::env::var(var).ok())
     })
 }

@@ -47,22 +47,24 @@ pub enum TuneEvent {
 }
 
 fn status_of(model: &Model) -> TuneStatus {
-    let machine = lx_engine::probe::machine_key(&lx_backends::hardware_report());
-    let key = tune::model_key(&model.open.path);
-    let path = tune::profile_path(&lx_models::cache_dir(), &machine, &key);
-    match tune::read_profile(&path, &machine, &key) {
+    let here = tune::Located::here(&model.open.path);
+    match here.read() {
         Ok(p) => TuneStatus {
             tuned: true,
             backends: p
                 .backends
                 .iter()
                 .map(|(b, bp)| {
+                    let name = crate::commands::system::label(b);
+                    if bp.idle.is_empty() {
+                        return format!("{name}: untuned, its defaults ({})", bp.notes.first().map_or("nothing was measured", String::as_str));
+                    }
                     let live = bp.contended.as_ref().map_or("the same".to_string(), text::settings_text);
-                    format!("{}: {} · live mode: {live}", crate::commands::system::label(b), text::settings_text(&bp.idle))
+                    format!("{name}: {} · live mode: {live}", text::settings_text(&bp.idle))
                 })
                 .collect(),
             why: None,
-            report: Some(text::describe(&p, &path.display().to_string())),
+            report: Some(text::describe(&p, &here.path.display().to_string())),
         },
         Err(e @ ProfileError::Missing) => TuneStatus { tuned: false, backends: vec![], why: Some(format!("{e}: each backend runs with its own defaults")), report: None },
         Err(e) => TuneStatus { tuned: false, backends: vec![], why: Some(format!("{e}: each backend runs with its own defaults until tuned again")), report: None },
@@ -112,10 +114,7 @@ pub async fn tune_start(state: State<'_, AppState>, budget_s: f64, on_event: Cha
                 Event::Measured { backend, trial } => send(TuneEvent::Measured { backend: backend.into(), text: text::trial_text(trial) }),
                 Event::Note { backend, note } => send(TuneEvent::Note { backend: backend.into(), note: note.into() }),
             });
-            let saved = tuned.and_then(|profile| {
-                let machine = profile.machine.clone();
-                tune::save_profile(&tune::profile_path(&lx_models::cache_dir(), &machine, &profile.model), &profile)
-            });
+            let saved = tuned.and_then(|profile| tune::save_profile(&tune::Located::new(&profile.machine, &model.open.path).path, &profile));
             match saved {
                 Ok(()) => send(TuneEvent::Finished { status: status_of(&model) }),
                 Err(e) => send(TuneEvent::Failed { message: format!("{e:#}") }),

@@ -181,6 +181,33 @@ pub fn profile_path(cache_root: &Path, machine: &str, model: &str) -> PathBuf {
     cache_root.join("tune").join(format!("{hex}.json"))
 }
 
+/// This machine's profile for one model: where it is kept and what it is keyed by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Located {
+    pub path: PathBuf,
+    /// The machine and build ([`lx_engine::probe::machine_key`]).
+    pub machine: String,
+    /// The model ([`model_key`]).
+    pub model: String,
+}
+
+impl Located {
+    /// The profile of `machine` for the model at `model_path`, in this user's cache.
+    pub fn new(machine: &str, model_path: &Path) -> Located {
+        let model = model_key(model_path);
+        Located { path: profile_path(&lx_models::cache_dir(), machine, &model), machine: machine.to_string(), model }
+    }
+
+    /// [`Located::new`] for this machine and build.
+    pub fn here(model_path: &Path) -> Located {
+        Located::new(&lx_engine::probe::machine_key(&crate::hardware_report()), model_path)
+    }
+
+    pub fn read(&self) -> Result<Profile, ProfileError> {
+        read_profile(&self.path, &self.machine, &self.model)
+    }
+}
+
 /// Why a profile file cannot be used.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum ProfileError {

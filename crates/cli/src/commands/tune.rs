@@ -35,21 +35,19 @@ pub struct TuneArgs {
 
 pub fn run(args: TuneArgs) -> anyhow::Result<i32> {
     let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
-    let machine = lx_engine::probe::machine_key(&lx_backends::hardware_report());
-    let model_key = tune::model_key(&model.path);
-    let path = tune::profile_path(&lx_models::cache_dir(), &machine, &model_key);
+    let here = tune::Located::here(&model.path);
     if args.show {
-        return match tune::read_profile(&path, &machine, &model_key) {
+        return match here.read() {
             Ok(p) if args.json => {
                 println!("{}", serde_json::to_string_pretty(&p)?);
                 Ok(0)
             }
             Ok(p) => {
-                print!("{}", describe(&p, &path.display().to_string()));
+                print!("{}", describe(&p, &here.path.display().to_string()));
                 Ok(0)
             }
             Err(e @ ProfileError::Missing) => {
-                eprintln!("{e} ({model_key}): `lx tune` measures one");
+                eprintln!("{e} ({}): `lx tune` measures one", here.model);
                 Ok(1)
             }
             Err(e) => {
@@ -77,7 +75,7 @@ pub fn run(args: TuneArgs) -> anyhow::Result<i32> {
             }
         }
     }
-    if let Err(e @ ProfileError::Damaged { .. }) = tune::read_profile(&path, &machine, &model_key) {
+    if let Err(e @ ProfileError::Damaged { .. }) = here.read() {
         eprintln!("{e}: measuring again");
     }
     let control = RunControl { hang_timeout: Duration::from_secs(args.hang_timeout), ..Default::default() };
@@ -85,7 +83,7 @@ pub fn run(args: TuneArgs) -> anyhow::Result<i32> {
     eprintln!(
         "tuning {} on {} within {:.0} s: {}",
         backends.join(", "),
-        model_key,
+        here.model,
         args.budget.as_secs_f64(),
         "each trial is one client and four, prompt 128 + 32 output tokens"
     );
@@ -101,7 +99,7 @@ pub fn run(args: TuneArgs) -> anyhow::Result<i32> {
         Event::Measured { trial, .. } => eprintln!("{}", trial_text(trial)),
         Event::Note { backend, note } => eprintln!("{backend}: {note}"),
     })?;
-    tune::save_profile(&path, &profile)?;
-    print!("{}", describe(&profile, &path.display().to_string()));
+    tune::save_profile(&here.path, &profile)?;
+    print!("{}", describe(&profile, &here.path.display().to_string()));
     Ok(0)
 }
