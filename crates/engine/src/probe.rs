@@ -251,13 +251,20 @@ mod tests {
 
     /// The probe against the plainest loop there is: each thread folds its own slice over
     /// and over, unsynchronised, and the bandwidth is the sum of each thread's best pass.
-    /// Same buffer size, thread count and time, interleaved so load on the machine hits
-    /// both alike: the probe must agree within 25%.
+    /// Same buffer size and time, interleaved so load on the machine hits both alike.
+    ///
+    /// On one thread both measure the same thing (the best pass), so they must agree within
+    /// 25%: that checks the bytes counted and the loop. On every thread they do not: a probe
+    /// pass lasts as long as its slowest thread (as a decode step does), while the plain
+    /// loop adds up bests its threads may have reached at different moments, which is an
+    /// upper bound. Beside other tests on a 2-core CI machine that bound measured 1.43× the
+    /// probe (13.6 against 19.5 GB/s), so there the probe must not exceed it (by more than
+    /// noise) and must reach half of it: a probe that counted one thread's bytes, or read
+    /// from cache, would fall outside.
     #[test]
     fn bandwidth_agrees_with_a_plain_loop() {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
         let bytes = 256 << 20;
-        let plain = |time: Duration| -> f64 {
+        let plain = |threads: usize, time: Duration| -> f64 {
             std::thread::scope(|s| {
                 let workers: Vec<_> = (0..threads)
                     .map(|t| {
@@ -276,14 +283,22 @@ mod tests {
                 workers.into_iter().map(|w| w.join().unwrap()).sum()
             })
         };
-        let (mut ours, mut theirs) = (0f64, 0f64);
-        for _ in 0..3 {
-            ours = ours.max(read_bandwidth(threads, bytes, Duration::from_millis(400)));
-            theirs = theirs.max(plain(Duration::from_millis(400)));
+        let ratio = |threads: usize| {
+            let (mut ours, mut theirs) = (0f64, 0f64);
+            for _ in 0..3 {
+                ours = ours.max(read_bandwidth(threads, bytes, Duration::from_millis(400)));
+                theirs = theirs.max(plain(threads, Duration::from_millis(400)));
+            }
+            eprintln!("{threads} thread(s): probe {:.2} GB/s, plain loop {:.2} GB/s, ratio {:.3}", ours / 1e9, theirs / 1e9, ours / theirs);
+            ours / theirs
+        };
+        let one = ratio(1);
+        assert!((0.75..=1.25).contains(&one), "one thread: probe ÷ plain loop = {one:.3}");
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        if threads > 1 {
+            let all = ratio(threads);
+            assert!((0.5..=1.25).contains(&all), "{threads} threads: probe ÷ plain loop = {all:.3}");
         }
-        let ratio = ours / theirs;
-        eprintln!("probe {:.2} GB/s, plain loop {:.2} GB/s, ratio {ratio:.3}", ours / 1e9, theirs / 1e9);
-        assert!((0.75..=1.25).contains(&ratio), "probe ÷ plain loop = {ratio:.3}");
     }
 
     #[test]
