@@ -1,0 +1,190 @@
+//! `candle-reference`: our candle backend against candle's own model for the same
+//! architecture (candle-transformers' `quantized_gemma3` for Gemma 3, `quantized_llama` for
+//! the llama family), on the same GGUF, the same threads, in the same process and run.
+//!
+//! The rounds, figures and ratios are the shared harness's (`lx_reference_bench`).
+//!
+//! The reference's text is not compared here: the released `quantized_gemma3` applies SiLU
+//! where Gemma 3 uses GELU (its greedy text leaves llama.cpp's at the first token). Our
+//! text is checked against llama.cpp's in the backend's own tests.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use candle_core::quantized::gguf_file;
+use candle_core::{Device, IndexOp, Tensor};
+use clap::Parser;
+use lx_backend_candle::{set_thread_env, CandleBackend, DeviceChoice, Options, WeightFormat};
+use lx_engine::backend::{LoadSpec, TokenId};
+use lx_reference_bench::{measure_rounds, now, print_table, prompt_ids, ratios, Contender, Figures, Ours, Ratio, Steps, Stepwise};
+use serde::Serialize;
+
+#[derive(Parser, Debug)]
+#[command(about = "Our candle backend against candle-transformers' model for the same architecture")]
+struct Args {
+    /// A catalog name (default, smollm2) or a GGUF path.
+    #[arg(long, default_value = "default")]
+    model: String,
+    /// Compute threads for both (0: candle's default, the physical cores).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// Prompt tokens, prefilled in one pass.
+    #[arg(long, default_value_t = 256)]
+    prompt: usize,
+    /// Tokens generated per sequence (the first comes from the prefill).
+    #[arg(long, default_value_t = 128)]
+    gen: usize,
+    /// Batch sizes (sequences decoded together).
+    #[arg(long, value_delimiter = ',', default_value = "1,4")]
+    batch: Vec<usize>,
+    /// Our backend's weight formats to measure.
+    #[arg(long, value_delimiter = ',', default_value = "f16,dual,q8_0,quantized")]
+    weights: Vec<WeightFormat>,
+    /// Rounds; each measures every contender once.
+    #[arg(long, default_value_t = 3)]
+    rounds: usize,
+    /// Write the results here as JSON (atomically).
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+/// candle-transformers' model. Its KV cache is private and only grows, so each prefill
+/// starts from a clone of the freshly loaded model (clones share the weights).
+enum Reference {
+    Gemma3 { loaded: candle_transformers::models::quantized_gemma3::ModelWeights, live: candle_transformers::models::quantized_gemma3::ModelWeights },
+    Llama { loaded: candle_transformers::models::quantized_llama::ModelWeights, live: candle_transformers::models::quantized_llama::ModelWeights },
+}
+
+impl Reference {
+    fn load(path: &std::path::Path, arch: &str) -> Result<Reference> {
+        let mut file = std::fs::File::open(path).with_context(|| format!("opening {}", path.display()))?;
+        let content = gguf_file::Content::read(&mut file).map_err(|e| e.with_path(path))?;
+        let device = Device::Cpu;
+        Ok(match arch {
+            "gemma3" => {
+                let m = candle_transformers::models::quantized_gemma3::ModelWeights::from_gguf(content, &mut file, &device)?;
+                Reference::Gemma3 { live: m.clone(), loaded: m }
+            }
+            "llama" => {
+                let m = candle_transformers::models::quantized_llama::ModelWeights::from_gguf(content, &mut file, &device)?;
+                Reference::Llama { live: m.clone(), loaded: m }
+            }
+            other => bail!("no candle-transformers reference for architecture `{other}` here (gemma3, llama)"),
+        })
+    }
+
+    fn forward(&mut self, rows: Vec<Vec<TokenId>>, pos: usize) -> Result<Vec<TokenId>> {
+        let x = Tensor::new(rows, &Device::Cpu)?;
+        let logits = match self {
+            Reference::Gemma3 { live, .. } => live.forward(&x, pos)?,
+            Reference::Llama { live, .. } => live.forward(&x, pos)?,
+        };
+        let mut next = Vec::new();
+        for b in 0..logits.dim(0)? {
+            next.push(logits.i(b)?.argmax(0)?.to_scalar::<u32>()?);
+        }
+        Ok(next)
+    }
+}
+
+impl Steps for Reference {
+    fn prefill(&mut self, ids: &[TokenId], batch: usize) -> Result<Vec<TokenId>> {
+        match self {
+            Reference::Gemma3 { loaded, live } => *live = loaded.clone(),
+            Reference::Llama { loaded, live } => *live = loaded.clone(),
+        }
+        self.forward(vec![ids.to_vec(); batch], 0)
+    }
+
+    fn decode(&mut self, tokens: &[TokenId], pos: usize) -> Result<Vec<TokenId>> {
+        self.forward(tokens.iter().map(|&t| vec![t]).collect(), pos)
+    }
+}
+
+#[derive(Debug, Serialize)]
+struct Report {
+    schema: u32,
+    what: &'static str,
+    command: String,
+    date: String,
+    cpu: String,
+    model: String,
+    model_bytes: u64,
+    architecture: String,
+    reference: String,
+    candle_version: &'static str,
+    threads: usize,
+    prompt_tokens: usize,
+    gen_tokens: usize,
+    rounds: usize,
+    figures: Vec<Figures>,
+    ratios: Vec<Ratio>,
+}
+
+fn main() -> Result<()> {
+    let args = Args::parse();
+    // Before anything touches candle: both sides share candle's pools.
+    set_thread_env(args.threads);
+    let model = if std::path::Path::new(&args.model).is_file() { PathBuf::from(&args.model) } else { lx_models::catalog_model_path(&args.model)? };
+    if !model.exists() {
+        bail!("model {} not found: fetch it with `lx models fetch {}`", model.display(), args.model);
+    }
+    let gguf = lx_engine::gguf::GgufFile::open(&model).with_context(|| format!("reading {}", model.display()))?;
+    let arch = gguf.get_str("general.architecture")?.to_string();
+    let reference_name = match arch.as_str() {
+        "gemma3" => "candle-transformers quantized_gemma3",
+        "llama" => "candle-transformers quantized_llama",
+        other => bail!("no candle-transformers reference for architecture `{other}` (gemma3, llama)"),
+    };
+    let max_batch = args.batch.iter().copied().max().unwrap_or(1);
+    if args.batch.contains(&0) || args.gen == 0 || args.prompt == 0 || args.rounds == 0 {
+        bail!("--batch, --gen, --prompt and --rounds must be at least 1");
+    }
+    let ids = prompt_ids(&gguf, args.prompt);
+
+    let spec = LoadSpec {
+        model_path: model.clone(),
+        threads: args.threads,
+        slots: max_batch,
+        ctx_per_slot: args.prompt + args.gen,
+        max_batch_tokens: args.prompt * max_batch,
+        gpu_layers: Some(0),
+    };
+    let mut contenders: Vec<(String, Box<dyn Contender>)> = Vec::new();
+    for &w in &args.weights {
+        let b = CandleBackend::load_with(&spec, &Options { device: DeviceChoice::Cpu, layer_weights: Some(w) })?;
+        contenders.push((format!("ours {w}"), Box::new(Stepwise(Ours(b)))));
+    }
+    let t = Instant::now();
+    contenders.push((reference_name.to_string(), Box::new(Stepwise(Reference::load(&model, &arch)?))));
+    eprintln!("loaded {} contenders ({reference_name} in {:.1} s); candle threads {}", contenders.len(), t.elapsed().as_secs_f64(), lx_backend_candle::candle_threads());
+
+    let figures = measure_rounds(&mut contenders, &ids, &args.batch, args.gen, args.rounds);
+    let ratios = ratios(&figures, &[reference_name]);
+    print_table(&figures, &ratios);
+
+    let report = Report {
+        schema: 1,
+        what: "our candle backend against candle-transformers' model for the same architecture: same GGUF, same threads, same process; medians over rounds",
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        date: now(),
+        cpu: lx_engine::hardware::probe().cpu,
+        model: model.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        model_bytes: gguf.file_size(),
+        architecture: arch,
+        reference: reference_name.to_string(),
+        candle_version: lx_backend_candle::CANDLE_VERSION,
+        threads: lx_backend_candle::candle_threads(),
+        prompt_tokens: args.prompt,
+        gen_tokens: args.gen,
+        rounds: args.rounds,
+        figures,
+        ratios,
+    };
+    if let Some(out) = &args.out {
+        lx_engine::results::write_atomic(out, serde_json::to_string_pretty(&report)?.as_bytes())?;
+        eprintln!("wrote {}", out.display());
+    }
+    Ok(())
+}
