@@ -221,3 +221,104 @@ pub fn print_table(figures: &[Figures], ratios: &[Ratio]) {
 pub fn now() -> String {
     lx_engine::date::UtcDate::from_unix(lx_engine::date::now_unix_ms() / 1000).minutes()
 }
+
+/// What every bench needs before it loads anything: the model file, its header, its
+/// architecture, the prompt, and the run's shape (checked).
+pub struct Setup {
+    pub model: std::path::PathBuf,
+    pub gguf: lx_engine::gguf::GgufFile,
+    pub architecture: String,
+    pub ids: Vec<TokenId>,
+    pub batches: Vec<usize>,
+    pub gen: usize,
+    pub rounds: usize,
+}
+
+impl Setup {
+    /// `model`: a catalog name or a GGUF path.
+    pub fn new(model: &str, prompt: usize, gen: usize, batches: &[usize], rounds: usize) -> Result<Setup> {
+        use anyhow::{bail, Context};
+        let path = if std::path::Path::new(model).is_file() { std::path::PathBuf::from(model) } else { lx_models::catalog_model_path(model)? };
+        if !path.exists() {
+            bail!("model {} not found: fetch it with `lx models fetch {model}`", path.display());
+        }
+        if batches.is_empty() || batches.contains(&0) || gen == 0 || prompt == 0 || rounds == 0 {
+            bail!("--batch, --gen, --prompt and --rounds must be at least 1");
+        }
+        let gguf = lx_engine::gguf::GgufFile::open(&path).with_context(|| format!("reading {}", path.display()))?;
+        let architecture = gguf.get_str("general.architecture")?.to_string();
+        let ids = prompt_ids(&gguf, prompt);
+        Ok(Setup { model: path, gguf, architecture, ids, batches: batches.to_vec(), gen, rounds })
+    }
+
+    /// The load spec for our backends: room for the largest batch, on the CPU.
+    pub fn load_spec(&self, threads: usize) -> lx_engine::backend::LoadSpec {
+        let max_batch = self.batches.iter().copied().max().unwrap_or(1);
+        lx_engine::backend::LoadSpec {
+            model_path: self.model.clone(),
+            threads,
+            slots: max_batch,
+            ctx_per_slot: self.ids.len() + self.gen,
+            max_batch_tokens: self.ids.len() * max_batch,
+            gpu_layers: Some(0),
+        }
+    }
+
+    /// The rounds, their ratios against `references`, printed as a table.
+    pub fn measure(&self, contenders: &mut [(String, Box<dyn Contender>)], references: &[&str]) -> (Vec<Figures>, Vec<Ratio>) {
+        let figures = measure_rounds(contenders, &self.ids, &self.batches, self.gen, self.rounds);
+        let ratios = ratios(&figures, references);
+        print_table(&figures, &ratios);
+        (figures, ratios)
+    }
+
+    /// The result file: what every bench records, then `about` (what this bench adds).
+    pub fn report<A: Serialize>(&self, what: &'static str, about: A, figures: Vec<Figures>, ratios: Vec<Ratio>) -> Report<A> {
+        Report {
+            schema: 1,
+            what,
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            date: now(),
+            cpu: lx_engine::hardware::probe().cpu,
+            model: self.model.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+            model_bytes: self.gguf.file_size(),
+            architecture: self.architecture.clone(),
+            about,
+            prompt_tokens: self.ids.len(),
+            gen_tokens: self.gen,
+            rounds: self.rounds,
+            figures,
+            ratios,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct Report<A> {
+    pub schema: u32,
+    pub what: &'static str,
+    pub command: String,
+    pub date: String,
+    pub cpu: String,
+    pub model: String,
+    pub model_bytes: u64,
+    pub architecture: String,
+    #[serde(flatten)]
+    pub about: A,
+    pub prompt_tokens: usize,
+    pub gen_tokens: usize,
+    pub rounds: usize,
+    pub figures: Vec<Figures>,
+    pub ratios: Vec<Ratio>,
+}
+
+impl<A: Serialize> Report<A> {
+    /// Writes the report to `out` atomically, when asked to.
+    pub fn write(&self, out: Option<&std::path::Path>) -> Result<()> {
+        if let Some(out) = out {
+            lx_engine::results::write_atomic(out, serde_json::to_string_pretty(self)?.as_bytes())?;
+            eprintln!("wrote {}", out.display());
+        }
+        Ok(())
+    }
+}

@@ -16,8 +16,8 @@ use candle_core::quantized::gguf_file;
 use candle_core::{Device, IndexOp, Tensor};
 use clap::Parser;
 use lx_backend_candle::{set_thread_env, CandleBackend, DeviceChoice, Options, WeightFormat};
-use lx_engine::backend::{LoadSpec, TokenId};
-use lx_reference_bench::{measure_rounds, now, print_table, prompt_ids, ratios, Contender, Figures, Ours, Ratio, Steps, Stepwise};
+use lx_engine::backend::TokenId;
+use lx_reference_bench::{Contender, Ours, Setup, Steps, Stepwise};
 use serde::Serialize;
 
 #[derive(Parser, Debug)]
@@ -102,89 +102,36 @@ impl Steps for Reference {
     }
 }
 
+/// What this bench adds to the shared report.
 #[derive(Debug, Serialize)]
-struct Report {
-    schema: u32,
-    what: &'static str,
-    command: String,
-    date: String,
-    cpu: String,
-    model: String,
-    model_bytes: u64,
-    architecture: String,
+struct About {
     reference: String,
     candle_version: &'static str,
     threads: usize,
-    prompt_tokens: usize,
-    gen_tokens: usize,
-    rounds: usize,
-    figures: Vec<Figures>,
-    ratios: Vec<Ratio>,
 }
 
 fn main() -> Result<()> {
     let args = Args::parse();
     // Before anything touches candle: both sides share candle's pools.
     set_thread_env(args.threads);
-    let model = if std::path::Path::new(&args.model).is_file() { PathBuf::from(&args.model) } else { lx_models::catalog_model_path(&args.model)? };
-    if !model.exists() {
-        bail!("model {} not found: fetch it with `lx models fetch {}`", model.display(), args.model);
-    }
-    let gguf = lx_engine::gguf::GgufFile::open(&model).with_context(|| format!("reading {}", model.display()))?;
-    let arch = gguf.get_str("general.architecture")?.to_string();
-    let reference_name = match arch.as_str() {
+    let setup = Setup::new(&args.model, args.prompt, args.gen, &args.batch, args.rounds)?;
+    let reference_name = match setup.architecture.as_str() {
         "gemma3" => "candle-transformers quantized_gemma3",
         "llama" => "candle-transformers quantized_llama",
         other => bail!("no candle-transformers reference for architecture `{other}` (gemma3, llama)"),
     };
-    let max_batch = args.batch.iter().copied().max().unwrap_or(1);
-    if args.batch.contains(&0) || args.gen == 0 || args.prompt == 0 || args.rounds == 0 {
-        bail!("--batch, --gen, --prompt and --rounds must be at least 1");
-    }
-    let ids = prompt_ids(&gguf, args.prompt);
-
-    let spec = LoadSpec {
-        model_path: model.clone(),
-        threads: args.threads,
-        slots: max_batch,
-        ctx_per_slot: args.prompt + args.gen,
-        max_batch_tokens: args.prompt * max_batch,
-        gpu_layers: Some(0),
-    };
+    let spec = setup.load_spec(args.threads);
     let mut contenders: Vec<(String, Box<dyn Contender>)> = Vec::new();
     for &w in &args.weights {
         let b = CandleBackend::load_with(&spec, &Options { device: DeviceChoice::Cpu, layer_weights: Some(w) })?;
         contenders.push((format!("ours {w}"), Box::new(Stepwise(Ours(b)))));
     }
     let t = Instant::now();
-    contenders.push((reference_name.to_string(), Box::new(Stepwise(Reference::load(&model, &arch)?))));
+    contenders.push((reference_name.to_string(), Box::new(Stepwise(Reference::load(&setup.model, &setup.architecture)?))));
     eprintln!("loaded {} contenders ({reference_name} in {:.1} s); candle threads {}", contenders.len(), t.elapsed().as_secs_f64(), lx_backend_candle::candle_threads());
 
-    let figures = measure_rounds(&mut contenders, &ids, &args.batch, args.gen, args.rounds);
-    let ratios = ratios(&figures, &[reference_name]);
-    print_table(&figures, &ratios);
-
-    let report = Report {
-        schema: 1,
-        what: "our candle backend against candle-transformers' model for the same architecture: same GGUF, same threads, same process; medians over rounds",
-        command: std::env::args().collect::<Vec<_>>().join(" "),
-        date: now(),
-        cpu: lx_engine::hardware::probe().cpu,
-        model: model.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-        model_bytes: gguf.file_size(),
-        architecture: arch,
-        reference: reference_name.to_string(),
-        candle_version: lx_backend_candle::CANDLE_VERSION,
-        threads: lx_backend_candle::candle_threads(),
-        prompt_tokens: args.prompt,
-        gen_tokens: args.gen,
-        rounds: args.rounds,
-        figures,
-        ratios,
-    };
-    if let Some(out) = &args.out {
-        lx_engine::results::write_atomic(out, serde_json::to_string_pretty(&report)?.as_bytes())?;
-        eprintln!("wrote {}", out.display());
-    }
-    Ok(())
+    let (figures, ratios) = setup.measure(&mut contenders, &[reference_name]);
+    let about = About { reference: reference_name.to_string(), candle_version: lx_backend_candle::CANDLE_VERSION, threads: lx_backend_candle::candle_threads() };
+    let what = "our candle backend against candle-transformers' model for the same architecture: same GGUF, same threads, same process; medians over rounds";
+    setup.report(what, about, figures, ratios).write(args.out.as_deref())
 }

@@ -23,8 +23,8 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use lx_backend_mlx::{MlxBackend, Options, WeightMode};
-use lx_engine::backend::{LoadSpec, TokenId};
-use lx_reference_bench::{measure_rounds, now, print_table, prompt_ids, ratios, Contender, Figures, Ours, Ratio, Run, Stepwise};
+use lx_engine::backend::TokenId;
+use lx_reference_bench::{Contender, Ours, Run, Setup, Stepwise};
 use serde::Serialize;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
@@ -111,29 +111,17 @@ impl Drop for MlxLm {
     }
 }
 
+/// What this bench adds to the shared report.
 #[derive(Debug, Serialize)]
-struct Report {
-    schema: u32,
-    what: &'static str,
-    command: String,
-    date: String,
-    cpu: String,
-    model: String,
-    model_bytes: u64,
-    architecture: String,
+struct About {
     ours: String,
-    /// How mlx-lm got the weights, from its worker.
-    conversion: String,
+    /// How mlx-lm got the weights, from its worker: one line per dtype measured.
+    conversions: Vec<String>,
     mlx_lm_version: String,
     /// sha256 of the libmlx our backend links and of the one mlx-lm's Python module loads.
     libmlx_ours: String,
     libmlx_mlx_lm: String,
     same_mlx_build: bool,
-    prompt_tokens: usize,
-    gen_tokens: usize,
-    rounds: usize,
-    figures: Vec<Figures>,
-    ratios: Vec<Ratio>,
 }
 
 fn sha256_file(path: &Path) -> Result<String> {
@@ -154,69 +142,42 @@ fn main() -> Result<()> {
     if let Some(why) = lx_backend_mlx::unavailable() {
         bail!("MLX: {why}");
     }
-    let model = if Path::new(&args.model).is_file() { PathBuf::from(&args.model) } else { lx_models::catalog_model_path(&args.model)? };
-    if !model.exists() {
-        bail!("model {} not found: fetch it with `lx models fetch {}`", model.display(), args.model);
-    }
-    if args.batch.contains(&0) || args.gen == 0 || args.prompt == 0 || args.rounds == 0 {
-        bail!("--batch, --gen, --prompt and --rounds must be at least 1");
-    }
-    let gguf = lx_engine::gguf::GgufFile::open(&model).with_context(|| format!("reading {}", model.display()))?;
-    let arch = gguf.get_str("general.architecture")?.to_string();
-    let ids = prompt_ids(&gguf, args.prompt);
-    let max_batch = args.batch.iter().copied().max().unwrap_or(1);
-    let spec = LoadSpec { model_path: model.clone(), threads: 0, slots: max_batch, ctx_per_slot: args.prompt + args.gen, max_batch_tokens: args.prompt * max_batch, gpu_layers: Some(0) };
+    let setup = Setup::new(&args.model, args.prompt, args.gen, &args.batch, args.rounds)?;
+    let spec = setup.load_spec(0);
 
     let t = Instant::now();
     let ours = MlxBackend::load_with(&spec, &Options { weights: WeightMode::Mlx4, cpu: true })?;
     let ours_version = lx_engine::backend::Backend::info(&ours).version.clone();
     let mut contenders: Vec<(String, Box<dyn Contender>)> = vec![("ours q4".to_string(), Box::new(Stepwise(Ours(ours))))];
     eprintln!("loaded ours in {:.1} s", t.elapsed().as_secs_f64());
-    let mut about = Value::Null;
+    let (mut about, mut conversions) = (Value::Null, Vec::new());
     let mut references = Vec::new();
     for dtype in &args.dtypes {
         let t = Instant::now();
-        let (worker, a) = MlxLm::start(&args.python, &model, dtype)?;
+        let (worker, a) = MlxLm::start(&args.python, &setup.model, dtype)?;
         eprintln!("loaded mlx-lm ({dtype}) in {:.1} s", t.elapsed().as_secs_f64());
         about = a;
+        conversions.push(about["how"].as_str().unwrap_or_default().to_string());
         let name = format!("mlx-lm {} {dtype}", about["mlx_lm"].as_str().unwrap_or("?"));
         references.push(name.clone());
         contenders.push((name, Box::new(worker)));
     }
-    let figures = measure_rounds(&mut contenders, &ids, &args.batch, args.gen, args.rounds);
     let references: Vec<&str> = references.iter().map(String::as_str).collect();
-    let ratios = ratios(&figures, &references);
-    print_table(&figures, &ratios);
+    let (figures, ratios) = setup.measure(&mut contenders, &references);
 
     let libmlx_ours = sha256_file(&our_libmlx())?;
     let libmlx_mlx_lm = match about["libmlx"].as_str() {
         Some(p) => sha256_file(Path::new(p))?,
         None => String::new(),
     };
-    let report = Report {
-        schema: 1,
-        what: "our MLX backend (q4: MLX 4-bit affine, group 64) against mlx-lm on the same MLX build and the same 4-bit weights; each in its own generation loop; medians over rounds",
-        command: std::env::args().collect::<Vec<_>>().join(" "),
-        date: now(),
-        cpu: lx_engine::hardware::probe().cpu,
-        model: model.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-        model_bytes: gguf.file_size(),
-        architecture: arch,
+    let about = About {
         ours: ours_version,
-        conversion: about["how"].as_str().unwrap_or_default().to_string(),
+        conversions,
         mlx_lm_version: about["mlx_lm"].as_str().unwrap_or_default().to_string(),
         same_mlx_build: !libmlx_ours.is_empty() && libmlx_ours == libmlx_mlx_lm,
         libmlx_ours,
         libmlx_mlx_lm,
-        prompt_tokens: args.prompt,
-        gen_tokens: args.gen,
-        rounds: args.rounds,
-        figures,
-        ratios,
     };
-    if let Some(out) = &args.out {
-        lx_engine::results::write_atomic(out, serde_json::to_string_pretty(&report)?.as_bytes())?;
-        eprintln!("wrote {}", out.display());
-    }
-    Ok(())
+    let what = "our MLX backend (q4: MLX 4-bit affine, group 64) against mlx-lm on the same MLX build and the same 4-bit weights; each in its own generation loop; medians over rounds";
+    setup.report(what, about, figures, ratios).write(args.out.as_deref())
 }
