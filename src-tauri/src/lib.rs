@@ -10,8 +10,11 @@ pub mod commands;
 pub mod error;
 pub mod events;
 pub mod state;
+pub mod threads;
 
 use tauri::Manager;
+
+use crate::state::Locked;
 
 /// What a worker process is asked to be.
 #[derive(Debug, PartialEq, Eq)]
@@ -138,9 +141,9 @@ pub fn run() {
             // Workers are child processes: shut them down with the window, not after it.
             if let tauri::RunEvent::Exit = event {
                 let state = app.state::<state::AppState>();
-                let live = state.live.lock().expect("poisoned").take();
+                let live = state.live.locked().take();
                 drop(live); // stops the session and its workers
-                let sweep = state.sweep.lock().expect("poisoned").take();
+                let sweep = state.sweep.locked().take();
                 if let Some(s) = sweep {
                     s.stop.store(true, std::sync::atomic::Ordering::SeqCst);
                     let _ = s.thread.join();

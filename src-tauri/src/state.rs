@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -11,6 +11,19 @@ use lx_engine::backend::BackendInfo;
 use lx_engine::live::{LiveSession, LiveSettings};
 use lx_engine::results::PointResult;
 use lx_engine::workload::PromptBuilder;
+
+/// The app's locks, taken whatever happened before: a command that panicked while holding
+/// one leaves it poisoned, and the state it guards (plain values each replaced whole) is
+/// still whole, so every later command goes on instead of panicking in turn.
+pub trait Locked<T> {
+    fn locked(&self) -> MutexGuard<'_, T>;
+}
+
+impl<T> Locked<T> for Mutex<T> {
+    fn locked(&self) -> MutexGuard<'_, T> {
+        self.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
 
 /// A model ready to measure, shared by live mode and sweeps.
 pub struct Model {
@@ -90,12 +103,13 @@ impl AppState {
     /// What starts each backend by name: this binary's workers (with this machine's tuned
     /// settings for `usage`), and the servers added.
     pub fn spawner(&self, model: &Model, usage: lx_backends::tune::Use) -> lx_engine::target::Spawner {
-        let servers = self.servers.lock().expect("poisoned").clone();
-        lx_backends::spawner_with_servers(servers, Arc::new(model.open.tokenizer.clone()), usage)
+        let servers = self.servers.locked().clone();
+        // Auto threads: the profile's where this machine is tuned, else a core left for the window.
+        lx_backends::spawner_with_servers(servers, Arc::new(model.open.tokenizer.clone()), usage, crate::threads::beside_a_window())
     }
 
     pub fn sweep_running(&self) -> bool {
-        self.sweep.lock().expect("poisoned").as_ref().is_some_and(|s| !s.thread.is_finished())
+        self.sweep.locked().as_ref().is_some_and(|s| !s.thread.is_finished())
     }
 }
 

@@ -168,7 +168,7 @@ pub fn devices() -> Vec<String> {
         });
     }
     // The cores, not a thread count: `lx` uses them all by default, the app one less where
-    // its window needs a core (the app's threads_beside_a_window).
+    // its window needs a core (the app's threads::beside_a_window).
     found.push(format!("CPU ({}, {} physical cores)", cpu_features(), lx_engine::hardware::physical_cores()));
     found
 }

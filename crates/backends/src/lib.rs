@@ -105,12 +105,18 @@ pub fn serve_worker(backend: &str) -> anyhow::Result<()> {
 
 /// Starts this build's worker processes by backend name, with this machine's tuned settings
 /// for the model ([`tune`]: the idle choice to measure, the contended one for live mode).
-pub fn spawner(usage: tune::Use) -> lx_engine::target::Spawner {
+/// `untuned_threads` is the thread count when neither the run nor the profile gives one (0:
+/// the backend's own default; the app leaves a core for its window).
+pub fn spawner(usage: tune::Use, untuned_threads: usize) -> lx_engine::target::Spawner {
     let machine = std::sync::OnceLock::new();
     worker_spawner(move |name: &str, spec: &LoadSpec| {
         let machine: &String = machine.get_or_init(|| lx_engine::probe::machine_key(&hardware_report()));
         let profile = tune::Located::new(machine, &spec.model_path).read();
-        tune::applied(name, &profile, usage, &|var| std::env::var(var).ok())
+        let mut applied = tune::applied(name, &profile, usage, &|var| std::env::var(var).ok());
+        if applied.threads.is_none() && untuned_threads > 0 {
+            applied.threads = Some(untuned_threads);
+        }
+        applied
     })
 }
 
@@ -137,8 +143,8 @@ pub fn worker_spawner(settings: impl Fn(&str, &LoadSpec) -> tune::Applied + Send
 
 /// [`spawner`], and for each of `servers` (by its name) a client of that OpenAI-compatible
 /// server, whose prompts are written and whose streamed text is counted with `codec`.
-pub fn spawner_with_servers(servers: Vec<lx_openai::Server>, codec: std::sync::Arc<dyn lx_openai::TextCodec>, usage: tune::Use) -> lx_engine::target::Spawner {
-    let workers = spawner(usage);
+pub fn spawner_with_servers(servers: Vec<lx_openai::Server>, codec: std::sync::Arc<dyn lx_openai::TextCodec>, usage: tune::Use, untuned_threads: usize) -> lx_engine::target::Spawner {
+    let workers = spawner(usage, untuned_threads);
     std::sync::Arc::new(move |name: &str, spec: &LoadSpec, config: &lx_engine::scheduler::SchedulerConfig| match servers.iter().find(|s| s.name == name) {
         Some(server) => lx_openai::ServerTarget::connect(server.clone(), codec.clone()).map(|t| Box::new(t) as Box<dyn lx_engine::target::Target>),
         None => workers(name, spec, config),

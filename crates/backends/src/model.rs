@@ -10,6 +10,7 @@ use lx_engine::traffic::RunControl;
 use lx_engine::results::{ModelRecord, RunFile};
 use lx_engine::stamp::FileStamp;
 use lx_engine::sweep::SweepContext;
+use lx_engine::target::Spawner;
 use lx_engine::tokenizer::Tokenizer;
 use lx_engine::workload::PromptBuilder;
 
@@ -48,15 +49,16 @@ impl OpenModel {
         ModelRecord { facts: self.facts.clone(), sha256: self.sha256.clone() }
     }
 
-    /// What a sweep of this model needs, with this build's workers: `lx sweep`, `lx demo` and
-    /// the app's sweeps differ only in their prompts, where the run file goes and how they stop.
-    pub fn sweep_context<'a>(&self, prompt: &'a dyn Fn(u32, usize) -> Vec<TokenId>, out: Option<PathBuf>, control: RunControl) -> SweepContext<'a> {
+    /// What a sweep of this model needs: `lx sweep`, `lx demo`, `lx tune` and the app's sweeps
+    /// differ only in their prompts, how they start workers, where the run file goes and how
+    /// they stop.
+    pub fn sweep_context<'a>(&self, prompt: &'a dyn Fn(u32, usize) -> Vec<TokenId>, spawn: Spawner, out: Option<PathBuf>, control: RunControl) -> SweepContext<'a> {
         SweepContext {
             model_path: self.path.clone(),
             model_stamp: self.stamp.clone(),
             prompt,
             stop_tokens: self.tokenizer.eos_tokens().to_vec(),
-            spawn: crate::spawner(crate::tune::Use::Measure),
+            spawn,
             out,
             control,
         }
@@ -78,6 +80,6 @@ impl OpenModel {
     /// The run file a live session of this model is saved as (one point per setting), with
     /// this machine's report.
     pub fn live_run_file(&self, command: Vec<String>, settings: &LiveSettings) -> RunFile {
-        RunFile::live(command, crate::hardware_report(), self.record(), settings)
+        settings.run_file(command, crate::hardware_report(), self.record())
     }
 }

@@ -372,7 +372,7 @@ fn main() -> anyhow::Result<()> {
             "decode": a.batches.iter().zip(&decode).map(|(b, (t, m))| json!({ "b": b, "batched_bench": t, "ours": m })).collect::<Vec<_>>(),
             "serving": a.clients.iter().zip(&serving).map(|(c, (t, m))| json!({ "clients": c, "llama_server": t, "ours": m })).collect::<Vec<_>>(),
         });
-        lx_engine::results::write_atomic(out, serde_json::to_string_pretty(&doc)?.as_bytes())?;
+        lx_engine::atomic_file::write(out, serde_json::to_string_pretty(&doc)?.as_bytes())?;
         eprintln!("wrote {}", out.display());
     }
     Ok(())

@@ -10,7 +10,42 @@ use lx_engine::sweep::SweepObserver;
 pub fn fetch_reporter() -> impl FnMut(lx_models::Progress) {
     let bar = ProgressBar::new(0);
     bar.set_style(ProgressStyle::with_template("{msg} [{bar:30}] {bytes}/{total_bytes}").expect("valid template"));
-    move |p: lx_models::Progress| crate::commands::models::draw(&bar, p)
+    move |p: lx_models::Progress| draw(&bar, p)
+}
+
+/// Show one fetch progress event on `bar`.
+fn draw(bar: &ProgressBar, p: lx_models::Progress) {
+    use lx_models::Progress as P;
+    match p {
+        P::Downloading { part, parts, name } => {
+            bar.set_length(0);
+            bar.set_message(format!("downloading {name} ({part}/{parts})"));
+            bar.tick();
+        }
+        P::Transferring { bytes_done, bytes_total } => {
+            bar.set_length(bytes_total.unwrap_or(0));
+            bar.set_position(bytes_done);
+            bar.set_message("downloading");
+        }
+        P::Extracting { part, parts } => bar.set_message(format!("extracting part {part}/{parts}")),
+        P::Verifying { bytes_done, bytes_total } => {
+            bar.set_length(bytes_total);
+            bar.set_position(bytes_done);
+            bar.set_message("verifying sha256");
+        }
+        P::Generating { bytes_done, bytes_total } => {
+            bar.set_length(bytes_total);
+            bar.set_position(bytes_done);
+            bar.set_message("writing a synthetic model");
+        }
+        P::Done { path, already_present } => {
+            bar.finish_and_clear();
+            if !already_present {
+                eprintln!("fetched and verified {}", path.display());
+            }
+        }
+        _ => {}
+    }
 }
 
 /// A sweep's progress: one bar over all measured requests.
@@ -61,7 +96,7 @@ impl SweepObserver for SweepProgress {
     }
     fn point_done(&mut self, point: &lx_engine::results::PointResult) {
         for e in &point.error_messages {
-            self.say(format!("error: {}: {e}", lx_engine::printers::test_name(point)));
+            self.say(format!("error: {}: {e}", point.test_name()));
         }
     }
     fn run_file_unsaved(&mut self, why: &str) {

@@ -11,7 +11,6 @@
 use serde::Serialize;
 
 use crate::records::RequestRecord;
-use crate::printers::test_name;
 use crate::repeats::{figures, Spread};
 use crate::results::{PointResult, RunFile};
 
@@ -99,10 +98,6 @@ pub struct Comparison {
     pub unmatched: Vec<String>,
 }
 
-fn key(p: &PointResult) -> (String, String, String) {
-    (test_name(p), p.backend.clone(), p.policy_label())
-}
-
 /// One point of one run, its repetitions (if any) taken together.
 struct Pooled {
     /// TTFT, prefill and decode medians of every repetition's requests.
@@ -130,7 +125,7 @@ fn pooled(reps: &[&PointResult]) -> Pooled {
 
 /// The points of `run` with `key`: one, or one per repetition.
 fn group<'a>(run: &'a RunFile, k: &(String, String, String)) -> Vec<&'a PointResult> {
-    run.points.iter().filter(|p| key(p) == *k).collect()
+    run.points.iter().filter(|p| p.key() == *k).collect()
 }
 
 /// Compare `runs[1..]` with `runs[0]`; `names` label them (file names).
@@ -149,18 +144,18 @@ pub fn compare(runs: &[RunFile], names: &[String]) -> Comparison {
     let Some((base, others)) = runs.split_first() else {
         return Comparison { runs: labels, points, unmatched };
     };
-    let describe = |p: &PointResult| format!("{} ({}, {})", test_name(p), p.backend, p.policy_label());
+    let describe = |p: &PointResult| format!("{} ({}, {})", p.test_name(), p.backend, p.policy_label());
     for (i, other) in others.iter().enumerate() {
         let run = i + 1;
         // Each point once, however many repetitions it has.
-        let firsts = base.points.iter().enumerate().filter(|(i, b)| !base.points[..*i].iter().any(|e| key(e) == key(b)));
+        let firsts = base.points.iter().enumerate().filter(|(i, b)| !base.points[..*i].iter().any(|e| e.key() == b.key()));
         for (_, b) in firsts {
-            let o = group(other, &key(b));
+            let o = group(other, &b.key());
             if o.is_empty() {
                 unmatched.push(format!("run {run}: {}: not in this run", describe(b)));
                 continue;
             }
-            let (pb, po) = (pooled(&group(base, &key(b))), pooled(&o));
+            let (pb, po) = (pooled(&group(base, &b.key())), pooled(&o));
             let (mb, mo) = (pb.medians, po.medians);
             let throughput = match (pb.throughput, po.throughput) {
                 (Some(tb), Some(to)) => Some(FigureDiff {
@@ -174,7 +169,7 @@ pub fn compare(runs: &[RunFile], names: &[String]) -> Comparison {
                 }),
                 _ => None,
             };
-            let (test, backend, policy) = key(b);
+            let (test, backend, policy) = b.key();
             points.push(PointDiff {
                 test,
                 backend,
@@ -183,11 +178,11 @@ pub fn compare(runs: &[RunFile], names: &[String]) -> Comparison {
                 figures: [FigureDiff::of_medians(mb[0], mo[0]), FigureDiff::of_medians(mb[1], mo[1]), FigureDiff::of_medians(mb[2], mo[2]), throughput],
             });
         }
-        let missing = other.points.iter().filter(|o| !base.points.iter().any(|b| key(b) == key(o)));
+        let missing = other.points.iter().filter(|o| !base.points.iter().any(|b| b.key() == o.key()));
         let mut seen: Vec<(String, String, String)> = Vec::new();
         for o in missing {
-            if !seen.contains(&key(o)) {
-                seen.push(key(o));
+            if !seen.contains(&o.key()) {
+                seen.push(o.key());
                 unmatched.push(format!("run {run}: {}: not in the base run", describe(o)));
             }
         }

@@ -187,7 +187,8 @@ mod tests {
     #[test]
     fn probe_reports_this_machine() {
         let hw = super::probe();
-        assert!(hw.physical_cores >= 1 && hw.logical_cores >= hw.physical_cores.min(hw.logical_cores));
+        assert!(hw.physical_cores >= 1, "at least one core: {}", hw.physical_cores);
+        assert!(hw.logical_cores >= hw.physical_cores, "every core runs at least one hardware thread: {} logical, {} physical", hw.logical_cores, hw.physical_cores);
         assert!(hw.memory_bytes > 0);
         assert_eq!(hw.arch, std::env::consts::ARCH);
     }

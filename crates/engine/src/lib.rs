@@ -25,6 +25,7 @@ pub mod records;
 pub mod traffic;
 pub mod printers;
 pub mod results;
+pub mod atomic_file;
 pub mod stamp;
 pub mod date;
 pub mod compare;

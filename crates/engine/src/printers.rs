@@ -49,36 +49,11 @@ pub fn printer<'a>(format: Format, out: Box<dyn Write + 'a>) -> Box<dyn Printer 
     }
 }
 
-/// llama-bench style test name: prompt, generation and concurrency, then what else
-/// shapes the load: `pp64..512+tg32 @ c4 λ2/s prefix1024 cached`.
-pub fn test_name(p: &PointResult) -> String {
-    let range = |from: Option<u32>, to: u32| match from {
-        Some(f) if f < to => format!("{f}..{to}"),
-        _ => to.to_string(),
-    };
-    // At a depth, the prompt proper: what follows the tokens already in the context.
-    let d = p.traffic.depth;
-    let prompt = range(p.traffic.prompt_tokens_from.map(|f| f - d.min(f)), p.prompt_tokens - d.min(p.prompt_tokens));
-    let mut name = format!("pp{prompt}+tg{} @ c{}", range(p.traffic.max_tokens_from, p.max_tokens), p.concurrency);
-    if d > 0 {
-        name += &format!(" d{d}");
-    }
-    match &p.traffic.arrivals {
-        crate::traffic::Arrivals::Closed => {}
-        crate::traffic::Arrivals::Poisson { rate } => name += &format!(" λ{rate}/s"),
-        crate::traffic::Arrivals::Script { requests } => name += &format!(" script of {}", requests.len()),
-    }
-    if p.traffic.prefix_tokens > 0 && d == 0 {
-        name += &format!(" prefix{}{}", p.traffic.prefix_tokens, if p.traffic.prefix_cache { " cached" } else { "" });
-    }
-    name
-}
-
-/// The test name of a row: [`test_name`], and which repetition when the sweep repeats points.
+/// The test name of a row: [`PointResult::test_name`], and which repetition when the sweep repeats points.
 fn row_name(p: &PointResult) -> String {
     match p.repetition {
-        Some(r) => format!("{} #{r}", test_name(p)),
-        None => test_name(p),
+        Some(r) => format!("{} #{r}", p.test_name()),
+        None => p.test_name(),
     }
 }
 
@@ -495,11 +470,11 @@ mod tests {
 
     #[test]
     fn names_say_rate_range_and_prefix() {
-        assert_eq!(test_name(&point()), "pp64..512+tg32 @ c4 λ2/s prefix48 cached");
+        assert_eq!(point().test_name(), "pp64..512+tg32 @ c4 λ2/s prefix48 cached");
         // At a depth the name gives the prompt proper, as llama-bench's `pp64 @ d4096` does.
         let mut p = point();
         (p.prompt_tokens, p.traffic.prompt_tokens_from, p.traffic.depth, p.traffic.prefix_tokens) = (4096 + 64, Some(4096 + 16), 4096, 4096);
-        assert_eq!(test_name(&p), "pp16..64+tg32 @ c4 d4096 λ2/s");
+        assert_eq!(&p.test_name(), "pp16..64+tg32 @ c4 d4096 λ2/s");
     }
 
     #[test]

@@ -214,7 +214,7 @@ pub fn save(path: &Path, probe: &Probe) -> anyhow::Result<()> {
     let mut all = kept(path);
     all.retain(|p| p.key != probe.key);
     all.push(probe.clone());
-    crate::results::write_atomic(path, &serde_json::to_vec_pretty(&all)?)
+    crate::atomic_file::write(path, &serde_json::to_vec_pretty(&all)?)
 }
 
 #[cfg(test)]

@@ -6,7 +6,6 @@
 
 use serde::Serialize;
 
-use crate::printers::test_name;
 use crate::results::PointResult;
 
 /// Mean and standard deviation of one figure over repetitions, with the 95% interval of the
@@ -79,9 +78,8 @@ pub struct RepeatedPoint {
 /// their first repetitions ran.
 pub fn summarise(points: &[PointResult]) -> Vec<RepeatedPoint> {
     let mut groups: Vec<Vec<&PointResult>> = Vec::new();
-    let key = |p: &PointResult| (test_name(p), p.backend.clone(), p.policy_label());
     for p in points.iter().filter(|p| p.repetition.is_some()) {
-        match groups.iter_mut().find(|g| key(g[0]) == key(p)) {
+        match groups.iter_mut().find(|g| g[0].key() == p.key()) {
             Some(g) => g.push(p),
             None => groups.push(vec![p]),
         }
@@ -91,7 +89,7 @@ pub fn summarise(points: &[PointResult]) -> Vec<RepeatedPoint> {
         .map(|reps| {
             let all: Vec<[Option<f64>; 4]> = reps.iter().map(|p| figures(p)).collect();
             let spread = |i: usize| Spread::of(all.iter().filter_map(|f| f[i]));
-            let (test, backend, policy) = key(reps[0]);
+            let (test, backend, policy) = reps[0].key();
             RepeatedPoint { test, backend, policy, repetitions: reps.len(), figures: [spread(0), spread(1), spread(2), spread(3)] }
         })
         .collect()

@@ -175,6 +175,36 @@ impl PointResult {
         }
     }
 
+    /// llama-bench style test name: prompt, generation and concurrency, then what else
+    /// shapes the load: `pp64..512+tg32 @ c4 λ2/s prefix1024 cached`.
+    pub fn test_name(&self) -> String {
+        let range = |from: Option<u32>, to: u32| match from {
+            Some(f) if f < to => format!("{f}..{to}"),
+            _ => to.to_string(),
+        };
+        // At a depth, the prompt proper: what follows the tokens already in the context.
+        let (t, d) = (&self.traffic, self.traffic.depth);
+        let prompt = range(t.prompt_tokens_from.map(|f| f - d.min(f)), self.prompt_tokens - d.min(self.prompt_tokens));
+        let mut name = format!("pp{prompt}+tg{} @ c{}", range(t.max_tokens_from, self.max_tokens), self.concurrency);
+        if d > 0 {
+            name += &format!(" d{d}");
+        }
+        match &t.arrivals {
+            Arrivals::Closed => {}
+            Arrivals::Poisson { rate } => name += &format!(" λ{rate}/s"),
+            Arrivals::Script { requests } => name += &format!(" script of {}", requests.len()),
+        }
+        if t.prefix_tokens > 0 && d == 0 {
+            name += &format!(" prefix{}{}", t.prefix_tokens, if t.prefix_cache { " cached" } else { "" });
+        }
+        name
+    }
+
+    /// What identifies a point across runs (compare, repeats): its test, backend and policy.
+    pub fn key(&self) -> (String, String, String) {
+        (self.test_name(), self.backend.clone(), self.policy_label())
+    }
+
     /// The policy column: ours, or "server" when the target scheduled requests itself.
     pub fn policy_label(&self) -> String {
         if self.scheduled_by_server {
@@ -266,11 +296,6 @@ pub struct MemorySample {
 }
 
 impl RunFile {
-    /// A live session's run file: its settings under `{"mode": "live", "live": ...}`.
-    pub fn live(command: Vec<String>, hardware: HardwareReport, model: ModelRecord, settings: &crate::live::LiveSettings) -> Self {
-        Self::new(command, hardware, model, serde_json::json!({ "mode": "live", "live": settings }))
-    }
-
     pub fn new(command: Vec<String>, hardware: HardwareReport, model: ModelRecord, settings: serde_json::Value) -> Self {
         let started_unix_ms = crate::date::now_unix_ms();
         Self {
@@ -338,60 +363,13 @@ impl RunFile {
 
     /// Write atomically (temp file in the same directory, then rename).
     pub fn write_atomic(&self, path: &Path) -> anyhow::Result<()> {
-        write_atomic(path, &serde_json::to_vec_pretty(self)?)
+        crate::atomic_file::write(path, &serde_json::to_vec_pretty(self)?)
     }
-}
-
-/// Replace `path` with `bytes` so that readers never see a partial file. The file gets the
-/// permissions a plain create would give it (the umask's), or keeps those of the file it
-/// replaces: a temporary file's owner-only mode must not leak into results people share.
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
-    use std::io::Write;
-    let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
-    let mut builder = tempfile::Builder::new();
-    #[cfg(unix)]
-    builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
-    let mut tmp = builder.tempfile_in(dir).map_err(|e| anyhow::anyhow!("cannot write in {}: {e}", dir.display()))?;
-    if let Ok(old) = std::fs::metadata(path) {
-        let _ = tmp.as_file().set_permissions(old.permissions());
-    }
-    tmp.write_all(bytes)
-        .and_then(|()| tmp.as_file().sync_all())
-        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-    tmp.persist(path).map_err(|e| anyhow::anyhow!("cannot write {}: {}", path.display(), e.error))?;
-    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn atomic_write_replaces_whole_files() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("run.json");
-        write_atomic(&path, b"first").unwrap();
-        write_atomic(&path, b"second").unwrap();
-        assert_eq!(std::fs::read(&path).unwrap(), b"second");
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "temp file left behind");
-    }
-
-    #[cfg(unix)]
-    #[test]
-    fn atomic_write_gives_a_plain_file_s_permissions_and_keeps_a_chosen_one() {
-        use std::os::unix::fs::PermissionsExt;
-        let dir = tempfile::tempdir().unwrap();
-        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
-        let plain = dir.path().join("plain.json");
-        std::fs::write(&plain, b"x").unwrap();
-        let path = dir.path().join("run.json");
-        write_atomic(&path, b"first").unwrap();
-        assert_eq!(mode(&path), mode(&plain), "as std::fs::write would create it (the umask's mode)");
-        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o640)).unwrap();
-        write_atomic(&path, b"second").unwrap();
-        assert_eq!(mode(&path), 0o640, "a replaced file keeps its mode");
-    }
 
     fn sample(id: u64, token_ms: &[f64], ok: bool) -> RequestRecord {
         let mut r = RequestRecord::new(id, 16, token_ms.len() as u32, 0.0);

@@ -100,7 +100,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "truth_itl_ms": truth, "ours_itl_ms": mine, "client_cpu_s": client_cpu_s,
             "hardware": lx_engine::hardware::probe(),
         });
-        lx_engine::results::write_atomic(&path, serde_json::to_string_pretty(&doc)?.as_bytes())?;
+        lx_engine::atomic_file::write(&path, serde_json::to_string_pretty(&doc)?.as_bytes())?;
         eprintln!("wrote {}", path.display());
     }
     Ok(())

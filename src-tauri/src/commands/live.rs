@@ -9,9 +9,9 @@ use lx_engine::roofline::PointCeiling;
 use tauri::ipc::Channel;
 use tauri::State;
 
-use super::{app_threads, blocking};
+use super::blocking;
 use crate::error::{CmdError, CmdResult};
-use crate::state::{run_file_name, AppState, Live};
+use crate::state::{run_file_name, AppState, Live, Locked};
 
 /// Start live mode on the open model with `settings`, replacing a session already running.
 ///
@@ -21,12 +21,11 @@ use crate::state::{run_file_name, AppState, Live};
 /// `summary`, `tick`, `workerCrashed`, `paused`, `rejected`, `stopped`. See
 /// `lx_engine::live::LiveEvent` for every field.
 #[tauri::command]
-pub async fn live_start(state: State<'_, AppState>, mut settings: LiveSettings, on_event: Channel<Vec<LiveEvent>>) -> CmdResult<()> {
-    settings.threads = app_threads(settings.threads);
+pub async fn live_start(state: State<'_, AppState>, settings: LiveSettings, on_event: Channel<Vec<LiveEvent>>) -> CmdResult<()> {
     if state.sweep_running() {
         return Err(CmdError::Busy("a sweep is running: cancel it or wait for it to finish first".into()));
     }
-    let model = state.model.lock().expect("poisoned").clone().ok_or(CmdError::NoModel)?;
+    let model = state.model.locked().clone().ok_or(CmdError::NoModel)?;
     settings.validate(model.open.context_length).map_err(CmdError::Live)?;
     stop_session(&state).await?;
     // The ceilings' basis, before any request is sent: the probe of this machine's limits
@@ -40,7 +39,7 @@ pub async fn live_start(state: State<'_, AppState>, mut settings: LiveSettings, 
     let sink = Box::new(move |batch: Vec<LiveEvent>| {
         for e in &batch {
             if let LiveEvent::BackendStatus { info: Some(info), .. } = e {
-                let mut seen = seen.lock().expect("poisoned");
+                let mut seen = seen.locked();
                 seen.retain(|b| b.name != info.name);
                 seen.push(info.clone());
             }
@@ -51,15 +50,14 @@ pub async fn live_start(state: State<'_, AppState>, mut settings: LiveSettings, 
     });
     let spawner = state.spawner(&model, lx_backends::tune::Use::Interactive);
     let session = LiveSession::start(settings.clone(), model.open.live_model(), spawner, sink).map_err(CmdError::Live)?;
-    *state.live.lock().expect("poisoned") = Some(Live { session, settings, model, backends, ceilings });
+    *state.live.locked() = Some(Live { session, settings, model, backends, ceilings });
     Ok(())
 }
 
 /// Apply new settings to the next requests (within a few ms; see `lx_engine::live`).
 #[tauri::command]
-pub async fn live_update(state: State<'_, AppState>, mut settings: LiveSettings) -> CmdResult<()> {
-    settings.threads = app_threads(settings.threads);
-    let mut live = state.live.lock().expect("poisoned");
+pub async fn live_update(state: State<'_, AppState>, settings: LiveSettings) -> CmdResult<()> {
+    let mut live = state.live.locked();
     let live = live.as_mut().ok_or_else(|| CmdError::Live("live mode is not running".into()))?;
     live.session.update(settings.clone()).map_err(CmdError::Live)?;
     live.settings = settings;
@@ -71,10 +69,10 @@ pub async fn live_update(state: State<'_, AppState>, mut settings: LiveSettings)
 /// is not this machine's), for a GPU (no GPU probe yet) or without a probe.
 #[tauri::command]
 pub async fn live_ceiling(state: State<'_, AppState>, backend: String) -> CmdResult<Option<PointCeiling>> {
-    let live = state.live.lock().expect("poisoned");
+    let live = state.live.locked();
     let Some(live) = live.as_ref() else { return Ok(None) };
     let Some((probe, cost)) = &live.ceilings else { return Ok(None) };
-    let backends = live.backends.lock().expect("poisoned");
+    let backends = live.backends.locked();
     let Some(limits) = backends.iter().find(|b| b.name == backend).and_then(|b| probe.for_device(&b.device)) else { return Ok(None) };
     let s = &live.settings;
     Ok(Some(cost.ceiling(limits, 0, s.prompt_tokens, s.max_tokens, s.concurrency)))
@@ -83,14 +81,14 @@ pub async fn live_ceiling(state: State<'_, AppState>, backend: String) -> CmdRes
 /// Start fresh workers for backends that failed or crashed.
 #[tauri::command]
 pub async fn live_retry(state: State<'_, AppState>) -> CmdResult<()> {
-    let live = state.live.lock().expect("poisoned");
+    let live = state.live.locked();
     live.as_ref().ok_or_else(|| CmdError::Live("live mode is not running".into()))?.session.retry().map_err(CmdError::Live)
 }
 
 /// Stream the next request as the preview (the UI has shown the last one).
 #[tauri::command]
 pub async fn live_preview_next(state: State<'_, AppState>) -> CmdResult<()> {
-    let live = state.live.lock().expect("poisoned");
+    let live = state.live.locked();
     match live.as_ref() {
         Some(l) => l.session.next_preview().map_err(CmdError::Live),
         None => Ok(()),
@@ -105,27 +103,26 @@ pub async fn live_stop(state: State<'_, AppState>) -> CmdResult<()> {
 }
 
 async fn stop_session(state: &State<'_, AppState>) -> CmdResult<()> {
-    let live = state.live.lock().expect("poisoned").take();
+    let live = state.live.locked().take();
     if let Some(live) = live {
-        let backends = live.backends.lock().expect("poisoned").clone();
+        let backends = live.backends.locked().clone();
         let (model, settings, ceilings) = (Arc::clone(&live.model), live.settings.clone(), live.ceilings.clone());
         let points = blocking(move || live.session.stop()).await?;
-        *state.last_live.lock().expect("poisoned") = Some(crate::state::LiveResults { points, model, settings, backends, ceilings });
+        *state.last_live.locked() = Some(crate::state::LiveResults { points, model, settings, backends, ceilings });
     }
     Ok(())
 }
 
 /// Live results so far (running session first, else the last one), with what produced them.
 pub(crate) fn live_results(state: &AppState) -> CmdResult<crate::state::LiveResults> {
-    if let Some(l) = state.live.lock().expect("poisoned").as_ref() {
+    if let Some(l) = state.live.locked().as_ref() {
         let points = l.session.results().map_err(CmdError::Live)?;
-        let backends = l.backends.lock().expect("poisoned").clone();
+        let backends = l.backends.locked().clone();
         return Ok(crate::state::LiveResults { points, model: Arc::clone(&l.model), settings: l.settings.clone(), backends, ceilings: l.ceilings.clone() });
     }
     state
         .last_live
-        .lock()
-        .expect("poisoned")
+        .locked()
         .clone()
         .ok_or_else(|| CmdError::Live("nothing measured in live mode yet".into()))
 }

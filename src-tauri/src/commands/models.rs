@@ -12,7 +12,7 @@ use tauri::{AppHandle, State};
 
 use super::blocking;
 use crate::error::{CmdError, CmdResult};
-use crate::state::{AppState, Model, Throttle};
+use crate::state::{AppState, Locked, Model, Throttle};
 
 /// A catalog model and whether it is downloaded.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -117,7 +117,7 @@ pub async fn models() -> CmdResult<Vec<CatalogModel>> {
 /// The model currently open, if any.
 #[tauri::command]
 pub async fn current_model(state: State<'_, AppState>) -> CmdResult<Option<ModelInfo>> {
-    Ok(state.model.lock().expect("poisoned").as_deref().map(ModelInfo::of))
+    Ok(state.model.locked().as_deref().map(ModelInfo::of))
 }
 
 /// Open a model: a catalog name (fetched and verified when missing, with progress on
@@ -129,7 +129,7 @@ pub async fn open_model(state: State<'_, AppState>, spec: String, on_progress: C
     let model = blocking(move || -> CmdResult<Model> {
         let throttle = Mutex::new(Throttle::new(Duration::from_millis(50)));
         let mut progress = |p: lx_models::Progress| {
-            if !p.is_counter() || throttle.lock().expect("poisoned").ready(Instant::now()) {
+            if !p.is_counter() || throttle.locked().ready(Instant::now()) {
                 let _ = on_progress.send(p);
             }
         };
@@ -146,7 +146,7 @@ pub async fn open_model(state: State<'_, AppState>, spec: String, on_progress: C
     })
     .await??;
     let info = ModelInfo::of(&model);
-    *state.model.lock().expect("poisoned") = Some(Arc::new(model));
+    *state.model.locked() = Some(Arc::new(model));
     Ok(info)
 }
 

@@ -9,7 +9,7 @@ use tauri::State;
 use super::blocking;
 use super::system::BackendAvailability;
 use crate::error::{CmdError, CmdResult};
-use crate::state::AppState;
+use crate::state::{AppState, Locked};
 
 /// A server as the user describes it.
 #[derive(Debug, Clone, Deserialize)]
@@ -55,15 +55,15 @@ fn describe(info: &lx_engine::backend::BackendInfo) -> Vec<String> {
 /// open model's tokenizer writes its prompts and counts what it streams back.
 #[tauri::command]
 pub async fn server_add(state: State<'_, AppState>, spec: ServerSpec) -> CmdResult<BackendAvailability> {
-    let model = state.model.lock().expect("poisoned").clone().ok_or(CmdError::NoModel)?;
-    let taken: Vec<String> = state.servers.lock().expect("poisoned").iter().map(|s| s.name.clone()).collect();
+    let model = state.model.locked().clone().ok_or(CmdError::NoModel)?;
+    let taken: Vec<String> = state.servers.locked().iter().map(|s| s.name.clone()).collect();
     let server = spec.server(&taken)?;
     let codec = std::sync::Arc::new(model.open.tokenizer.clone());
     let probe = server.clone();
     let info = blocking(move || lx_openai::ServerTarget::connect(probe, codec).map(|t| t.info().clone()))
         .await?
         .map_err(|e| CmdError::Server(e.to_string()))?;
-    let mut servers = state.servers.lock().expect("poisoned");
+    let mut servers = state.servers.locked();
     if servers.iter().any(|s| s.name == server.name) {
         return Err(CmdError::Server(format!("'{}' was added meanwhile", server.name)));
     }
@@ -75,7 +75,7 @@ pub async fn server_add(state: State<'_, AppState>, spec: ServerSpec) -> CmdResu
 /// connection it has until its settings drop it).
 #[tauri::command]
 pub async fn server_remove(state: State<'_, AppState>, name: String) -> CmdResult<()> {
-    let mut servers = state.servers.lock().expect("poisoned");
+    let mut servers = state.servers.locked();
     let before = servers.len();
     servers.retain(|s| s.name != name);
     if servers.len() == before {

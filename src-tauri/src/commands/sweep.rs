@@ -19,7 +19,7 @@ use tauri::State;
 
 use crate::error::{CmdError, CmdResult};
 use crate::events::{PointFigures, SweepEvent};
-use crate::state::{run_file_name, AppState, Sweep, Throttle};
+use crate::state::{run_file_name, AppState, Locked, Sweep, Throttle};
 
 /// A prompt or output length as the UI sends it: a number, or text (`64`, `64..512`).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -59,7 +59,8 @@ pub struct SweepRequest {
     /// Warm-up requests per point; default: the largest concurrency (as `lx sweep`).
     #[serde(default)]
     pub warmup: Option<usize>,
-    /// Compute threads (0: auto, one core left for the window where that is needed).
+    /// Compute threads (0: auto: this machine's tuned choice, else one core left for the
+    /// window where that is needed).
     #[serde(default)]
     pub threads: usize,
     /// `chunked`: prompt tokens per pass.
@@ -132,7 +133,7 @@ impl SweepRequest {
             concurrency: self.concurrency.clone(),
             max_tokens: lengths(&self.max_tokens)?,
             requests: self.requests,
-            threads: super::app_threads(self.threads),
+            threads: self.threads,
             chunk_tokens: self.chunk_tokens.unwrap_or(d.chunk_tokens),
             depths: if self.depths.is_empty() { d.depths.clone() } else { self.depths.clone() },
             rates: self.rates.clone(),
@@ -217,14 +218,14 @@ impl SweepObserver for Progress {
 /// (at most 20 a second), `pointDone`, then `finished` or `failed`. See [`SweepEvent`].
 #[tauri::command]
 pub async fn sweep_start(state: State<'_, AppState>, request: SweepRequest, on_event: Channel<SweepEvent>) -> CmdResult<String> {
-    if state.live.lock().expect("poisoned").is_some() {
+    if state.live.locked().is_some() {
         return Err(CmdError::Busy("live mode is running: stop it before a sweep".into()));
     }
     if state.sweep_running() {
         return Err(CmdError::Busy("a sweep is already running".into()));
     }
-    let model = state.model.lock().expect("poisoned").clone().ok_or(CmdError::NoModel)?;
-    let servers: Vec<String> = state.servers.lock().expect("poisoned").iter().map(|s| s.name.clone()).collect();
+    let model = state.model.locked().clone().ok_or(CmdError::NoModel)?;
+    let servers: Vec<String> = state.servers.locked().iter().map(|s| s.name.clone()).collect();
     let plan = request.plan(&servers)?;
     plan.validate(Some(model.open.context_length)).map_err(CmdError::Sweep)?;
 
@@ -261,8 +262,7 @@ pub async fn sweep_start(state: State<'_, AppState>, request: SweepRequest, on_e
                 }
             }
             let prompt = |n: u32, i: usize| model.prompts.prompt(n as usize, i as u64);
-            let mut ctx = model.open.sweep_context(&prompt, Some(out.clone()), control);
-            ctx.spawn = spawn;
+            let ctx = model.open.sweep_context(&prompt, spawn, Some(out.clone()), control);
             let mut progress = Progress {
                 channel: on_event.clone(),
                 done: 0,
@@ -282,8 +282,8 @@ pub async fn sweep_start(state: State<'_, AppState>, request: SweepRequest, on_e
             }
         })
         .map_err(|e| CmdError::Sweep(format!("cannot start the sweep thread: {e}")))?;
-    *state.sweep.lock().expect("poisoned") = Some(Sweep { stop, thread });
-    *state.last_run.lock().expect("poisoned") = Some(path.clone());
+    *state.sweep.locked() = Some(Sweep { stop, thread });
+    *state.last_run.locked() = Some(path.clone());
     Ok(path.display().to_string())
 }
 
@@ -291,7 +291,7 @@ pub async fn sweep_start(state: State<'_, AppState>, request: SweepRequest, on_e
 /// completed point and is marked stopped. Returns once the sweep thread has ended.
 #[tauri::command]
 pub async fn sweep_cancel(state: State<'_, AppState>) -> CmdResult<()> {
-    let sweep = state.sweep.lock().expect("poisoned").take();
+    let sweep = state.sweep.locked().take();
     if let Some(s) = sweep {
         s.stop.store(true, Ordering::SeqCst);
         super::blocking(move || {
@@ -304,7 +304,7 @@ pub async fn sweep_cancel(state: State<'_, AppState>) -> CmdResult<()> {
 
 /// The points of the last sweep's run file.
 pub(crate) fn last_run_points(state: &AppState) -> CmdResult<Vec<PointResult>> {
-    let path = state.last_run.lock().expect("poisoned").clone().ok_or_else(|| CmdError::Sweep("no sweep has run yet".into()))?;
+    let path = state.last_run.locked().clone().ok_or_else(|| CmdError::Sweep("no sweep has run yet".into()))?;
     let run = RunFile::read(&path).map_err(|e| CmdError::Io(format!("{e:#}")))?;
     Ok(run.points)
 }
@@ -324,7 +324,7 @@ mod tests {
         assert_eq!(plan.backends, vec!["llama"]);
         assert_eq!(plan.warmup, 4);
         assert_eq!(plan.chunk_tokens, lx_engine::scheduler::DEFAULT_CHUNK_TOKENS);
-        assert_eq!(plan.threads, crate::commands::threads_beside_a_window(), "auto leaves the window a core where needed");
+        assert_eq!(plan.threads, 0, "auto stays auto: the spawner takes the tuned choice, else leaves the window a core");
         assert_eq!(SweepRequest { threads: 3, ..r.clone() }.plan(&[]).unwrap().threads, 3);
         assert_eq!(plan.points().len(), 2 * 2 * 2);
         let bad = SweepRequest { backends: vec!["nope".into()], ..r.clone() };

@@ -5,6 +5,7 @@ use serde::Serialize;
 
 use super::blocking;
 use crate::error::CmdResult;
+use crate::state::Locked;
 
 /// A backend as the UI lists it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -55,8 +56,7 @@ pub async fn hardware() -> CmdResult<HardwareReport> {
 pub async fn backends(state: tauri::State<'_, crate::state::AppState>) -> CmdResult<Vec<BackendAvailability>> {
     let servers: Vec<BackendAvailability> = state
         .servers
-        .lock()
-        .expect("poisoned")
+        .locked()
         .iter()
         .map(|s| BackendAvailability::server(&s.name, vec![format!("{} · {}", s.base_url, s.model.as_deref().unwrap_or("the first model it lists"))]))
         .collect();

@@ -12,7 +12,7 @@ use tauri::ipc::Channel;
 use tauri::State;
 
 use crate::error::{CmdError, CmdResult};
-use crate::state::{AppState, Model, Sweep};
+use crate::state::{AppState, Locked, Model, Sweep};
 
 /// Whether this machine is tuned for the open model, as the hardware panel says it.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -74,7 +74,7 @@ fn status_of(model: &Model) -> TuneStatus {
 /// Whether this machine is tuned for the open model.
 #[tauri::command]
 pub async fn tune_status(state: State<'_, AppState>) -> CmdResult<TuneStatus> {
-    let model = state.model.lock().expect("poisoned").clone().ok_or(CmdError::NoModel)?;
+    let model = state.model.locked().clone().ok_or(CmdError::NoModel)?;
     super::blocking(move || status_of(&model)).await
 }
 
@@ -85,7 +85,7 @@ pub async fn tune_status(state: State<'_, AppState>) -> CmdResult<TuneStatus> {
 /// Events on `on_event`: `trial`, `measured`, `note`, then `finished` or `failed`.
 #[tauri::command]
 pub async fn tune_start(state: State<'_, AppState>, budget_s: f64, on_event: Channel<TuneEvent>) -> CmdResult<()> {
-    if state.live.lock().expect("poisoned").is_some() {
+    if state.live.locked().is_some() {
         return Err(CmdError::Busy("live mode is running: stop it before tuning".into()));
     }
     if state.sweep_running() {
@@ -94,7 +94,7 @@ pub async fn tune_start(state: State<'_, AppState>, budget_s: f64, on_event: Cha
     if !(budget_s.is_finite() && budget_s >= 10.0) {
         return Err(CmdError::Sweep("the tuning budget must be at least 10 seconds".into()));
     }
-    let model = state.model.lock().expect("poisoned").clone().ok_or(CmdError::NoModel)?;
+    let model = state.model.locked().clone().ok_or(CmdError::NoModel)?;
     let control = RunControl::default();
     let stop = Arc::clone(&control.stop);
     let backends: Vec<String> = lx_backends::ALL.iter().filter(|b| lx_backends::unavailable(b).is_none()).map(|b| b.to_string()).collect();
@@ -121,7 +121,7 @@ pub async fn tune_start(state: State<'_, AppState>, budget_s: f64, on_event: Cha
             }
         })
         .map_err(|e| CmdError::Sweep(format!("cannot start tuning: {e}")))?;
-    *state.sweep.lock().expect("poisoned") = Some(Sweep { stop, thread });
+    *state.sweep.locked() = Some(Sweep { stop, thread });
     Ok(())
 }
 

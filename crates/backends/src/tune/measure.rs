@@ -202,8 +202,7 @@ impl Trials<'_> {
             threads: None,
             from: "a tuning trial".into(),
         };
-        let mut ctx = request.model.sweep_context(prompt, None, control);
-        ctx.spawn = crate::worker_spawner(move |_, _| applied.clone());
+        let ctx = request.model.sweep_context(prompt, crate::worker_spawner(move |_, _| applied.clone()), None, control);
         let settings = serde_json::to_value(&plan).unwrap_or_default();
         let mut run = RunFile::new(Vec::new(), hardware.clone(), request.model.record(), settings);
         let mut sink = printer(Format::Jsonl, Box::new(std::io::sink()));

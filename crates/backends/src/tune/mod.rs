@@ -72,7 +72,11 @@ pub fn thread_values(cores: usize) -> Vec<String> {
     v
 }
 
-/// The settings `lx tune` measures for `backend`, threads first.
+/// The settings `lx tune` measures for `backend`, threads first. Only settings that run the
+/// model file's own weights: a comparison compares backends on the same model, so MLX's `q4`
+/// (every matrix re-quantized to 4 bits, a coarser model than the file) is never chosen for
+/// the user; it is measured on request (`LX_MLX_WEIGHTS=q4`) and against mlx-lm
+/// (`scripts/reference-bench mlx`). candle's formats all hold the file's weights exactly.
 pub fn knobs(backend: &str, cores: usize) -> Vec<Knob> {
     let knob = |name, env, values: &[&str]| Knob { name, env: Some(env), values: values.iter().map(|s| s.to_string()).collect() };
     let mut out = vec![Knob { name: "threads", env: None, values: thread_values(cores) }];
@@ -83,7 +87,6 @@ pub fn knobs(backend: &str, cores: usize) -> Vec<Knob> {
             out.push(knob("ubatch", "LX_LLAMA_UBATCH", &["512", "256", "128"]));
         }
         "candle" => out.push(knob("weights", "LX_CANDLE_WEIGHTS", &["dual", "q8_0", "f16", "quantized"])),
-        "mlx" => out.push(knob("weights", "LX_MLX_WEIGHTS", &["as-loaded", "q4"])),
         _ => {}
     }
     out
@@ -250,7 +253,7 @@ pub fn save_profile(path: &Path, profile: &Profile) -> anyhow::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    lx_engine::results::write_atomic(path, serde_json::to_string_pretty(profile)?.as_bytes())
+    lx_engine::atomic_file::write(path, serde_json::to_string_pretty(profile)?.as_bytes())
 }
 
 /// What a worker of one backend starts with.

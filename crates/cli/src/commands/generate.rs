@@ -80,7 +80,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<i32> {
         gpu_layers: None,
     };
     let scheduler = SchedulerConfig::new(Policy::Serial, 1, load.max_batch_tokens);
-    let spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::tune::Use::Measure);
+    let spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::tune::Use::Measure, 0);
     let mut worker = spawn(backend, &load, &scheduler)?;
     eprintln!("{}: {} on {}", backend, worker.info().version, worker.info().device);
     if let Some(why) = &worker.info().cpu_fallback {

@@ -109,7 +109,7 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
     let sink = Box::new(move |batch: Vec<LiveEvent>| {
         let _ = tx.send(batch);
     });
-    let spawner = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::tune::Use::Interactive);
+    let spawner = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::tune::Use::Interactive, 0);
     let session = LiveSession::start(settings, live_model, spawner, sink).map_err(anyhow::Error::msg)?;
 
     let started = Instant::now();

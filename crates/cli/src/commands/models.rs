@@ -1,7 +1,6 @@
 //! `lx models list|fetch|synth`.
 
 use clap::Subcommand;
-use indicatif::ProgressBar;
 
 #[derive(Subcommand)]
 pub enum ModelsCmd {
@@ -31,41 +30,6 @@ pub enum ModelsCmd {
         #[arg(long)]
         list: bool,
     },
-}
-
-/// Show one fetch progress event on `bar`.
-pub fn draw(bar: &ProgressBar, p: lx_models::Progress) {
-    use lx_models::Progress as P;
-    match p {
-        P::Downloading { part, parts, name } => {
-            bar.set_length(0);
-            bar.set_message(format!("downloading {name} ({part}/{parts})"));
-            bar.tick();
-        }
-        P::Transferring { bytes_done, bytes_total } => {
-            bar.set_length(bytes_total.unwrap_or(0));
-            bar.set_position(bytes_done);
-            bar.set_message("downloading");
-        }
-        P::Extracting { part, parts } => bar.set_message(format!("extracting part {part}/{parts}")),
-        P::Verifying { bytes_done, bytes_total } => {
-            bar.set_length(bytes_total);
-            bar.set_position(bytes_done);
-            bar.set_message("verifying sha256");
-        }
-        P::Generating { bytes_done, bytes_total } => {
-            bar.set_length(bytes_total);
-            bar.set_position(bytes_done);
-            bar.set_message("writing a synthetic model");
-        }
-        P::Done { path, already_present } => {
-            bar.finish_and_clear();
-            if !already_present {
-                eprintln!("fetched and verified {}", path.display());
-            }
-        }
-        _ => {}
-    }
 }
 
 pub fn run(cmd: ModelsCmd) -> anyhow::Result<i32> {

@@ -177,10 +177,8 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     if !args.no_ceilings && plan.has_workers() {
         crate::commands::add_ceilings(&mut run, &model.path);
     }
-    let mut ctx = model.sweep_context(&prompt, args.out.clone(), control);
-    if !servers.is_empty() {
-        ctx.spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::tune::Use::Measure);
-    }
+    let spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::tune::Use::Measure, 0);
+    let ctx = model.sweep_context(&prompt, spawn, args.out.clone(), control);
     let points = plan.points().len();
     let total = if args.duration.is_some() && args.requests.is_none() { 0 } else { (points * plan.requests) as u64 };
     let mut progress = crate::progress::SweepProgress::new(total);

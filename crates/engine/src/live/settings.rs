@@ -57,6 +57,12 @@ impl Default for LiveSettings {
 pub const MAX_CONCURRENCY: usize = 256;
 
 impl LiveSettings {
+    /// The run file a session with these settings is saved as: the settings under
+    /// `{"mode": "live", "live": ...}`.
+    pub fn run_file(&self, command: Vec<String>, hardware: crate::hardware::HardwareReport, model: crate::results::ModelRecord) -> crate::results::RunFile {
+        crate::results::RunFile::new(command, hardware, model, serde_json::json!({ "mode": "live", "live": self }))
+    }
+
     /// Check the settings against the model's context. The message names the field.
     pub fn validate(&self, model_context: usize) -> Result<(), String> {
         if self.backends.is_empty() {

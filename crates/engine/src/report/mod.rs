@@ -8,7 +8,7 @@ pub mod chart;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use crate::printers::{cells, notes, repetitions_table, test_name, MD_COLUMNS};
+use crate::printers::{cells, notes, repetitions_table, MD_COLUMNS};
 use crate::results::{PointResult, RunFile};
 use crate::traffic::Arrivals;
 
@@ -268,7 +268,7 @@ pub fn html(run: &RunFile, source: &str) -> String {
         }
         o.push_str("</tr>");
         for e in &p.error_messages {
-            let _ = write!(o, "<tr><td colspan=\"{}\" class=\"warn\">{} {}: {}</td></tr>", MD_COLUMNS.len(), escape(&p.backend), escape(&test_name(p)), escape(e));
+            let _ = write!(o, "<tr><td colspan=\"{}\" class=\"warn\">{} {}: {}</td></tr>", MD_COLUMNS.len(), escape(&p.backend), escape(&p.test_name()), escape(e));
         }
     }
     o.push_str("</tbody></table>");

@@ -73,7 +73,7 @@ fn the_page_holds_the_machine_the_model_the_ceilings_and_every_point() {
     let body = &page[page.find("<tbody>").unwrap()..];
     assert_eq!(body.matches("<tr>").count(), run.points.len() + run.points.iter().map(|p| p.error_messages.len()).sum::<usize>());
     for p in &run.points {
-        assert!(page.contains(&format!("<td class=\"n\">{:.1}</td>", p.ttft_ms.p50)), "TTFT p50 of {}", test_name(p));
+        assert!(page.contains(&format!("<td class=\"n\">{:.1}</td>", p.ttft_ms.p50)), "TTFT p50 of {}", p.test_name());
     }
     let cpu = &run.limits.as_ref().unwrap().devices[0];
     assert!(page.contains(&format!("memory read {:.1} GB/s", cpu.memory_bytes_per_s / 1e9)));
