@@ -83,10 +83,14 @@ impl<B: Backend> Ours<B> {
     }
 }
 
-/// A fixed prompt of ordinary tokens (timing does not depend on which), BOS first.
-pub fn prompt_ids(gguf: &lx_engine::gguf::GgufFile, len: usize) -> Vec<TokenId> {
-    let bos = gguf.get_u32("tokenizer.ggml.bos_token_id").unwrap_or(1);
-    std::iter::once(bos).chain((0..len.saturating_sub(1)).map(|i| 1000 + (i as u32 * 7919) % 20000)).collect()
+/// The prompt every contender gets: `len` tokens of natural prose from the engine's corpus,
+/// exactly as sweeps build them (BOS first where the model adds one). Timing does not depend
+/// on which tokens; the greedy comparison does: on prose the model is confident, so two
+/// implementations of the same weights agree for longer than on arbitrary tokens, where
+/// near-ties come at once.
+pub fn prompt_ids(gguf: &lx_engine::gguf::GgufFile, len: usize) -> Result<Vec<TokenId>> {
+    let tokenizer = lx_engine::tokenizer::Tokenizer::from_gguf(gguf)?;
+    Ok(lx_engine::workload::PromptBuilder::new(&tokenizer).prompt(len, 0))
 }
 
 #[derive(Debug, Serialize)]
@@ -247,7 +251,7 @@ impl Setup {
         }
         let gguf = lx_engine::gguf::GgufFile::open(&path).with_context(|| format!("reading {}", path.display()))?;
         let architecture = gguf.get_str("general.architecture")?.to_string();
-        let ids = prompt_ids(&gguf, prompt);
+        let ids = prompt_ids(&gguf, prompt)?;
         Ok(Setup { model: path, gguf, architecture, ids, batches: batches.to_vec(), gen, rounds })
     }
 
@@ -284,6 +288,7 @@ impl Setup {
             model_bytes: self.gguf.file_size(),
             architecture: self.architecture.clone(),
             about,
+            prompt: "natural prose from the engine's corpus, as sweeps build prompts (PromptBuilder, variant 0)",
             prompt_tokens: self.ids.len(),
             gen_tokens: self.gen,
             rounds: self.rounds,
@@ -305,6 +310,8 @@ pub struct Report<A> {
     pub architecture: String,
     #[serde(flatten)]
     pub about: A,
+    /// Which tokens the prompt holds.
+    pub prompt: &'static str,
     pub prompt_tokens: usize,
     pub gen_tokens: usize,
     pub rounds: usize,
@@ -316,7 +323,7 @@ impl<A: Serialize> Report<A> {
     /// Writes the report to `out` atomically, when asked to.
     pub fn write(&self, out: Option<&std::path::Path>) -> Result<()> {
         if let Some(out) = out {
-            lx_engine::results::write_atomic(out, serde_json::to_string_pretty(self)?.as_bytes())?;
+            lx_engine::atomic_file::write(out, serde_json::to_string_pretty(self)?.as_bytes())?;
             eprintln!("wrote {}", out.display());
         }
         Ok(())
