@@ -1,36 +1,57 @@
-//! The README's tables of measured figures are the run files in docs/results/, printed by
-//! `lx show`: each such table follows a line `<!-- lx show ARGS -->`, and this test prints
-//! ARGS again and requires the same lines, so a table cannot drift from what was measured.
+//! The tables of measured figures in the README and docs/ are the run files in docs/results/,
+//! printed by `lx show`: each such table follows a line `<!-- lx show ARGS -->`, and this test
+//! prints ARGS again and requires the same lines, so a table cannot drift from what was
+//! measured.
 
 use integration_tests::lx;
 use std::path::Path;
 
+/// Every page that holds measured tables, and the run files each one's tables must show: a
+/// marker lost in an edit fails here instead of leaving a table unchecked.
+const PAGES: &[(&str, &[&str])] = &[
+    ("README.md", &[]),
+    ("docs/CLI.md", &["docs/results/repetitions-llama-pp64-256-c1-4.json"]),
+    (
+        "docs/MEASUREMENTS.md",
+        &[
+            "docs/results/server-llama-server-vs-llama.json",
+            "docs/results/mlx-cpu-pp64-256-c1-4.json",
+            "docs/results/smollm2-llama-candle-pp64-256-c1-4.json",
+            "docs/results/depth-llama-candle-pp64-tg64.json",
+        ],
+    ),
+    ("docs/METHODS.md", &["docs/results/ceilings-llama-candle-pp64-512-c1-16.json", "docs/results/sensors-llama-candle-pp64-c1-4.json"]),
+];
+
 #[test]
-fn readme_tables_are_their_run_files() {
+fn measured_tables_are_their_run_files() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the repository");
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
-    let lines: Vec<&str> = readme.lines().collect();
-    let mut checked = 0;
-    for (i, line) in lines.iter().enumerate() {
-        let Some(args) = line.strip_prefix("<!-- lx show ").and_then(|rest| rest.strip_suffix(" -->")) else {
-            continue;
-        };
-        let args: Vec<String> = args
-            .split_whitespace()
-            .map(|a| if a.starts_with("docs/") { root.join(a).display().to_string() } else { a.to_string() })
-            .collect();
-        let mut argv = vec!["show"];
-        argv.extend(args.iter().map(String::as_str));
-        let r = lx(&argv).ok();
-        let table: Vec<&str> = lines[i + 1..].iter().take_while(|l| l.starts_with('|')).copied().collect();
-        assert!(!table.is_empty(), "README line {}: no table under the marker", i + 1);
-        let printed = r.stdout();
-        let printed: Vec<&str> = printed.lines().take_while(|l| l.starts_with('|')).collect();
-        assert_eq!(table, printed, "README line {}: the table is not what `lx show` prints from its run files", i + 1);
-        checked += 1;
+    for (page, expected) in PAGES {
+        let text = std::fs::read_to_string(root.join(page)).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let mut shown: Vec<&str> = Vec::new();
+        for (i, line) in lines.iter().enumerate() {
+            let Some(args) = line.strip_prefix("<!-- lx show ").and_then(|rest| rest.strip_suffix(" -->")) else {
+                continue;
+            };
+            shown.extend(args.split_whitespace().filter(|a| a.starts_with("docs/")));
+            let args: Vec<String> = args
+                .split_whitespace()
+                .map(|a| if a.starts_with("docs/") { root.join(a).display().to_string() } else { a.to_string() })
+                .collect();
+            let mut argv = vec!["show"];
+            argv.extend(args.iter().map(String::as_str));
+            let r = lx(&argv).ok();
+            let table: Vec<&str> = lines[i + 1..].iter().take_while(|l| l.starts_with('|')).copied().collect();
+            assert!(!table.is_empty(), "{page} line {}: no table under the marker", i + 1);
+            let printed = r.stdout();
+            let printed: Vec<&str> = printed.lines().take_while(|l| l.starts_with('|')).collect();
+            assert_eq!(table, printed, "{page} line {}: the table is not what `lx show` prints from its run files", i + 1);
+        }
+        for run in *expected {
+            assert!(shown.contains(run), "{page}: no `lx show` table of {run}");
+        }
     }
-    // The server comparison, MLX on the CPU, SmolLM2 on three backends, repetitions.
-    assert!(checked >= 4, "only {checked} marked tables in the README");
 }
 
 /// Asking `lx show` for what a run does not have is a clear error.
