@@ -114,7 +114,7 @@ pub async fn tune_start(state: State<'_, AppState>, budget_s: f64, on_event: Cha
                 Event::Measured { backend, trial } => send(TuneEvent::Measured { backend: backend.into(), text: text::trial_text(trial) }),
                 Event::Note { backend, note } => send(TuneEvent::Note { backend: backend.into(), note: note.into() }),
             });
-            let saved = tuned.and_then(|profile| tune::save_profile(&tune::Located::new(&profile.machine, &model.open.path).path, &profile));
+            let saved = tuned.and_then(|profile| tune::Located::new(&profile.machine, &model.open.path).save(profile).map(drop));
             match saved {
                 Ok(()) => send(TuneEvent::Finished { status: status_of(&model) }),
                 Err(e) => send(TuneEvent::Failed { message: format!("{e:#}") }),

@@ -12,7 +12,7 @@ use lx_engine::sweep::{run_points, Length, SweepObserver, SweepPlan};
 use lx_engine::traffic::{Observer, RunControl};
 use lx_engine::workload::PromptBuilder;
 
-use super::{knobs, model_key, search, search_contended, Applied, BackendProfile, Budget, CompetingLoad, Profile, Settings, Trial, PROFILE_SCHEMA};
+use super::{knobs, model_key, nothing_to_tune, search, search_contended, Applied, BackendProfile, Budget, CompetingLoad, Profile, Settings, Trial, PROFILE_SCHEMA};
 use super::{TRIAL_CLIENTS, TRIAL_OUTPUT, TRIAL_POINT_S, TRIAL_PROMPT, TRIAL_REQUESTS, TRIAL_WARMUP};
 use crate::model::OpenModel;
 
@@ -62,9 +62,15 @@ pub fn tune(request: &Request<'_>, on: &mut dyn FnMut(Event<'_>)) -> anyhow::Res
     // starts only when it is expected to end in its phase (the defaults, which a profile
     // needs, whenever the backend's share has begun) and is stopped at the share's end: one
     // slow backend (MLX's CPU build) cannot take the others' time or overrun the budget.
-    let n = request.backends.len().max(1) as f64;
+    let (tunable, fixed): (Vec<&String>, Vec<&String>) = request.backends.iter().partition(|b| nothing_to_tune(b).is_none());
+    for backend in fixed {
+        let mut notes = Vec::new();
+        note(on, &mut notes, backend, nothing_to_tune(backend).unwrap_or_default().to_string());
+        profiles.insert(backend.clone(), BackendProfile { idle: Settings::new(), contended: None, trials: Vec::new(), notes });
+    }
+    let n = tunable.len().max(1) as f64;
     let competing = CompetingLoad::threads_for(cores);
-    for (i, backend) in request.backends.iter().enumerate() {
+    for (i, backend) in tunable.into_iter().enumerate() {
         let (idle_until, share_end) = ((i as f64 + IDLE_SHARE) / n, (i + 1) as f64 / n);
         let mut notes = Vec::new();
         let mut cut = false;

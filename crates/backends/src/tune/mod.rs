@@ -72,12 +72,26 @@ pub fn thread_values(cores: usize) -> Vec<String> {
     v
 }
 
-/// The settings `lx tune` measures for `backend`, threads first. Only settings that run the
-/// model file's own weights: a comparison compares backends on the same model, so MLX's `q4`
-/// (every matrix re-quantized to 4 bits, a coarser model than the file) is never chosen for
-/// the user; it is measured on request (`LX_MLX_WEIGHTS=q4`) and against mlx-lm
-/// (`scripts/reference-bench mlx`). candle's formats all hold the file's weights exactly.
+/// Why `lx tune` has nothing to measure for `backend`, when it has nothing.
+pub fn nothing_to_tune(backend: &str) -> Option<&'static str> {
+    match backend {
+        "mlx" => Some(
+            "nothing to tune for MLX: it takes no thread count (its Linux CPU build runs on one core whatever --threads says; on a Mac it runs on the GPU) and its one other setting, q4, changes the model",
+        ),
+        _ => None,
+    }
+}
+
+/// The settings `lx tune` measures for `backend`, threads first (none for a backend with
+/// [`nothing_to_tune`]). Only settings that run the model file's own weights: a comparison
+/// compares backends on the same model, so MLX's `q4` (every matrix re-quantized to 4 bits, a
+/// coarser model than the file) is never chosen for the user; it is measured on request
+/// (`LX_MLX_WEIGHTS=q4`) and against mlx-lm (`scripts/reference-bench mlx`). candle's formats
+/// all hold the file's weights exactly.
 pub fn knobs(backend: &str, cores: usize) -> Vec<Knob> {
+    if nothing_to_tune(backend).is_some() {
+        return Vec::new();
+    }
     let knob = |name, env, values: &[&str]| Knob { name, env: Some(env), values: values.iter().map(|s| s.to_string()).collect() };
     let mut out = vec![Knob { name: "threads", env: None, values: thread_values(cores) }];
     match backend {
@@ -209,6 +223,27 @@ impl Located {
     pub fn read(&self) -> Result<Profile, ProfileError> {
         read_profile(&self.path, &self.machine, &self.model)
     }
+
+    /// Saves `profile` (atomically), keeping from the valid profile already here every
+    /// backend it did not tune, each noted with when it was measured: `lx tune --backend
+    /// candle` re-measures candle and leaves llama.cpp's choices as they were. Returns what was
+    /// saved.
+    pub fn save(&self, mut profile: Profile) -> anyhow::Result<Profile> {
+        if let Ok(old) = self.read() {
+            let kept = format!("kept from the tuning of {}", lx_engine::date::UtcDate::from_unix(old.measured_unix_ms / 1000).minutes());
+            for (backend, mut b) in old.backends {
+                if profile.backends.contains_key(&backend) {
+                    continue;
+                }
+                if !b.notes.iter().any(|n| n.starts_with("kept from the tuning of")) {
+                    b.notes.push(kept.clone());
+                }
+                profile.backends.insert(backend, b);
+            }
+        }
+        save_profile(&self.path, &profile)?;
+        Ok(profile)
+    }
 }
 
 /// Why a profile file cannot be used.
@@ -235,7 +270,9 @@ pub fn read_profile(path: &Path, machine: &str, model: &str) -> Result<Profile, 
     if profile.machine != machine || profile.model != model {
         return Err(damaged(path, format!("it is for {} / {}", profile.machine, profile.model)));
     }
-    for (backend, p) in &profile.backends {
+    // A backend with nothing to tune (MLX) runs with its defaults whatever an older build
+    // recorded for it.
+    for (backend, p) in profile.backends.iter().filter(|(b, _)| nothing_to_tune(b).is_none()) {
         let known: Vec<&str> = knobs(backend, 1).iter().map(|k| k.name).collect();
         if let Some(bad) = p.idle.keys().chain(p.contended.iter().flat_map(|c| c.keys())).find(|k| !known.contains(&k.as_str())) {
             return Err(damaged(path, format!("{backend}: unknown setting `{bad}`")));
@@ -285,6 +322,9 @@ pub fn applied(backend: &str, profile: &Result<Profile, ProfileError>, usage: Us
         Err(ProfileError::Missing) => return Applied { from: said("the backend's defaults: this machine is not tuned (lx tune)".into()), ..Default::default() },
         Err(e) => return Applied { from: said(format!("the backend's defaults: {e}; lx tune measures again")), ..Default::default() },
     };
+    if let Some(why) = nothing_to_tune(backend) {
+        return Applied { from: said(format!("the backend's defaults: {why}")), ..Default::default() };
+    }
     let Some(b) = profile.backends.get(backend) else {
         return Applied { from: said(format!("the backend's defaults: the tuned profile has no {backend} (lx tune --backend {backend})")), ..Default::default() };
     };

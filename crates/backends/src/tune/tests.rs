@@ -117,6 +117,32 @@ fn profile() -> Profile {
 }
 
 #[test]
+fn tuning_some_backends_keeps_the_others_choices() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = profile();
+    let here = Located { path: dir.path().join("p.json"), machine: first.machine.clone(), model: first.model.clone() };
+    here.save(first.clone()).unwrap();
+    // Then llama.cpp alone, later: candle's choice stays, said to come from the first tuning.
+    let llama = BackendProfile { idle: s(&[("threads", "1")]), contended: None, trials: vec![], notes: vec![] };
+    let later = Profile { measured_unix_ms: first.measured_unix_ms + 3_600_000, backends: [("llama".to_string(), llama.clone())].into(), ..first.clone() };
+    let saved = here.save(later).unwrap();
+    assert_eq!(here.read().unwrap(), saved);
+    assert_eq!(saved.backends["llama"], llama);
+    let candle = &saved.backends["candle"];
+    assert_eq!((&candle.idle, &candle.trials), (&first.backends["candle"].idle, &first.backends["candle"].trials));
+    assert_eq!(candle.notes, ["kept from the tuning of 2025-12-02 18:26 UTC"]);
+    // Tuned again without candle: kept once more, noted once.
+    let again = here.save(Profile { backends: [("llama".to_string(), llama)].into(), ..first.clone() }).unwrap();
+    assert_eq!(again.backends["candle"].notes.len(), 1);
+    // A profile for another model is not merged into this one.
+    let other = Located { path: dir.path().join("q.json"), ..here.clone() };
+    std::fs::copy(&here.path, &other.path).unwrap();
+    let foreign = Located { model: "other.gguf (1 bytes)".into(), ..other };
+    let fresh = Profile { model: foreign.model.clone(), backends: BTreeMap::new(), ..first.clone() };
+    assert!(foreign.save(fresh).unwrap().backends.is_empty());
+}
+
+#[test]
 fn a_profile_is_read_back_as_saved_and_a_damaged_or_foreign_one_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let path = profile_path(dir.path(), "cpu | 2 logical cores", "m.gguf (10 bytes)");
@@ -169,6 +195,8 @@ fn workers_take_the_profile_unless_the_environment_or_lx_untuned_says_otherwise(
 
     let a = applied("llama", &p, Use::Measure, &none);
     assert!(a.env.is_empty() && a.from.contains("has no llama"), "{a:?}");
+    let a = applied("mlx", &p, Use::Interactive, &none);
+    assert!(a.env.is_empty() && a.threads.is_none() && a.from.contains("nothing to tune for MLX"), "{a:?}");
     let a = applied("candle", &Err(ProfileError::Missing), Use::Measure, &none);
     assert!(a.from.contains("not tuned (lx tune)"), "{}", a.from);
     let damaged = Err(ProfileError::Damaged { path: "/p.json".into(), why: "EOF".into() });
@@ -194,7 +222,8 @@ fn every_backend_tunes_threads_and_its_own_settings_by_their_variables() {
     assert_eq!(thread_values(1), ["1"]);
     let names = |b: &str| knobs(b, 4).iter().map(|k| (k.name, k.env)).collect::<Vec<_>>();
     assert_eq!(names("candle"), [("threads", None), ("weights", Some("LX_CANDLE_WEIGHTS"))]);
-    assert_eq!(names("mlx"), [("threads", None)], "q4 is a coarser model than the file: never chosen by the tuner");
+    assert!(names("mlx").is_empty(), "MLX takes no thread count, and q4 is a coarser model than the file");
+    assert!(nothing_to_tune("mlx").is_some_and(|why| why.contains("q4")) && nothing_to_tune("candle").is_none());
     assert_eq!(
         names("llama"),
         [("threads", None), ("flash_attn", Some("LX_LLAMA_FLASH_ATTN")), ("kv", Some("LX_LLAMA_KV")), ("ubatch", Some("LX_LLAMA_UBATCH"))]

@@ -40,6 +40,10 @@ pub fn describe(p: &Profile, path: &str) -> String {
         for n in &b.notes {
             out.push_str(&format!("- note: {n}\n"));
         }
+        if b.trials.is_empty() {
+            out.push('\n');
+            continue;
+        }
         out.push_str("\n| settings | load | decode tok/s | prefill tok/s | clients tok/s | score |\n| --- | --- | ---: | ---: | ---: | ---: |\n");
         for t in &b.trials {
             let load = if t.contended { "competing" } else { "idle" };

@@ -99,7 +99,7 @@ pub fn run(args: TuneArgs) -> anyhow::Result<i32> {
         Event::Measured { trial, .. } => eprintln!("{}", trial_text(trial)),
         Event::Note { backend, note } => eprintln!("{backend}: {note}"),
     })?;
-    tune::save_profile(&here.path, &profile)?;
+    let profile = here.save(profile)?;
     print!("{}", describe(&profile, &here.path.display().to_string()));
     Ok(0)
 }
