@@ -76,7 +76,7 @@ pub fn thread_values(cores: usize) -> Vec<String> {
 pub fn nothing_to_tune(backend: &str) -> Option<&'static str> {
     match backend {
         "mlx" => Some(
-            "nothing to tune for MLX: it takes no thread count (its Linux CPU build runs on one core whatever --threads says; on a Mac it runs on the GPU) and its one other setting, q4, changes the model",
+            "nothing to tune: MLX takes no thread count (its Linux CPU build runs on one core whatever --threads says; on a Mac it runs on the GPU) and its one other setting, q4, changes the model",
         ),
         _ => None,
     }

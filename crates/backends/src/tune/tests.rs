@@ -196,7 +196,7 @@ fn workers_take_the_profile_unless_the_environment_or_lx_untuned_says_otherwise(
     let a = applied("llama", &p, Use::Measure, &none);
     assert!(a.env.is_empty() && a.from.contains("has no llama"), "{a:?}");
     let a = applied("mlx", &p, Use::Interactive, &none);
-    assert!(a.env.is_empty() && a.threads.is_none() && a.from.contains("nothing to tune for MLX"), "{a:?}");
+    assert!(a.env.is_empty() && a.threads.is_none() && a.from.contains("nothing to tune: MLX takes no thread count"), "{a:?}");
     let a = applied("candle", &Err(ProfileError::Missing), Use::Measure, &none);
     assert!(a.from.contains("not tuned (lx tune)"), "{}", a.from);
     let damaged = Err(ProfileError::Damaged { path: "/p.json".into(), why: "EOF".into() });
