@@ -1,14 +1,14 @@
 //! Payloads streamed to the UI over `tauri::ipc::Channel`s, besides live mode's own
-//! [`lx_engine::live::LiveEvent`] batches and a model fetch's [`lx_models::Progress`].
+//! [`lx_drivers::live::LiveEvent`] batches and a model fetch's [`lx_models::Progress`].
 //! Every enum is tagged by `type` (camelCase), and every field is camelCase.
 
 use std::path::PathBuf;
 
-use lx_engine::backend::BackendInfo;
-use lx_engine::traffic::PointSpec;
-use lx_engine::results::PointResult;
-use lx_engine::scheduler::Policy;
-use lx_engine::stats::Distribution;
+use lx_core::backend::BackendInfo;
+use lx_core::traffic::PointSpec;
+use lx_results::results::PointResult;
+use lx_core::scheduler::Policy;
+use lx_core::stats::Distribution;
 use serde::Serialize;
 
 /// One sweep point's figures, without the raw samples (those are in the run file).
@@ -51,7 +51,7 @@ pub struct PointFigures {
     /// Prefill tok/s, measured by the worker.
     pub prefill_tps: Distribution,
     /// The most this setting allows on the device (`None`: no probe, or a server).
-    pub ceiling: Option<lx_engine::roofline::PointCeiling>,
+    pub ceiling: Option<lx_machine::roofline::PointCeiling>,
     /// Mean power over the window of what this machine's sensors can read, W.
     pub power_w: Option<f64>,
     /// Energy ÷ output tokens, J.
@@ -127,7 +127,7 @@ pub enum SweepEvent {
         /// The device as the backend reported it.
         device: String,
         /// The probe's figures for it.
-        limits: Option<lx_engine::roofline::Limits>,
+        limits: Option<lx_machine::roofline::Limits>,
     },
     /// No ceilings in this run, and why (the sweep goes on).
     NoCeilings {

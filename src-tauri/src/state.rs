@@ -7,10 +7,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use lx_backends::model::OpenModel;
-use lx_engine::backend::BackendInfo;
-use lx_engine::live::{LiveSession, LiveSettings};
-use lx_engine::results::PointResult;
-use lx_engine::workload::PromptBuilder;
+use lx_core::backend::BackendInfo;
+use lx_drivers::live::{LiveSession, LiveSettings};
+use lx_results::results::PointResult;
+use lx_format::workload::PromptBuilder;
 
 /// The app's locks, taken whatever happened before: a command that panicked while holding
 /// one leaves it poisoned, and the state it guards (plain values each replaced whole) is
@@ -70,7 +70,7 @@ pub struct LiveResults {
 }
 
 /// This machine's limits and the model's cost per token.
-pub type Ceilings = (lx_engine::probe::Probe, lx_engine::roofline::ModelCost);
+pub type Ceilings = (lx_machine::probe::Probe, lx_machine::roofline::ModelCost);
 
 /// Managed state (one per app).
 pub struct AppState {
@@ -102,7 +102,7 @@ impl AppState {
 
     /// What starts each backend by name: this binary's workers (with this machine's tuned
     /// settings for `usage`), and the servers added.
-    pub fn spawner(&self, model: &Model, usage: lx_backends::tune::Use) -> lx_engine::target::Spawner {
+    pub fn spawner(&self, model: &Model, usage: lx_backends::tune::Use) -> lx_core::target::Spawner {
         let servers = self.servers.locked().clone();
         // Auto threads: the profile's where this machine is tuned, else a core left for the window.
         lx_backends::spawner_with_servers(servers, Arc::new(model.open.tokenizer.clone()), usage, crate::threads::beside_a_window())
@@ -137,7 +137,7 @@ impl Throttle {
 
 /// `run-2025-01-31T12-00-05Z.json`: sortable, unique per second, safe on every file system.
 pub fn run_file_name(prefix: &str, unix_s: u64) -> String {
-    let d = lx_engine::date::UtcDate::from_unix(unix_s);
+    let d = lx_core::date::UtcDate::from_unix(unix_s);
     format!("{prefix}-{:04}-{:02}-{:02}T{:02}-{:02}-{:02}Z.json", d.year, d.month, d.day, d.hour, d.minute, d.second)
 }
 

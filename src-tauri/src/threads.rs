@@ -10,7 +10,7 @@
 /// physical core still computes.
 pub fn beside_a_window() -> usize {
     let logical = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
-    leaving_a_core(lx_engine::hardware::physical_cores(), logical)
+    leaving_a_core(lx_machine::hardware::physical_cores(), logical)
 }
 
 /// [`beside_a_window`] for a machine with `physical` cores and `logical` hardware threads.
@@ -34,6 +34,6 @@ mod tests {
         assert_eq!(t(8, 16), 8, "SMT: the window runs on a sibling thread");
         assert_eq!(t(8, 4), 3, "affinity narrower than the physical cores");
         let here = super::beside_a_window();
-        assert!(here >= 1 && here <= lx_engine::hardware::physical_cores(), "{here}");
+        assert!(here >= 1 && here <= lx_machine::hardware::physical_cores(), "{here}");
     }
 }

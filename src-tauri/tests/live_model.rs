@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lx_backends::model::OpenModel;
-use lx_engine::coordinator::WorkerCommand;
-use lx_engine::target::process_spawner;
-use lx_engine::live::{BackendState, LiveEvent, LiveModel, LiveSession, LiveSettings};
-use lx_engine::workload::PromptBuilder;
+use lx_core::coordinator::WorkerCommand;
+use lx_core::target::process_spawner;
+use lx_drivers::live::{BackendState, LiveEvent, LiveModel, LiveSession, LiveSettings};
+use lx_format::workload::PromptBuilder;
 
 type Log = Arc<Mutex<Vec<LiveEvent>>>;
 

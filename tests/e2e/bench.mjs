@@ -34,7 +34,7 @@ for (const [name, file] of [["LX_APP", APP], ["LX_CLI", CLI]]) {
 }
 
 // Both sides get the thread count explicitly, so they measure the same setting. Default: the
-// app's "auto" (lx_engine::hardware::threads_leaving_a_core: the physical cores, less one for
+// app's "auto" (lx_machine::hardware::threads_leaving_a_core: the physical cores, less one for
 // the window when there are no spare hyper-threads), from this machine's `lx hw` report.
 function autoThreads() {
   const r = spawnSync(CLI, ["hw", "--json"], { encoding: "utf8" });

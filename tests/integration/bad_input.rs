@@ -6,7 +6,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use integration_tests::{heavy, lx, lx_bin, model_path};
-use lx_engine::gguf::{Array, GgufWriter, Value};
+use lx_format::gguf::{Array, GgufWriter, Value};
 use serde_json::Value as Json;
 
 fn sweep_args<'a>(model: &'a str, extra: &[&'a str]) -> Vec<&'a str> {

@@ -6,11 +6,11 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use lx_backend_llamacpp::{KvLayout, LlamaCppBackend};
-use lx_engine::backend::{Backend, LoadSpec, Scored, TokenId};
-use lx_engine::gguf::GgufFile;
-use lx_engine::parity::{compare, ALTERNATIVES, NEAR_TIE_NATS};
-use lx_engine::scheduler::{Policy, SchedEvent, Scheduler, SchedulerConfig, WorkRequest};
-use lx_engine::tokenizer::Tokenizer;
+use lx_core::backend::{Backend, LoadSpec, Scored, TokenId};
+use lx_format::gguf::GgufFile;
+use lx_core::parity::{compare, ALTERNATIVES, NEAR_TIE_NATS};
+use lx_core::scheduler::{Policy, SchedEvent, Scheduler, SchedulerConfig, WorkRequest};
+use lx_format::tokenizer::Tokenizer;
 
 const NEW_TOKENS: u32 = 32;
 

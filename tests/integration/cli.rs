@@ -32,7 +32,7 @@ fn llama_cpp_forced(model: &std::path::Path, prompt: &str, ours: &[u64]) -> Vec<
     (0..ours.len())
         .map(|i| {
             let logits = ctx.get_logits_ith((prompt.len() - 1 + i) as i32);
-            let best = lx_engine::backend::choose_greedy(logits, 0).token as usize;
+            let best = lx_core::backend::choose_greedy(logits, 0).token as usize;
             (best as i32, logits[best] - logits[ours[i] as usize])
         })
         .collect()
@@ -58,7 +58,7 @@ fn greedy_generation_is_deterministic_and_matches_llama_cpp() {
     let forced = llama_cpp_forced(&model, prompt, &ours);
     let parted: Vec<(usize, i32, f32)> = forced.iter().enumerate().filter(|(_, f)| f.1 > 0.0).map(|(i, f)| (i, f.0, f.1)).collect();
     eprintln!("{} of 32 tokens are llama.cpp's argmax; near-ties (position, llama.cpp's token, gap): {parted:?}", 32 - parted.len());
-    let not_ties: Vec<_> = parted.iter().filter(|p| p.2 >= lx_engine::parity::NEAR_TIE_NATS).collect();
+    let not_ties: Vec<_> = parted.iter().filter(|p| p.2 >= lx_core::parity::NEAR_TIE_NATS).collect();
     assert!(not_ties.is_empty(), "tokens llama.cpp would not choose, beyond a near-tie: {not_ties:?}\n{}", a.dump());
 }
 
@@ -87,7 +87,7 @@ fn sweep_figures_are_sane() {
     assert_eq!(r.stdout().lines().filter(|l| l.starts_with("| llama |")).count(), 4, "{}", r.dump());
     let run: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(run["schema"], "latency-explorer/run");
-    assert_eq!(run["schema_version"], lx_engine::results::SCHEMA_VERSION);
+    assert_eq!(run["schema_version"], lx_results::results::SCHEMA_VERSION);
     assert_eq!(run["model"]["architecture"], "gemma3");
     assert_eq!(run["backends"][0]["name"], "llama");
     // The device is llama.cpp's own account of where it put each layer: every block plus
@@ -149,7 +149,7 @@ fn sweep_figures_are_sane() {
 /// nothing could be read), each unreadable source is said under the table, and no figure
 /// that cannot be read shows as a number.
 fn sensed(run: &Value, table: &str) {
-    let sensors = lx_engine::sensors::Sensors::open();
+    let sensors = lx_machine::sensors::Sensors::open();
     for p in run["points"].as_array().unwrap() {
         let s = &p["sensors"];
         assert_eq!(s["sources"].as_array().map_or(0, |a| a.len()) + s["not_available"].as_array().map_or(0, |a| a.len()), 3, "{s}");

@@ -3,7 +3,7 @@
 //! real model's tokenizer.
 
 use integration_tests::{heavy, lx_bin, model_path, Run};
-use lx_engine::tokenizer::Tokenizer;
+use lx_format::tokenizer::Tokenizer;
 use lx_openai::scripted::{serve, tokens, Script};
 use serde_json::Value;
 

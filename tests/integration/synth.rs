@@ -6,9 +6,9 @@ use std::time::Instant;
 
 use integration_tests::{heavy, lx_bin, model_path, Run};
 use lx_backend_llamacpp::LlamaCppBackend;
-use lx_engine::backend::{Backend, Batch, Chunk, LoadSpec, Outputs, TokenId};
-use lx_engine::gguf::synth::{self, SYNTHETIC_KEY};
-use lx_engine::gguf::{GgmlType, GgufFile, ModelFacts};
+use lx_core::backend::{Backend, Batch, Chunk, LoadSpec, Outputs, TokenId};
+use lx_format::gguf::synth::{self, SYNTHETIC_KEY};
+use lx_format::gguf::{GgmlType, GgufFile, ModelFacts};
 
 type Tensors = Vec<(String, Vec<u64>, Option<GgmlType>)>;
 
@@ -18,7 +18,7 @@ fn tensors_of(g: &GgufFile) -> Tensors {
     t
 }
 
-fn planned(w: &lx_engine::gguf::GgufWriter) -> Tensors {
+fn planned(w: &lx_format::gguf::GgufWriter) -> Tensors {
     let mut t: Tensors = w.planned_tensors().map(|(n, d, ty)| (n.to_string(), d.to_vec(), ty)).collect();
     t.sort();
     t

@@ -1,6 +1,6 @@
 //! Our tokenizer against llama.cpp's own, id for id.
 //!
-//! `lx_engine::tokenizer::Tokenizer` re-implements llama.cpp's SentencePiece tokenizer so that
+//! `lx_format::tokenizer::Tokenizer` re-implements llama.cpp's SentencePiece tokenizer so that
 //! every backend sees the same prompt ids. This test tokenizes a varied text of more than
 //! 10,000 tokens (prose, code, numbers, whitespace runs, six scripts, emoji sequences, and text
 //! that looks like special tokens) with both and requires identical ids, plus a set of edge cases
@@ -16,8 +16,8 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use lx_engine::backend::TokenId;
-use lx_engine::tokenizer::Tokenizer;
+use lx_core::backend::TokenId;
+use lx_format::tokenizer::Tokenizer;
 use serde_json::{json, Value};
 
 const CHILD_IN: &str = "LX_TOKENIZER_CHILD_IN";
@@ -250,7 +250,7 @@ impl Rng {
 pub(crate) fn sections() -> Vec<(&'static str, String)> {
     let mut rng = Rng(20240315);
     vec![
-        ("prose", lx_engine::workload::CORPUS.to_string()),
+        ("prose", lx_format::workload::CORPUS.to_string()),
         ("rust", RUST_CODE.to_string()),
         ("python", PYTHON_CODE.to_string()),
         ("numbers", NUMBERS.to_string()),

@@ -20,9 +20,9 @@
 
 use std::path::{Path, PathBuf};
 
-use lx_engine::backend::TokenId;
-use lx_engine::gguf::{GgufFile, GgufWriter, Value};
-use lx_engine::tokenizer::Tokenizer;
+use lx_core::backend::TokenId;
+use lx_format::gguf::{GgufFile, GgufWriter, Value};
+use lx_format::tokenizer::Tokenizer;
 use serde_json::json;
 
 use super::tokenizer::{assert_same_ids, assert_same_text, case, edge_cases, hex_to_bytes, run_child, sections, to_hex, Case};
@@ -158,7 +158,7 @@ fn check_against_llama(name: &str, gguf: &Path, t: &Tokenizer, more: &[String], 
     assert_eq!(t.eos_tokens(), &eog[..], "{name}: end-of-generation tokens");
     // With several end-of-turn candidates in the vocabulary (SmolLM2: <|im_end|> and
     // <|endoftext|>), llama.cpp takes the first its hash map yields, an order C++ leaves
-    // unspecified; we take the first of its list (lx_engine::tokenizer's docs). Then both
+    // unspecified; we take the first of its list (lx_format::tokenizer's docs). Then both
     // must be end-of-generation tokens, so generation stops at the same place either way.
     let (ours_eot, llama_eot) = (t.eot().map_or(-1, i64::from), get("eot"));
     if ours_eot != llama_eot {

@@ -20,7 +20,7 @@
 
 use candle_core::Tensor;
 use lx_backend_candle::{set_thread_env, CandleBackend, DeviceChoice, KvCache, Options, Rows, WeightFormat};
-use lx_engine::backend::{choose_greedy, Backend, Batch, Chunk, LoadSpec, Outputs, Slot, TokenId};
+use lx_core::backend::{choose_greedy, Backend, Batch, Chunk, LoadSpec, Outputs, Slot, TokenId};
 use std::time::Instant;
 
 #[derive(Clone, Copy, PartialEq)]

@@ -11,7 +11,7 @@ mod common;
 use common::llama_ref::{llama, llama_context, long_prompt, prefill};
 use common::*;
 use lx_backend_candle::CandleBackend;
-use lx_engine::backend::{choose_greedy, TokenId};
+use lx_core::backend::{choose_greedy, TokenId};
 
 use llama_cpp_2::token::LlamaToken;
 

@@ -1,6 +1,6 @@
 //! candle backend for Latency Explorer: our own model code over candle-core and candle-nn
 //! (quantized weights through `QMatMul`), behind the engine's step interface
-//! ([`lx_engine::backend::Backend`]), for the architectures in [`SUPPORTED_ARCHITECTURES`]:
+//! ([`lx_core::backend::Backend`]), for the architectures in [`SUPPORTED_ARCHITECTURES`]:
 //! Gemma 3 and the llama family (llama/Mistral, Qwen 2, Qwen 3), one code path
 //! parameterized by the engine's [`Config`] (which the MLX backend builds from too).
 //!
@@ -26,11 +26,11 @@
 pub mod model;
 pub mod quant;
 
-pub use lx_engine::arch::{Activation, Arch, Config, RopeStyle, SUPPORTED_ARCHITECTURES};
+pub use lx_format::arch::{Activation, Arch, Config, RopeStyle, SUPPORTED_ARCHITECTURES};
 pub use model::{KvCache, Model, LoadOptions, RopeTable, Rows, WeightFormat};
 
 use candle_core::{Device, Tensor};
-use lx_engine::backend::{
+use lx_core::backend::{
     choose_greedy, Backend, BackendError, BackendInfo, Batch, Capabilities, Choice, ChunkOutput,
     LoadSpec, Outputs, Slot,
 };
@@ -169,7 +169,7 @@ pub fn devices() -> Vec<String> {
     }
     // The cores, not a thread count: `lx` uses them all by default, the app one less where
     // its window needs a core (the app's threads::beside_a_window).
-    found.push(format!("CPU ({}, {} physical cores)", cpu_features(), lx_engine::hardware::physical_cores()));
+    found.push(format!("CPU ({}, {} physical cores)", cpu_features(), lx_machine::hardware::physical_cores()));
     found
 }
 
@@ -238,8 +238,8 @@ pub fn load_model(
             path.display()
         )));
     }
-    let g = lx_engine::gguf::GgufFile::open(path).map_err(|e| match e {
-        lx_engine::gguf::GgufError::UnknownTensorType { .. } => {
+    let g = lx_format::gguf::GgufFile::open(path).map_err(|e| match e {
+        lx_format::gguf::GgufError::UnknownTensorType { .. } => {
             BackendError::Unsupported(e.to_string())
         }
         e => BackendError::Load(e.to_string()),

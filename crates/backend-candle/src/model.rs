@@ -21,12 +21,12 @@
 //! for the rows asked for, and the tied embedding stays quantized (rows are dequantized
 //! on lookup).
 
-use lx_engine::arch::{Activation, Config, RopeStyle};
+use lx_format::arch::{Activation, Config, RopeStyle};
 use crate::quant;
 use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
 use candle_core::{DType, Device, Module, Result, Tensor};
-use lx_engine::backend::BackendError;
-use lx_engine::gguf::{GgmlType, GgufFile};
+use lx_core::backend::BackendError;
+use lx_format::gguf::{GgmlType, GgufFile};
 use std::borrow::Cow;
 use std::sync::Arc;
 

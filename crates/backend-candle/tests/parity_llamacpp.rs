@@ -29,7 +29,7 @@ mod common;
 use common::llama_ref::{forced, greedy, llama_at, long_prompt};
 use common::*;
 use lx_backend_candle::CandleBackend;
-use lx_engine::backend::{choose_greedy, Backend, Batch, Outputs};
+use lx_core::backend::{choose_greedy, Backend, Batch, Outputs};
 use std::path::Path;
 
 const N_GEN: usize = 64;

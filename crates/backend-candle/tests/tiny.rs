@@ -9,8 +9,8 @@ use candle_core::quantized::GgmlDType;
 use common::chunk;
 use common::fixture::{add_tensor, values, Ty, T};
 use lx_backend_candle::{CandleBackend, DeviceChoice, Options, WeightFormat};
-use lx_engine::backend::{Backend, BackendError, Batch, Choice, LoadSpec, Outputs, TokenId};
-use lx_engine::gguf::GgufWriter;
+use lx_core::backend::{Backend, BackendError, Batch, Choice, LoadSpec, Outputs, TokenId};
+use lx_format::gguf::GgufWriter;
 use std::path::{Path, PathBuf};
 
 const VOCAB: usize = 96;
@@ -145,7 +145,7 @@ fn prompt(n: usize, seed: u32) -> Vec<TokenId> {
 }
 
 /// All chunks of one step, each with Outputs::All and full log-prob rows.
-fn run(b: &mut CandleBackend, chunks: Vec<lx_engine::backend::Chunk>) -> Vec<Vec<Choice>> {
+fn run(b: &mut CandleBackend, chunks: Vec<lx_core::backend::Chunk>) -> Vec<Vec<Choice>> {
     b.step(&Batch {
         chunks,
         top_logprobs: VOCAB,

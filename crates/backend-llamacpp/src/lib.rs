@@ -2,7 +2,7 @@
 //!
 //! This crate is an adapter and nothing more: it turns an engine [`Batch`] into one
 //! `llama_decode` call and reads back the rows of logits the engine asked for. All
-//! scheduling, timing and statistics live in `lx-engine`.
+//! scheduling, timing and statistics live in `lx-core`.
 //!
 //! It is meant to run inside a worker process (one per backend): llama.cpp may be
 //! initialised once per process, and a failed ggml assert aborts the whole process.
@@ -22,7 +22,7 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::{list_llama_ggml_backend_devices, LlamaBackendDeviceType};
-use lx_engine::backend::{
+use lx_core::backend::{
     choose_greedy, Backend, BackendError, BackendInfo, Batch, Capabilities, ChunkOutput, LoadSpec,
     Outputs, Slot,
 };
@@ -220,7 +220,7 @@ impl LlamaCppBackend {
         if !path.is_file() {
             return Err(BackendError::Load(format!("model file not found: {}", path.display())));
         }
-        let threads = if spec.threads == 0 { lx_engine::hardware::physical_cores() } else { spec.threads };
+        let threads = if spec.threads == 0 { lx_machine::hardware::physical_cores() } else { spec.threads };
         let slots = spec.slots.max(1);
         let mut model_params = LlamaModelParams::default();
         if let Some(layers) = spec.gpu_layers {

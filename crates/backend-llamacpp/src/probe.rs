@@ -10,7 +10,7 @@
 use std::time::{Duration, Instant};
 
 use llama_cpp_sys_2 as sys;
-use lx_engine::roofline::Limits;
+use lx_machine::roofline::Limits;
 
 /// Rows of activations (prompt tokens), and the weight matrix's sides.
 const TOKENS: i64 = 512;

@@ -11,8 +11,8 @@
 use std::path::PathBuf;
 
 use lx_backend_llamacpp::LlamaCppBackend;
-use lx_engine::backend::{Backend, Batch, Choice, Chunk, LoadSpec, Outputs, TokenId};
-use lx_engine::parity::{compare, ALTERNATIVES, NEAR_TIE_NATS};
+use lx_core::backend::{Backend, Batch, Choice, Chunk, LoadSpec, Outputs, TokenId};
+use lx_core::parity::{compare, ALTERNATIVES, NEAR_TIE_NATS};
 
 const PROMPT: &str = "Once upon a time, in a small village,";
 /// lavapipe makes about one token a second here: enough to pass a near-tie or two.
@@ -32,7 +32,7 @@ fn model_path() -> PathBuf {
 
 /// Layers llama.cpp places: the model's blocks and its output layer.
 fn layer_count() -> u64 {
-    let g = lx_engine::gguf::GgufFile::open(model_path()).expect("the model's header reads");
+    let g = lx_format::gguf::GgufFile::open(model_path()).expect("the model's header reads");
     let arch = g.architecture().expect("an architecture").to_string();
     g.get_u64(&format!("{arch}.block_count")).expect("a block count") + 1
 }

@@ -6,8 +6,8 @@ use std::borrow::Cow;
 
 use candle_core::quantized::{GgmlDType, QStorage, QTensor};
 use candle_core::Device;
-use lx_engine::backend::BackendError;
-use lx_engine::gguf::{GgmlType, GgufFile};
+use lx_core::backend::BackendError;
+use lx_format::gguf::{GgmlType, GgufFile};
 
 /// candle's name for a ggml type, where candle can read it.
 fn candle_type(t: GgmlType) -> Option<GgmlDType> {

@@ -23,12 +23,12 @@
 
 use std::time::{Duration, Instant};
 
-use lx_engine::arch::{Activation, Config, RopeStyle};
-use lx_engine::backend::{
+use lx_format::arch::{Activation, Config, RopeStyle};
+use lx_core::backend::{
     choose_greedy, Backend, BackendError, BackendInfo, Batch, Capabilities, Choice, ChunkOutput, LoadSpec, Outputs,
     Slot,
 };
-use lx_engine::gguf::{GgmlType, GgufFile};
+use lx_format::gguf::{GgmlType, GgufFile};
 use mlx_rs::error::Exception;
 use mlx_rs::fast::{self, ScaledDotProductAttentionMask};
 use mlx_rs::ops::indexing::{TryIndexMutOp, TryIndexOp};
@@ -52,7 +52,7 @@ fn step_err(e: impl std::fmt::Display) -> BackendError {
 
 /// The devices an MLX worker of this build could use (cheap: does not start MLX).
 pub fn devices() -> Vec<String> {
-    let chip = lx_engine::hardware::probe().cpu;
+    let chip = lx_machine::hardware::probe().cpu;
     let cpu = format!("CPU: {chip} (MLX {MLX_VERSION} CPU)");
     if crate::cpu_only() {
         vec![cpu]
@@ -417,7 +417,7 @@ impl MlxBackend {
         // Every array this process creates from here on lives on this device.
         Device::set_default(&if cpu { Device::cpu() } else { Device::gpu() });
         let g = GgufFile::open(&spec.model_path).map_err(|e| match e {
-            lx_engine::gguf::GgufError::UnknownTensorType { .. } => BackendError::Unsupported(e.to_string()),
+            lx_format::gguf::GgufError::UnknownTensorType { .. } => BackendError::Unsupported(e.to_string()),
             e => load_err(e),
         })?;
         let mut counts = Counts::default();
@@ -441,7 +441,7 @@ impl MlxBackend {
                 .map_err(|e| BackendError::Load(format!("cannot allocate the KV cache: {e}")))?;
             caches.push(cache);
         }
-        let chip = lx_engine::hardware::probe().cpu;
+        let chip = lx_machine::hardware::probe().cpu;
         // Read back the device MLX will use rather than trusting the request above.
         let on_gpu = matches!(Device::default().get_type(), Ok(mlx_rs::DeviceType::Gpu));
         let cpu_fallback = match (on_gpu, crate::cpu_only()) {

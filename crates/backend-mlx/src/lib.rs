@@ -1,5 +1,5 @@
 //! MLX backend for Latency Explorer: our own graph of Gemma 3 and the llama family over mlx-rs, behind the engine's
-//! step interface ([`lx_engine::backend::Backend`]).
+//! step interface ([`lx_core::backend::Backend`]).
 //!
 //! The MLX part ([`MlxBackend`]) is compiled with the `mlx` feature on two platforms:
 //! - macOS aarch64: MLX built from source by mlx-sys, on Metal (or MLX's CPU device);

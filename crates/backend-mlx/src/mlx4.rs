@@ -11,8 +11,8 @@
 
 use std::path::Path;
 
-use lx_engine::backend::BackendError;
-use lx_engine::gguf::{GgufFile, GgufWriter};
+use lx_core::backend::BackendError;
+use lx_format::gguf::{GgufFile, GgufWriter};
 use mlx_rs::{ops, transforms, Array, Dtype};
 
 use crate::dequant::host_f32;
@@ -52,7 +52,7 @@ pub fn quantize(w: &[f32], rows: usize, cols: usize) -> Result<Affine, BackendEr
 /// `src`. Returns how many matrices hold MLX's 4-bit weights. (About 4 bytes a weight: 1.1 GB
 /// for the default model.)
 pub fn write_gguf(src: &Path, dst: &Path) -> Result<usize, BackendError> {
-    let load = |e: lx_engine::gguf::GgufError| BackendError::Load(e.to_string());
+    let load = |e: lx_format::gguf::GgufError| BackendError::Load(e.to_string());
     let g = GgufFile::open(src).map_err(load)?;
     let mut w = GgufWriter::new();
     for (k, v) in g.metadata_pairs() {

@@ -12,7 +12,7 @@
 //!
 //! (MLX's own GGUF loader does the same for these three types.)
 
-use lx_engine::gguf::GgmlType;
+use lx_format::gguf::GgmlType;
 
 /// Weights per GGUF block, and so per MLX group here.
 pub const GROUP: usize = 32;

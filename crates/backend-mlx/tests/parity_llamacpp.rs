@@ -36,9 +36,9 @@ use std::path::Path;
 use std::time::Instant;
 
 use lx_backend_mlx::{mlx4, MlxBackend, Options, WeightMode};
-use lx_engine::backend::{choose_greedy, Backend, BackendError, Batch, LoadSpec, Outputs, Scored, TokenId};
-use lx_engine::parity::{compare, ALTERNATIVES, NEAR_TIE_NATS};
-use lx_engine::scheduler::{Policy, SchedEvent, Scheduler, SchedulerConfig, WorkRequest};
+use lx_core::backend::{choose_greedy, Backend, BackendError, Batch, LoadSpec, Outputs, Scored, TokenId};
+use lx_core::parity::{compare, ALTERNATIVES, NEAR_TIE_NATS};
+use lx_core::scheduler::{Policy, SchedEvent, Scheduler, SchedulerConfig, WorkRequest};
 
 const N_GEN: usize = 48;
 /// Nats by which llama.cpp's token may trail MLX's best where the two disagree.
@@ -152,17 +152,17 @@ fn teacher_forced(mode: WeightMode, model: &Path, reference: &Path, texts: &[Str
 /// window.
 #[test]
 fn teacher_forced_parity_with_llama_cpp_as_loaded() {
-    let window = lx_engine::arch::Config::from_gguf(&lx_engine::gguf::GgufFile::open(model_path()).unwrap()).unwrap().sliding_window;
+    let window = lx_format::arch::Config::from_gguf(&lx_format::gguf::GgufFile::open(model_path()).unwrap()).unwrap().sliding_window;
     let long = window_prompt();
-    let tokens = lx_engine::tokenizer::Tokenizer::from_path(model_path()).unwrap().encode(&long).len();
+    let tokens = lx_format::tokenizer::Tokenizer::from_path(model_path()).unwrap().encode(&long).len();
     assert!(window.is_some_and(|w| tokens > w), "the long prompt ({tokens} tokens) must pass the sliding window ({window:?})");
     teacher_forced(WeightMode::AsLoaded, &model_path(), &model_path(), &[PROMPTS[0].into(), PROMPTS[1].into(), long]);
 }
 
 /// `src` with every matrix dequantized to f32 (exact) and everything else as it is.
 fn write_f32_gguf(src: &Path, dst: &Path) {
-    let g = lx_engine::gguf::GgufFile::open(src).unwrap();
-    let mut w = lx_engine::gguf::GgufWriter::new();
+    let g = lx_format::gguf::GgufFile::open(src).unwrap();
+    let mut w = lx_format::gguf::GgufWriter::new();
     for (k, v) in g.metadata_pairs() {
         w = w.kv(k, v.clone());
     }
@@ -204,7 +204,7 @@ fn teacher_forced_parity_with_llama_cpp_on_mlx_4bit_weights() {
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("default-model-as-mlx-4bit.gguf");
     let quantized = mlx4::write_gguf(&model_path(), &file).expect("the model as MLX's 4-bit mode holds it");
-    let matrices = lx_engine::gguf::GgufFile::open(model_path()).unwrap().tensors().iter().filter(|t| t.dims.len() == 2).count();
+    let matrices = lx_format::gguf::GgufFile::open(model_path()).unwrap().tensors().iter().filter(|t| t.dims.len() == 2).count();
     assert_eq!(quantized, matrices, "every matrix of the default model is quantized");
     teacher_forced(WeightMode::Mlx4, &model_path(), &file, &PROMPTS.map(String::from));
     std::fs::remove_dir_all(&dir).ok();
@@ -243,7 +243,7 @@ fn scheduled(policy: Policy, prompts: &[Vec<TokenId>], n: u32) -> BTreeMap<u64, 
 #[test]
 fn batched_decode_through_the_engine_matches_decoding_alone() {
     let _one = one_at_a_time();
-    let tok = lx_engine::tokenizer::Tokenizer::from_path(model_path()).expect("tokenizer");
+    let tok = lx_format::tokenizer::Tokenizer::from_path(model_path()).expect("tokenizer");
     let prompts: Vec<Vec<TokenId>> = PROMPTS.iter().map(|t| tok.encode(t)).collect();
     let n = 16;
     let serial = scheduled(Policy::Serial, &prompts, n);
@@ -267,7 +267,7 @@ fn batched_decode_through_the_engine_matches_decoding_alone() {
 #[test]
 fn copied_prefix_gives_the_whole_prefills_next_token() {
     let _one = one_at_a_time();
-    let tok = lx_engine::tokenizer::Tokenizer::from_path(model_path()).expect("tokenizer");
+    let tok = lx_format::tokenizer::Tokenizer::from_path(model_path()).expect("tokenizer");
     let seq = tok.encode(&long_prompt())[..100].to_vec();
     let mut b = load(2, 256, WeightMode::AsLoaded);
     assert!(b.info().capabilities.prefix_copy);

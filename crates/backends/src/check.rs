@@ -6,11 +6,11 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use lx_engine::backend::{LoadSpec, TokenId};
-use lx_engine::coordinator::Worker;
-use lx_engine::gguf::GgufWriter;
-use lx_engine::traffic::{run_closed_loop, PointSpec, Quiet, RunControl};
-use lx_engine::scheduler::{Policy, SchedulerConfig};
+use lx_core::backend::{LoadSpec, TokenId};
+use lx_core::coordinator::Worker;
+use lx_format::gguf::GgufWriter;
+use lx_core::traffic::{run_closed_loop, PointSpec, Quiet, RunControl};
+use lx_core::scheduler::{Policy, SchedulerConfig};
 use serde::{Deserialize, Serialize};
 
 /// One backend on one device: what was asked, where it ran, and how it went.
@@ -164,7 +164,7 @@ pub fn write_tiny_model(path: &Path) -> anyhow::Result<()> {
         .kv(format!("{arch}.attention.layer_norm_rms_epsilon"), 1e-6f32)
         .kv(format!("{arch}.rope.freq_base"), 1_000_000f32)
         .kv(format!("{arch}.attention.sliding_window"), 512u32);
-    w = lx_engine::gguf::synth::spm_vocabulary(w, VOCAB);
+    w = lx_format::gguf::synth::spm_vocabulary(w, VOCAB);
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     let mut values = |n: usize, scale: f32, offset: f32| -> Vec<f32> {
         (0..n)
@@ -215,13 +215,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("tiny.gguf");
         write_tiny_model(&path).unwrap();
-        let g = lx_engine::gguf::GgufFile::open(&path).unwrap();
+        let g = lx_format::gguf::GgufFile::open(&path).unwrap();
         assert_eq!(g.architecture().unwrap(), "gemma3");
         let q = g.tensor("blk.1.attn_q.weight").unwrap();
-        assert_eq!(q.ggml_type, lx_engine::gguf::GgmlType::Q8_0);
+        assert_eq!(q.ggml_type, lx_format::gguf::GgmlType::Q8_0);
         assert_eq!(g.get_str_array("tokenizer.ggml.tokens").unwrap().len(), VOCAB);
         // The tokenizer the engine builds from it encodes text through the byte pieces.
-        let tok = lx_engine::tokenizer::Tokenizer::from_gguf(&g).unwrap();
+        let tok = lx_format::tokenizer::Tokenizer::from_gguf(&g).unwrap();
         assert!(!tok.encode("hi").is_empty());
     }
 }

@@ -10,9 +10,9 @@ pub mod platforms;
 pub mod synth;
 pub mod tune;
 
-use lx_engine::backend::{Backend, BackendError, LoadSpec};
-use lx_engine::coordinator::WorkerCommand;
-use lx_engine::worker::Loader;
+use lx_core::backend::{Backend, BackendError, LoadSpec};
+use lx_core::coordinator::WorkerCommand;
+use lx_core::worker::Loader;
 
 /// Canonical backend names, in the order `lx hw` lists them.
 pub const ALL: [&str; 3] = ["llama", "candle", "mlx"];
@@ -58,8 +58,8 @@ pub fn loader(name: &str) -> Loader {
 
 /// This machine (sysinfo's probe) with the devices each backend of this build sees: what
 /// `lx hw`, the app's hardware panel and every run file report.
-pub fn hardware_report() -> lx_engine::hardware::HardwareReport {
-    let mut hardware = lx_engine::hardware::probe();
+pub fn hardware_report() -> lx_machine::hardware::HardwareReport {
+    let mut hardware = lx_machine::hardware::probe();
     hardware.backend_devices = devices();
     hardware.build_features = build_features();
     hardware
@@ -99,7 +99,7 @@ pub fn serve_worker(backend: &str) -> anyhow::Result<()> {
     let backend = canonical(backend)?;
     let stdin = std::io::BufReader::new(std::io::stdin());
     let stdout = std::io::BufWriter::new(std::io::stdout().lock());
-    lx_engine::worker::serve(loader(backend), stdin, stdout)?;
+    lx_core::worker::serve(loader(backend), stdin, stdout)?;
     Ok(())
 }
 
@@ -107,10 +107,10 @@ pub fn serve_worker(backend: &str) -> anyhow::Result<()> {
 /// for the model ([`tune`]: the idle choice to measure, the contended one for live mode).
 /// `untuned_threads` is the thread count when neither the run nor the profile gives one (0:
 /// the backend's own default; the app leaves a core for its window).
-pub fn spawner(usage: tune::Use, untuned_threads: usize) -> lx_engine::target::Spawner {
+pub fn spawner(usage: tune::Use, untuned_threads: usize) -> lx_core::target::Spawner {
     let machine = std::sync::OnceLock::new();
     worker_spawner(move |name: &str, spec: &LoadSpec| {
-        let machine: &String = machine.get_or_init(|| lx_engine::probe::machine_key(&hardware_report()));
+        let machine: &String = machine.get_or_init(|| lx_machine::probe::machine_key(&hardware_report()));
         let profile = tune::Located::new(machine, &spec.model_path).read();
         let mut applied = tune::applied(name, &profile, usage, &|var| std::env::var(var).ok());
         if applied.threads.is_none() && untuned_threads > 0 {
@@ -123,30 +123,30 @@ pub fn spawner(usage: tune::Use, untuned_threads: usize) -> lx_engine::target::S
 /// Starts worker processes with the settings `settings` gives for each backend and load,
 /// once the load is known to fit in memory ([`memory`]). A first load may compile GPU
 /// kernels or page a large model in from a slow disk, hence the generous timeout.
-pub fn worker_spawner(settings: impl Fn(&str, &LoadSpec) -> tune::Applied + Send + Sync + 'static) -> lx_engine::target::Spawner {
-    std::sync::Arc::new(move |name: &str, spec: &LoadSpec, config: &lx_engine::scheduler::SchedulerConfig| {
+pub fn worker_spawner(settings: impl Fn(&str, &LoadSpec) -> tune::Applied + Send + Sync + 'static) -> lx_core::target::Spawner {
+    std::sync::Arc::new(move |name: &str, spec: &LoadSpec, config: &lx_core::scheduler::SchedulerConfig| {
         if memory::in_system_memory(spec) {
-            memory::check(spec, lx_engine::hardware::available_memory_bytes()).map_err(lx_engine::coordinator::WorkerError::Load)?;
+            memory::check(spec, lx_machine::hardware::available_memory_bytes()).map_err(lx_core::coordinator::WorkerError::Load)?;
         }
         let applied = settings(name, spec);
         let mut command = worker_command(name);
         command.env.extend(applied.env);
-        command.env.push((lx_engine::backend::SETTINGS_FROM_ENV.to_string(), applied.from));
+        command.env.push((lx_core::backend::SETTINGS_FROM_ENV.to_string(), applied.from));
         let mut spec = spec.clone();
         if spec.threads == 0 {
             spec.threads = applied.threads.unwrap_or(0);
         }
-        lx_engine::coordinator::Worker::spawn(&command, &spec, config, std::time::Duration::from_secs(300))
-            .map(|w| Box::new(w) as Box<dyn lx_engine::target::Target>)
+        lx_core::coordinator::Worker::spawn(&command, &spec, config, std::time::Duration::from_secs(300))
+            .map(|w| Box::new(w) as Box<dyn lx_core::target::Target>)
     })
 }
 
 /// [`spawner`], and for each of `servers` (by its name) a client of that OpenAI-compatible
 /// server, whose prompts are written and whose streamed text is counted with `codec`.
-pub fn spawner_with_servers(servers: Vec<lx_openai::Server>, codec: std::sync::Arc<dyn lx_openai::TextCodec>, usage: tune::Use, untuned_threads: usize) -> lx_engine::target::Spawner {
+pub fn spawner_with_servers(servers: Vec<lx_openai::Server>, codec: std::sync::Arc<dyn lx_openai::TextCodec>, usage: tune::Use, untuned_threads: usize) -> lx_core::target::Spawner {
     let workers = spawner(usage, untuned_threads);
-    std::sync::Arc::new(move |name: &str, spec: &LoadSpec, config: &lx_engine::scheduler::SchedulerConfig| match servers.iter().find(|s| s.name == name) {
-        Some(server) => lx_openai::ServerTarget::connect(server.clone(), codec.clone()).map(|t| Box::new(t) as Box<dyn lx_engine::target::Target>),
+    std::sync::Arc::new(move |name: &str, spec: &LoadSpec, config: &lx_core::scheduler::SchedulerConfig| match servers.iter().find(|s| s.name == name) {
+        Some(server) => lx_openai::ServerTarget::connect(server.clone(), codec.clone()).map(|t| Box::new(t) as Box<dyn lx_core::target::Target>),
         None => workers(name, spec, config),
     })
 }

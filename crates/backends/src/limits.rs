@@ -7,8 +7,8 @@ use std::process::Child;
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use lx_engine::probe::{self, Probe};
-use lx_engine::roofline::Limits;
+use lx_machine::probe::{self, Probe};
+use lx_machine::roofline::Limits;
 use serde::{Deserialize, Serialize};
 
 /// Each stage of the probe (the CPU, then each GPU) takes seconds; past this the child is
@@ -121,8 +121,8 @@ fn collect(child: &mut Child, stage_timeout: Duration) -> anyhow::Result<Probe> 
 
 /// What the ceilings of a run on `model` are computed from: this machine's limits
 /// ([`limits`]) and the model's cost per token.
-pub fn ceilings_basis(model: &std::path::Path, measuring: &mut dyn FnMut()) -> anyhow::Result<(Probe, lx_engine::roofline::ModelCost)> {
-    let cost = lx_engine::roofline::ModelCost::from_gguf(&lx_engine::gguf::GgufFile::open(model)?)?;
+pub fn ceilings_basis(model: &std::path::Path, measuring: &mut dyn FnMut()) -> anyhow::Result<(Probe, lx_machine::roofline::ModelCost)> {
+    let cost = lx_machine::roofline::ModelCost::from_gguf(&lx_format::gguf::GgufFile::open(model)?)?;
     Ok((limits(false, measuring)?, cost))
 }
 
@@ -136,7 +136,7 @@ pub fn serve_probe() -> anyhow::Result<()> {
         writeln!(out, "{}", serde_json::to_string(&line)?)?;
         Ok(out.flush()?)
     };
-    let hw = lx_engine::hardware::probe();
+    let hw = lx_machine::hardware::probe();
     let compute = || lx_backend_llamacpp::probe::matmul_flops_per_s(hw.physical_cores.max(1), Duration::from_millis(1500)).map_err(anyhow::Error::msg);
     say(ProbeLine::Cpu(probe::measure(String::new(), hw.logical_cores.max(1), &compute)?))?;
     let gpus = lx_backend_llamacpp::probe::gpus();

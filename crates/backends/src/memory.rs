@@ -4,9 +4,9 @@
 //! system has available now. Both are counted low (an f16 cache, sliding-window layers at
 //! their window, no scratch buffers), so a refusal is certain; the numbers are in the message.
 
-use lx_engine::backend::LoadSpec;
-use lx_engine::gguf::GgufFile;
-use lx_engine::roofline::ModelCost;
+use lx_core::backend::LoadSpec;
+use lx_format::gguf::GgufFile;
+use lx_machine::roofline::ModelCost;
 
 /// Whether `spec`'s load lives in system memory: a build without discrete-GPU features,
 /// every layer kept on the CPU (`--gpu-layers 0`), or Apple Silicon's unified memory.

@@ -3,16 +3,16 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use lx_engine::backend::TokenId;
-use lx_engine::gguf::{GgufFile, ModelFacts};
-use lx_engine::live::{LiveModel, LiveSettings};
-use lx_engine::traffic::RunControl;
-use lx_engine::results::{ModelRecord, RunFile};
-use lx_engine::stamp::FileStamp;
-use lx_engine::sweep::SweepContext;
-use lx_engine::target::Spawner;
-use lx_engine::tokenizer::Tokenizer;
-use lx_engine::workload::PromptBuilder;
+use lx_core::backend::TokenId;
+use lx_format::gguf::{GgufFile, ModelFacts};
+use lx_drivers::live::{LiveModel, LiveSettings};
+use lx_core::traffic::RunControl;
+use lx_results::results::{ModelRecord, RunFile};
+use lx_core::stamp::FileStamp;
+use lx_drivers::sweep::SweepContext;
+use lx_core::target::Spawner;
+use lx_format::tokenizer::Tokenizer;
+use lx_format::workload::PromptBuilder;
 
 /// A model ready to measure.
 pub struct OpenModel {

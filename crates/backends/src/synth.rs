@@ -1,12 +1,12 @@
-//! Shape-only models on disk ([`lx_engine::gguf::synth`]): `lx models synth`, and
+//! Shape-only models on disk ([`lx_format::gguf::synth`]): `lx models synth`, and
 //! `synth:NAME` wherever a model is named (`lx sweep --model synth:llama3.1-8b`, the app's
 //! model field), made once into the model directory and reused.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use lx_engine::gguf::synth::{self, Preset, Quant};
-use lx_engine::gguf::{GgufFile, GgufWriter};
+use lx_format::gguf::synth::{self, Preset, Quant};
+use lx_format::gguf::{GgufFile, GgufWriter};
 
 /// How a model spec names a shape-only model: `synth:PRESET[-QUANT]`.
 pub const SPEC_PREFIX: &str = "synth:";

@@ -46,13 +46,13 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
 use lx_backend_llamacpp::KvLayout;
-use lx_engine::backend::{choose_greedy, LoadSpec, TokenId};
-use lx_engine::coordinator::{Worker, WorkerCommand};
-use lx_engine::traffic::{run_closed_loop, PointSpec, Quiet, RunControl};
-use lx_engine::results::PointResult;
-use lx_engine::scheduler::{Policy, SchedulerConfig};
-use lx_engine::stats::Distribution;
-use lx_engine::workload::PromptBuilder;
+use lx_core::backend::{choose_greedy, LoadSpec, TokenId};
+use lx_core::coordinator::{Worker, WorkerCommand};
+use lx_core::traffic::{run_closed_loop, PointSpec, Quiet, RunControl};
+use lx_results::results::PointResult;
+use lx_core::scheduler::{Policy, SchedulerConfig};
+use lx_core::stats::Distribution;
+use lx_format::workload::PromptBuilder;
 use serde_json::{json, Value};
 
 struct Args {
@@ -90,7 +90,7 @@ fn parse_args() -> anyhow::Result<Args> {
     };
     Ok(Args {
         tools: value("--tools").map(PathBuf::from).ok_or_else(|| anyhow!("--tools DIR: where llama-batched-bench and llama-server are (scripts/llama-cpp-tools)"))?,
-        threads: num("--threads", lx_engine::hardware::physical_cores())?,
+        threads: num("--threads", lx_machine::hardware::physical_cores())?,
         rounds: num("--rounds", 3)?,
         prompt: num("--prompt", 128)?,
         gen: num("--gen", 128)?,
@@ -148,7 +148,7 @@ fn batched_bench(a: &Args, model: &Path, b: usize) -> anyhow::Result<f64> {
 /// arrival order: reversed, every sequence is a micro-batch of its own.)
 fn bare_pass(rt: &LlamaBackend, model: &LlamaModel, a: &Args, prompts: &[Vec<TokenId>], reversed: bool) -> anyhow::Result<f64> {
     let b = prompts.len();
-    let n_batch = lx_engine::scheduler::batch_tokens_for(a.prompt, b);
+    let n_batch = lx_core::scheduler::batch_tokens_for(a.prompt, b);
     let params = LlamaContextParams::default()
         .with_n_ctx(NonZeroU32::new((b * (a.prompt + a.gen)) as u32))
         .with_n_batch(n_batch as u32)
@@ -186,7 +186,7 @@ fn bare_pass(rt: &LlamaBackend, model: &LlamaModel, a: &Args, prompts: &[Vec<Tok
 /// Our engine through a worker process: `clients` closed-loop clients over `clients` slots,
 /// `continuous`.
 fn ours(a: &Args, cmd: &WorkerCommand, model: &Path, prompts: &[Vec<TokenId>], clients: usize, warmup: usize) -> anyhow::Result<PointResult> {
-    let load = LoadSpec { model_path: model.to_path_buf(), threads: a.threads, slots: clients, ctx_per_slot: a.prompt + a.gen, max_batch_tokens: lx_engine::scheduler::batch_tokens_for(a.prompt, clients), gpu_layers: None };
+    let load = LoadSpec { model_path: model.to_path_buf(), threads: a.threads, slots: clients, ctx_per_slot: a.prompt + a.gen, max_batch_tokens: lx_core::scheduler::batch_tokens_for(a.prompt, clients), gpu_layers: None };
     let sched = SchedulerConfig::new(Policy::Continuous, clients, load.max_batch_tokens);
     let mut worker = Worker::spawn(cmd, &load, &sched, Duration::from_secs(300))?;
     let spec = PointSpec { prompt_tokens: a.prompt as u32, max_tokens: a.gen as u32, concurrency: clients, requests: prompts.len() - warmup, warmup, stop_at_eos: false, top_logprobs: 0 };
@@ -372,7 +372,7 @@ fn main() -> anyhow::Result<()> {
             "decode": a.batches.iter().zip(&decode).map(|(b, (t, m))| json!({ "b": b, "batched_bench": t, "ours": m })).collect::<Vec<_>>(),
             "serving": a.clients.iter().zip(&serving).map(|(c, (t, m))| json!({ "clients": c, "llama_server": t, "ours": m })).collect::<Vec<_>>(),
         });
-        lx_engine::atomic_file::write(out, serde_json::to_string_pretty(&doc)?.as_bytes())?;
+        lx_core::atomic_file::write(out, serde_json::to_string_pretty(&doc)?.as_bytes())?;
         eprintln!("wrote {}", out.display());
     }
     Ok(())

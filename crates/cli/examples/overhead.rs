@@ -38,11 +38,11 @@ use llama_cpp_2::token::LlamaToken;
 mod bare_loop;
 
 use bare_loop::BareLoop;
-use lx_engine::backend::{choose_greedy, LoadSpec, TokenId};
-use lx_engine::coordinator::Worker;
-use lx_engine::traffic::{run_closed_loop, PointSpec, Quiet, RunControl};
-use lx_engine::scheduler::{Policy, SchedulerConfig};
-use lx_engine::workload::PromptBuilder;
+use lx_core::backend::{choose_greedy, LoadSpec, TokenId};
+use lx_core::coordinator::Worker;
+use lx_core::traffic::{run_closed_loop, PointSpec, Quiet, RunControl};
+use lx_core::scheduler::{Policy, SchedulerConfig};
+use lx_format::workload::PromptBuilder;
 
 /// Short-prompt pairs per round, for the TTFT difference.
 const SHORT_PAIRS: usize = 6;
@@ -187,7 +187,7 @@ fn main() -> anyhow::Result<()> {
     let value = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
     let flag = |name: &str, default: usize| value(name).and_then(|v| v.parse().ok()).unwrap_or(default);
     let backend = lx_backends::canonical(&value("--backend").unwrap_or_else(|| "llama".into()))?;
-    let threads = flag("--threads", lx_engine::hardware::physical_cores());
+    let threads = flag("--threads", lx_machine::hardware::physical_cores());
     let rounds = flag("--rounds", 5);
     let python_reference = match value("--reference").as_deref() {
         None | Some("bare") => false,

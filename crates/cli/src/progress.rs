@@ -1,10 +1,10 @@
 //! Progress on stderr: model fetches and sweeps.
 
 use indicatif::{ProgressBar, ProgressStyle};
-use lx_engine::records::RequestRecord;
-use lx_engine::traffic::Observer;
-use lx_engine::scheduler::Policy;
-use lx_engine::sweep::SweepObserver;
+use lx_core::records::RequestRecord;
+use lx_core::traffic::Observer;
+use lx_core::scheduler::Policy;
+use lx_drivers::sweep::SweepObserver;
 
 /// Draws model-fetch progress as a bar.
 pub fn fetch_reporter() -> impl FnMut(lx_models::Progress) {
@@ -85,16 +85,16 @@ impl SweepObserver for SweepProgress {
     fn loading(&mut self, backend: &str) {
         self.bar.set_message(format!("loading {backend}"));
     }
-    fn loaded(&mut self, backend: &str, info: &lx_engine::backend::BackendInfo, load_ms: f64) {
+    fn loaded(&mut self, backend: &str, info: &lx_core::backend::BackendInfo, load_ms: f64) {
         self.say(format!("{backend}: {} on {} (loaded in {:.0} ms)", info.version, info.device, load_ms));
         if let Some(why) = &info.cpu_fallback {
             self.say(format!("warning: {why}"));
         }
     }
-    fn point_started(&mut self, index: usize, total: usize, backend: &str, policy: Policy, spec: &lx_engine::traffic::PointSpec) {
+    fn point_started(&mut self, index: usize, total: usize, backend: &str, policy: Policy, spec: &lx_core::traffic::PointSpec) {
         self.bar.set_message(format!("[{}/{}] {backend} {policy} pp{} tg{} c{}", index + 1, total, spec.prompt_tokens, spec.max_tokens, spec.concurrency));
     }
-    fn point_done(&mut self, point: &lx_engine::results::PointResult) {
+    fn point_done(&mut self, point: &lx_results::results::PointResult) {
         for e in &point.error_messages {
             self.say(format!("error: {}: {e}", point.test_name()));
         }

@@ -16,11 +16,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lx_engine::backend::TokenId;
-use lx_engine::traffic::{run_closed_loop, PointSpec, Quiet, RunControl};
-use lx_engine::results::PointResult;
-use lx_engine::scheduler::Policy;
-use lx_engine::stats::Distribution;
+use lx_core::backend::TokenId;
+use lx_core::traffic::{run_closed_loop, PointSpec, Quiet, RunControl};
+use lx_results::results::PointResult;
+use lx_core::scheduler::Policy;
+use lx_core::stats::Distribution;
 use lx_openai::scripted::{serve, tokens, Script};
 use lx_openai::{Server, ServerTarget, TextCodec};
 use serde_json::json;
@@ -98,9 +98,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "streams": streams, "tokens": n_tokens, "gap_ms_asked": gap_ms,
             "chunks_per_s": (streams as f64 * n_tokens as f64) / wall,
             "truth_itl_ms": truth, "ours_itl_ms": mine, "client_cpu_s": client_cpu_s,
-            "hardware": lx_engine::hardware::probe(),
+            "hardware": lx_machine::hardware::probe(),
         });
-        lx_engine::atomic_file::write(&path, serde_json::to_string_pretty(&doc)?.as_bytes())?;
+        lx_core::atomic_file::write(&path, serde_json::to_string_pretty(&doc)?.as_bytes())?;
         eprintln!("wrote {}", path.display());
     }
     Ok(())

@@ -7,12 +7,12 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lx_engine::backend::{BackendInfo, Capabilities, TokenId};
-use lx_engine::coordinator::WorkerError;
-use lx_engine::protocol::Reply;
-use lx_engine::scheduler::{FinishReason, SchedEvent, SchedulerConfig, WorkRequest};
-use lx_engine::target::Target;
-use lx_engine::tokenizer::Tokenizer;
+use lx_core::backend::{BackendInfo, Capabilities, TokenId};
+use lx_core::coordinator::WorkerError;
+use lx_core::protocol::Reply;
+use lx_core::scheduler::{FinishReason, SchedEvent, SchedulerConfig, WorkRequest};
+use lx_core::target::Target;
+use lx_format::tokenizer::Tokenizer;
 use serde_json::{json, Value};
 use tokio::runtime::Runtime;
 use tokio::task::AbortHandle;

@@ -7,12 +7,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lx_engine::backend::TokenId;
-use lx_engine::coordinator::WorkerError;
-use lx_engine::traffic::{run_closed_loop, PointRun, PointSpec, Quiet, RunControl};
-use lx_engine::results::PointResult;
-use lx_engine::scheduler::{FinishReason, Policy};
-use lx_engine::target::Target;
+use lx_core::backend::TokenId;
+use lx_core::coordinator::WorkerError;
+use lx_core::traffic::{run_closed_loop, PointRun, PointSpec, Quiet, RunControl};
+use lx_results::results::PointResult;
+use lx_core::scheduler::{FinishReason, Policy};
+use lx_core::target::Target;
 use lx_openai::scripted::{done, event, serve, text, tokens, usage, Script, Scripted, Step};
 use lx_openai::{Api, Server, ServerTarget, TextCodec};
 use serde_json::json;

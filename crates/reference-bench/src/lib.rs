@@ -13,7 +13,7 @@
 use std::time::Instant;
 
 use anyhow::Result;
-use lx_engine::backend::{Backend, Batch, Chunk, Outputs, TokenId};
+use lx_core::backend::{Backend, Batch, Chunk, Outputs, TokenId};
 use serde::Serialize;
 
 /// One prefill and greedy decode of `batch` sequences, as one implementation ran it.
@@ -88,9 +88,9 @@ impl<B: Backend> Ours<B> {
 /// on which tokens; the greedy comparison does: on prose the model is confident, so two
 /// implementations of the same weights agree for longer than on arbitrary tokens, where
 /// near-ties come at once.
-pub fn prompt_ids(gguf: &lx_engine::gguf::GgufFile, len: usize) -> Result<Vec<TokenId>> {
-    let tokenizer = lx_engine::tokenizer::Tokenizer::from_gguf(gguf)?;
-    Ok(lx_engine::workload::PromptBuilder::new(&tokenizer).prompt(len, 0))
+pub fn prompt_ids(gguf: &lx_format::gguf::GgufFile, len: usize) -> Result<Vec<TokenId>> {
+    let tokenizer = lx_format::tokenizer::Tokenizer::from_gguf(gguf)?;
+    Ok(lx_format::workload::PromptBuilder::new(&tokenizer).prompt(len, 0))
 }
 
 #[derive(Debug, Serialize)]
@@ -223,14 +223,14 @@ pub fn print_table(figures: &[Figures], ratios: &[Ratio]) {
 
 /// Now, as the result files write dates.
 pub fn now() -> String {
-    lx_engine::date::UtcDate::from_unix(lx_engine::date::now_unix_ms() / 1000).minutes()
+    lx_core::date::UtcDate::from_unix(lx_core::date::now_unix_ms() / 1000).minutes()
 }
 
 /// What every bench needs before it loads anything: the model file, its header, its
 /// architecture, the prompt, and the run's shape (checked).
 pub struct Setup {
     pub model: std::path::PathBuf,
-    pub gguf: lx_engine::gguf::GgufFile,
+    pub gguf: lx_format::gguf::GgufFile,
     pub architecture: String,
     pub ids: Vec<TokenId>,
     pub batches: Vec<usize>,
@@ -249,16 +249,16 @@ impl Setup {
         if batches.is_empty() || batches.contains(&0) || gen == 0 || prompt == 0 || rounds == 0 {
             bail!("--batch, --gen, --prompt and --rounds must be at least 1");
         }
-        let gguf = lx_engine::gguf::GgufFile::open(&path).with_context(|| format!("reading {}", path.display()))?;
+        let gguf = lx_format::gguf::GgufFile::open(&path).with_context(|| format!("reading {}", path.display()))?;
         let architecture = gguf.get_str("general.architecture")?.to_string();
         let ids = prompt_ids(&gguf, prompt)?;
         Ok(Setup { model: path, gguf, architecture, ids, batches: batches.to_vec(), gen, rounds })
     }
 
     /// The load spec for our backends: room for the largest batch, on the CPU.
-    pub fn load_spec(&self, threads: usize) -> lx_engine::backend::LoadSpec {
+    pub fn load_spec(&self, threads: usize) -> lx_core::backend::LoadSpec {
         let max_batch = self.batches.iter().copied().max().unwrap_or(1);
-        lx_engine::backend::LoadSpec {
+        lx_core::backend::LoadSpec {
             model_path: self.model.clone(),
             threads,
             slots: max_batch,
@@ -283,7 +283,7 @@ impl Setup {
             what,
             command: std::env::args().collect::<Vec<_>>().join(" "),
             date: now(),
-            cpu: lx_engine::hardware::probe().cpu,
+            cpu: lx_machine::hardware::probe().cpu,
             model: self.model.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
             model_bytes: self.gguf.file_size(),
             architecture: self.architecture.clone(),
@@ -323,7 +323,7 @@ impl<A: Serialize> Report<A> {
     /// Writes the report to `out` atomically, when asked to.
     pub fn write(&self, out: Option<&std::path::Path>) -> Result<()> {
         if let Some(out) = out {
-            lx_engine::atomic_file::write(out, serde_json::to_string_pretty(self)?.as_bytes())?;
+            lx_core::atomic_file::write(out, serde_json::to_string_pretty(self)?.as_bytes())?;
             eprintln!("wrote {}", out.display());
         }
         Ok(())

@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
-use lx_engine::printers::{printer, Format};
-use lx_engine::results::PointResult;
+use lx_results::printers::{printer, Format};
+use lx_results::results::PointResult;
 use serde::Deserialize;
 use tauri::ipc::{InvokeBody, Request};
 use tauri::{AppHandle, State};
@@ -99,8 +99,8 @@ pub async fn export_png(app: AppHandle, request: Request<'_>) -> CmdResult<Optio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lx_engine::traffic::{PointRun, PointSpec};
-    use lx_engine::scheduler::Policy;
+    use lx_core::traffic::{PointRun, PointSpec};
+    use lx_core::scheduler::Policy;
 
     #[test]
     fn csv_has_the_cli_columns_and_one_row_per_point() {

@@ -4,8 +4,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lx_backends::model::OpenModel;
-use lx_engine::gguf::ModelFacts;
-use lx_engine::workload::PromptBuilder;
+use lx_format::gguf::ModelFacts;
+use lx_format::workload::PromptBuilder;
 use serde::Serialize;
 use tauri::ipc::Channel;
 use tauri::{AppHandle, State};
@@ -97,7 +97,7 @@ pub async fn models() -> CmdResult<Vec<CatalogModel>> {
             })
             .chain(lx_backends::synth::listing().iter().map(|p| CatalogModel {
                 name: p.spec.clone(),
-                description: format!("{}: the shapes and types of {}, made-up weights", lx_engine::gguf::synth::SYNTHETIC_NOTE, p.name),
+                description: format!("{}: the shapes and types of {}, made-up weights", lx_format::gguf::synth::SYNTHETIC_NOTE, p.name),
                 size: p.bytes,
                 quantization: p.quantization.to_uppercase(),
                 parameters: Some(format!("{:.2}B", p.parameters as f64 / 1e9)),

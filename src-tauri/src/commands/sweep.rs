@@ -6,13 +6,13 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lx_engine::backend::BackendInfo;
-use lx_engine::records::RequestRecord;
-use lx_engine::traffic::{Observer, PointSpec, RunControl};
-use lx_engine::printers::Printer;
-use lx_engine::results::{PointResult, RunFile, Slo};
-use lx_engine::scheduler::Policy;
-use lx_engine::sweep::{run_sweep, Length, SweepObserver, SweepPlan};
+use lx_core::backend::BackendInfo;
+use lx_core::records::RequestRecord;
+use lx_core::traffic::{Observer, PointSpec, RunControl};
+use lx_results::printers::Printer;
+use lx_results::results::{PointResult, RunFile, Slo};
+use lx_core::scheduler::Policy;
+use lx_drivers::sweep::{run_sweep, Length, SweepObserver, SweepPlan};
 use serde::Deserialize;
 use tauri::ipc::Channel;
 use tauri::State;
@@ -170,7 +170,7 @@ struct Progress {
     per_point: usize,
     throttle: Throttle,
     /// The run's probe, when it has ceilings: each loaded backend's device is looked up in it.
-    limits: Option<lx_engine::probe::Probe>,
+    limits: Option<lx_machine::probe::Probe>,
 }
 
 impl Progress {
@@ -323,7 +323,7 @@ mod tests {
         let plan = r.plan(&[]).unwrap();
         assert_eq!(plan.backends, vec!["llama"]);
         assert_eq!(plan.warmup, 4);
-        assert_eq!(plan.chunk_tokens, lx_engine::scheduler::DEFAULT_CHUNK_TOKENS);
+        assert_eq!(plan.chunk_tokens, lx_core::scheduler::DEFAULT_CHUNK_TOKENS);
         assert_eq!(plan.threads, 0, "auto stays auto: the spawner takes the tuned choice, else leaves the window a core");
         assert_eq!(SweepRequest { threads: 3, ..r.clone() }.plan(&[]).unwrap().threads, 3);
         assert_eq!(plan.points().len(), 2 * 2 * 2);

@@ -1,6 +1,6 @@
 //! The machine and the backends this build contains.
 
-use lx_engine::hardware::HardwareReport;
+use lx_machine::hardware::HardwareReport;
 use serde::Serialize;
 
 use super::blocking;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use lx_backends::tune::{self, text, Event, ProfileError};
-use lx_engine::traffic::RunControl;
+use lx_core::traffic::RunControl;
 use serde::Serialize;
 use tauri::ipc::Channel;
 use tauri::State;

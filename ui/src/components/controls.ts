@@ -57,7 +57,7 @@ export class Controls {
   private chunkInput = h("input", { type: "number", min: 16, max: 8192, step: 16, class: "exact", "aria-label": "chunk tokens (chunked policy)" }) as HTMLInputElement;
   private threadsInput = h("input", { type: "number", min: 0, max: 512, step: 1, class: "exact", "data-testid": "threads", "aria-label": "compute threads, 0 for auto", "aria-describedby": "threads-help" }) as HTMLInputElement;
   // Why auto is not simply every core: the window's repaints would stall the backend's
-  // threads, which wait for each other (see lx_engine::hardware::threads_beside_a_window).
+  // threads, which wait for each other (see lx_machine::hardware::threads_beside_a_window).
   private threadsHelp = h("span", { class: "muted small", id: "threads-help" }, "auto: this machine's tuned choice (Tune this machine); untuned, the physical cores, less one for this window when there are no spare hyper-threads");
   private list: BackendAvailability[] = [];
   private servers = new Set<string>();

@@ -1,6 +1,6 @@
 /**
  * Types of what the app's commands take and return, mirroring the Rust side
- * (`lx_engine::live`, `src-tauri/src/events.rs`, `src-tauri/src/commands/*`). Field names
+ * (`lx_drivers::live`, `src-tauri/src/events.rs`, `src-tauri/src/commands/*`). Field names
  * are camelCase except where a Rust type is passed through unchanged (model facts,
  * hardware report, backend info, distributions), which keep Rust's snake_case.
  */

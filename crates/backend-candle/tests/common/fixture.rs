@@ -3,7 +3,7 @@
 
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
-use lx_engine::gguf::{Array, GgufWriter, Value};
+use lx_format::gguf::{Array, GgufWriter, Value};
 
 /// Deterministic pseudo-random values in [-scale, scale].
 pub fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {

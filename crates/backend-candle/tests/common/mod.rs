@@ -5,7 +5,7 @@ pub mod fixture;
 pub mod llama_ref;
 
 use lx_backend_candle::CandleBackend;
-use lx_engine::backend::{Backend, Batch, Choice, Chunk, LoadSpec, Outputs, Slot, TokenId};
+use lx_core::backend::{Backend, Batch, Choice, Chunk, LoadSpec, Outputs, Slot, TokenId};
 use std::path::PathBuf;
 
 /// The default model: `LX_MODEL`, else the cache path. Panics with a clear message when
@@ -45,7 +45,7 @@ pub fn spec_at(model_path: PathBuf, slots: usize, ctx: usize) -> LoadSpec {
 
 /// The text of `ids` in the model at `path`, for printing only.
 pub fn detokenize(path: &std::path::Path, ids: &[TokenId]) -> String {
-    lx_engine::tokenizer::Tokenizer::from_path(path).expect("tokenizer").decode(ids)
+    lx_format::tokenizer::Tokenizer::from_path(path).expect("tokenizer").decode(ids)
 }
 
 pub fn chunk(slot: Slot, pos: usize, tokens: &[TokenId], outputs: Outputs) -> Chunk {

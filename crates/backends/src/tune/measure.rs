@@ -6,11 +6,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lx_engine::printers::{printer, Format};
-use lx_engine::results::RunFile;
-use lx_engine::sweep::{run_points, Length, SweepObserver, SweepPlan};
-use lx_engine::traffic::{Observer, RunControl};
-use lx_engine::workload::PromptBuilder;
+use lx_results::printers::{printer, Format};
+use lx_results::results::RunFile;
+use lx_drivers::sweep::{run_points, Length, SweepObserver, SweepPlan};
+use lx_core::traffic::{Observer, RunControl};
+use lx_format::workload::PromptBuilder;
 
 use super::{knobs, model_key, nothing_to_tune, search, search_contended, Applied, BackendProfile, Budget, CompetingLoad, Profile, Settings, Trial, PROFILE_SCHEMA};
 use super::{TRIAL_CLIENTS, TRIAL_OUTPUT, TRIAL_POINT_S, TRIAL_PROMPT, TRIAL_REQUESTS, TRIAL_WARMUP};
@@ -49,7 +49,7 @@ pub enum Event<'a> {
 /// saved). A stop returns an error: a profile from half a search would be kept as if whole.
 pub fn tune(request: &Request<'_>, on: &mut dyn FnMut(Event<'_>)) -> anyhow::Result<Profile> {
     let hardware = crate::hardware_report();
-    let machine = lx_engine::probe::machine_key(&hardware);
+    let machine = lx_machine::probe::machine_key(&hardware);
     let cores = hardware.physical_cores.max(1);
     let prompts = PromptBuilder::new(&request.model.tokenizer);
     let prompt = |n: u32, i: usize| prompts.prompt(n as usize, i as u64);
@@ -111,7 +111,7 @@ pub fn tune(request: &Request<'_>, on: &mut dyn FnMut(Event<'_>)) -> anyhow::Res
         schema: PROFILE_SCHEMA,
         machine,
         model: model_key(&request.model.path),
-        measured_unix_ms: lx_engine::date::now_unix_ms(),
+        measured_unix_ms: lx_core::date::now_unix_ms(),
         seconds: budget.elapsed().as_secs_f64(),
         budget_s: budget.total().as_secs_f64(),
         workload: format!(
@@ -134,8 +134,8 @@ impl SweepObserver for NoProgress {}
 /// Runs trials against the budget: what each needs that does not change between trials.
 struct Trials<'a> {
     request: &'a Request<'a>,
-    prompt: &'a dyn Fn(u32, usize) -> Vec<lx_engine::backend::TokenId>,
-    hardware: &'a lx_engine::hardware::HardwareReport,
+    prompt: &'a dyn Fn(u32, usize) -> Vec<lx_core::backend::TokenId>,
+    hardware: &'a lx_machine::hardware::HardwareReport,
     budget: Budget,
     /// Each backend's last trial's length: how long its next one is expected to take (a
     /// first one is guessed).

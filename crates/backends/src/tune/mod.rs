@@ -14,7 +14,7 @@
 //! Precedence when a worker starts: a setting's environment variable (`LX_CANDLE_WEIGHTS`,
 //! ...) given by the user, then the profile, then the backend's own default; `LX_UNTUNED=1`
 //! leaves the profile out. Each run records the settings its backends ran with and where
-//! they came from ([`lx_engine::backend::BackendInfo::settings_from`]).
+//! they came from ([`lx_core::backend::BackendInfo::settings_from`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -202,7 +202,7 @@ pub fn profile_path(cache_root: &Path, machine: &str, model: &str) -> PathBuf {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Located {
     pub path: PathBuf,
-    /// The machine and build ([`lx_engine::probe::machine_key`]).
+    /// The machine and build ([`lx_machine::probe::machine_key`]).
     pub machine: String,
     /// The model ([`model_key`]).
     pub model: String,
@@ -217,7 +217,7 @@ impl Located {
 
     /// [`Located::new`] for this machine and build.
     pub fn here(model_path: &Path) -> Located {
-        Located::new(&lx_engine::probe::machine_key(&crate::hardware_report()), model_path)
+        Located::new(&lx_machine::probe::machine_key(&crate::hardware_report()), model_path)
     }
 
     pub fn read(&self) -> Result<Profile, ProfileError> {
@@ -230,7 +230,7 @@ impl Located {
     /// saved.
     pub fn save(&self, mut profile: Profile) -> anyhow::Result<Profile> {
         if let Ok(old) = self.read() {
-            let kept = format!("kept from the tuning of {}", lx_engine::date::UtcDate::from_unix(old.measured_unix_ms / 1000).minutes());
+            let kept = format!("kept from the tuning of {}", lx_core::date::UtcDate::from_unix(old.measured_unix_ms / 1000).minutes());
             for (backend, mut b) in old.backends {
                 if profile.backends.contains_key(&backend) {
                     continue;
@@ -290,7 +290,7 @@ pub fn save_profile(path: &Path, profile: &Profile) -> anyhow::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    lx_engine::atomic_file::write(path, serde_json::to_string_pretty(profile)?.as_bytes())
+    lx_core::atomic_file::write(path, serde_json::to_string_pretty(profile)?.as_bytes())
 }
 
 /// What a worker of one backend starts with.
@@ -342,7 +342,7 @@ pub fn applied(backend: &str, profile: &Result<Profile, ProfileError>, usage: Us
             Some(_) => {}
         }
     }
-    let date = lx_engine::date::UtcDate::from_unix(profile.measured_unix_ms / 1000).minutes();
+    let date = lx_core::date::UtcDate::from_unix(profile.measured_unix_ms / 1000).minutes();
     out.from = said(format!("this machine's tuned profile of {date} ({which})"));
     out
 }

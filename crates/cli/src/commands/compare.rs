@@ -1,12 +1,12 @@
 //! `lx compare BASE.json OTHER.json...`: saved runs (from this machine or others) point by
 //! point against the first, as a table of ratios with whether each difference exceeds the
-//! runs' own spread (`lx_engine::compare` says how that is judged).
+//! runs' own spread (`lx_results::compare` says how that is judged).
 
 use std::path::PathBuf;
 
 use clap::Args;
-use lx_engine::compare::{compare, Comparison, FigureDiff, FIGURES};
-use lx_engine::results::RunFile;
+use lx_results::compare::{compare, Comparison, FigureDiff, FIGURES};
+use lx_results::results::RunFile;
 
 #[derive(Args)]
 pub struct CompareArgs {

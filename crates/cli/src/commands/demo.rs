@@ -5,10 +5,10 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use lx_engine::demo::{find, run_demo, Report, DEMOS};
-use lx_engine::traffic::RunControl;
-use lx_engine::results::RunFile;
-use lx_engine::workload::PromptBuilder;
+use lx_drivers::demo::{find, run_demo, Report, DEMOS};
+use lx_core::traffic::RunControl;
+use lx_results::results::RunFile;
+use lx_format::workload::PromptBuilder;
 
 #[derive(Args)]
 pub struct DemoArgs {

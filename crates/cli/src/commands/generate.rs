@@ -3,10 +3,10 @@
 
 use std::io::Write;
 use clap::Args;
-use lx_engine::backend::TokenId;
-use lx_engine::traffic::{run_closed_loop, Observer, PointSpec, RunControl};
-use lx_engine::scheduler::{Policy, SchedulerConfig};
-use lx_engine::tokenizer::PieceDecoder;
+use lx_core::backend::TokenId;
+use lx_core::traffic::{run_closed_loop, Observer, PointSpec, RunControl};
+use lx_core::scheduler::{Policy, SchedulerConfig};
+use lx_format::tokenizer::PieceDecoder;
 
 #[derive(Args)]
 pub struct GenerateArgs {
@@ -38,7 +38,7 @@ pub struct GenerateArgs {
 
 /// Prints each token's text as it arrives, as the continuation of the printed prompt.
 struct Stream<'a> {
-    tokenizer: &'a lx_engine::tokenizer::Tokenizer,
+    tokenizer: &'a lx_format::tokenizer::Tokenizer,
     decoder: PieceDecoder,
 }
 
@@ -71,7 +71,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<i32> {
             model.context_length
         );
     }
-    let load = lx_engine::backend::LoadSpec {
+    let load = lx_core::backend::LoadSpec {
         model_path: model.path.clone(),
         threads: args.threads,
         slots: 1,

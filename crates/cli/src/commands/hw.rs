@@ -86,7 +86,7 @@ fn limits(json: bool, refresh: bool) -> anyhow::Result<i32> {
 }
 
 fn sensors(json: bool, seconds: f64) -> anyhow::Result<i32> {
-    use lx_engine::sensors::{power_between, Sensors, SAMPLE_EVERY};
+    use lx_machine::sensors::{power_between, Sensors, SAMPLE_EVERY};
     anyhow::ensure!(seconds > 0.0 && seconds <= 3600.0, "--seconds must be above 0 and at most 3600");
     let mut sensors = Sensors::open();
     let end = std::time::Instant::now() + std::time::Duration::from_secs_f64(seconds);

@@ -9,10 +9,10 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use clap::Args;
-use lx_engine::hardware::resident_bytes;
-use lx_engine::live::{BackendState, LiveEvent, LiveSession, LiveSettings};
-use lx_engine::printers::{printer, Format};
-use lx_engine::results::{MemorySample, RunFile};
+use lx_machine::hardware::resident_bytes;
+use lx_drivers::live::{BackendState, LiveEvent, LiveSession, LiveSettings};
+use lx_results::printers::{printer, Format};
+use lx_results::results::{MemorySample, RunFile};
 
 #[derive(Args)]
 pub struct LiveArgs {
@@ -96,7 +96,7 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
     let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
     settings.validate(model.context_length).map_err(anyhow::Error::msg)?;
 
-    let control = lx_engine::traffic::RunControl::default();
+    let control = lx_core::traffic::RunControl::default();
     crate::commands::stop_on_ctrl_c(&control);
     let mut run = model.live_run_file(std::env::args().collect(), &settings);
     // Before any request: the probe (when this machine and build have none yet) never runs
@@ -229,7 +229,7 @@ impl Watch {
                     self.failed += 1;
                     eprintln!("request failed: {why}");
                 }
-                (Some(lx_engine::scheduler::FinishReason::Cancelled), None) => {}
+                (Some(lx_core::scheduler::FinishReason::Cancelled), None) => {}
                 (_, None) => self.completed += 1,
             },
             LiveEvent::Tick { backend, throughput_tps, in_flight, ttft_p50_ms, ttft_p95_ms, .. } => {

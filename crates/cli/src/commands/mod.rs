@@ -14,7 +14,7 @@ pub mod worker;
 /// Gives `run` what its points' ceilings are computed from: this machine's limits (probed
 /// once per machine and build, said on stderr) and the model's cost per token. Without them
 /// the run goes on, measured all the same, and says why on stderr.
-pub fn add_ceilings(run: &mut lx_engine::results::RunFile, model: &std::path::Path) {
+pub fn add_ceilings(run: &mut lx_results::results::RunFile, model: &std::path::Path) {
     match lx_backends::limits::ceilings_basis(model, &mut || eprintln!("measuring this machine's limits for the ceilings (once per machine and build)...")) {
         Ok((limits, cost)) => (run.limits, run.model_cost) = (Some(limits), Some(cost)),
         Err(e) => eprintln!("warning: no ceilings in this run: {e:#}"),
@@ -26,9 +26,9 @@ pub fn add_ceilings(run: &mut lx_engine::results::RunFile, model: &std::path::Pa
 pub struct EngineArgs {
     /// Scheduling policy: serial, static, continuous, chunked.
     #[arg(long, default_value = "continuous")]
-    pub policy: lx_engine::scheduler::Policy,
+    pub policy: lx_core::scheduler::Policy,
     /// Prompt tokens per pass for the chunked policy.
-    #[arg(long, default_value_t = lx_engine::scheduler::DEFAULT_CHUNK_TOKENS)]
+    #[arg(long, default_value_t = lx_core::scheduler::DEFAULT_CHUNK_TOKENS)]
     pub chunk_tokens: usize,
     /// Compute threads (default: physical cores).
     #[arg(long, default_value_t = 0)]
@@ -118,7 +118,7 @@ where
 
 /// First Ctrl-C: ask `control`'s run to stop after its bookkeeping, so what was measured is
 /// written. Second: leave at once (exit 130).
-pub fn stop_on_ctrl_c(control: &lx_engine::traffic::RunControl) {
+pub fn stop_on_ctrl_c(control: &lx_core::traffic::RunControl) {
     let stop = control.stop.clone();
     let _ = ctrlc::set_handler(move || {
         if stop.swap(true, std::sync::atomic::Ordering::SeqCst) {

@@ -80,7 +80,7 @@ pub fn run(cmd: ModelsCmd) -> anyhow::Result<i32> {
                 made.name,
                 made.parameters as f64 / 1e9,
                 made.bytes as f64 / 1e9,
-                lx_engine::gguf::synth::SYNTHETIC_NOTE
+                lx_format::gguf::synth::SYNTHETIC_NOTE
             );
             println!("{}", made.path.display());
         }

@@ -1,13 +1,13 @@
 //! `lx report RUN.json [-o PAGE.html]`: one saved run as a page to send to a colleague
-//! (lx_engine::report): charts, the machine, the model, the ceilings and every point, in one
+//! (lx_results::report): charts, the machine, the model, the ceilings and every point, in one
 //! file that any browser opens without a network.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Args;
-use lx_engine::atomic_file;
-use lx_engine::results::RunFile;
+use lx_core::atomic_file;
+use lx_results::results::RunFile;
 
 #[derive(Args)]
 pub struct ReportArgs {
@@ -22,7 +22,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     let run = RunFile::read(&args.run)?;
     let out = args.out.unwrap_or_else(|| args.run.with_extension("html"));
     let source = args.run.file_name().map_or_else(|| args.run.display().to_string(), |f| f.to_string_lossy().into_owned());
-    let page = lx_engine::report::html(&run, &source);
+    let page = lx_results::report::html(&run, &source);
     atomic_file::write(&out, page.as_bytes()).with_context(|| format!("cannot write {}", out.display()))?;
     eprintln!("wrote {} ({} points, {:.0} KB)", out.display(), run.points.len(), page.len() as f64 / 1e3);
     Ok(0)

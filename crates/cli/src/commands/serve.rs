@@ -5,8 +5,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use clap::Args;
-use lx_engine::backend::LoadSpec;
-use lx_engine::scheduler::SchedulerConfig;
+use lx_core::backend::LoadSpec;
+use lx_core::scheduler::SchedulerConfig;
 use lx_openai::server::{ChatTemplate, Served};
 
 #[derive(Args)]
@@ -45,7 +45,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
     if ctx_per_slot < 2 || ctx_per_slot * args.slots > model.context_length.max(ctx_per_slot) {
         anyhow::bail!("--ctx {ctx_per_slot} × --slots {} does not fit the model's context of {} tokens", args.slots, model.context_length);
     }
-    let gguf = lx_engine::gguf::GgufFile::open(&model.path)?;
+    let gguf = lx_format::gguf::GgufFile::open(&model.path)?;
     let chat = match gguf.get_str("tokenizer.chat_template") {
         Ok(jinja) => ChatTemplate::recognise(jinja),
         Err(_) => {
@@ -61,7 +61,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
         threads: args.engine.threads,
         slots: args.slots,
         ctx_per_slot,
-        max_batch_tokens: lx_engine::scheduler::batch_tokens_for(ctx_per_slot, args.slots),
+        max_batch_tokens: lx_core::scheduler::batch_tokens_for(ctx_per_slot, args.slots),
         gpu_layers: args.engine.gpu_layers,
     };
     let mut config = SchedulerConfig::new(args.engine.policy, args.slots, load.max_batch_tokens);

@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use lx_engine::printers::{markdown_columns, markdown_with_columns, printer, repetitions_table, Format};
-use lx_engine::results::RunFile;
+use lx_results::printers::{markdown_columns, markdown_with_columns, printer, repetitions_table, Format};
+use lx_results::results::RunFile;
 
 #[derive(Args)]
 pub struct ShowArgs {

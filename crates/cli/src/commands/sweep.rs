@@ -4,12 +4,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use lx_engine::traffic::RunControl;
-use lx_engine::printers::{printer, Format};
-use lx_engine::results::{RunFile, Slo, READING_PACE_TPS};
-use lx_engine::scheduler::Policy;
-use lx_engine::sweep::{run_sweep, Length, SweepPlan};
-use lx_engine::workload::PromptBuilder;
+use lx_core::traffic::RunControl;
+use lx_results::printers::{printer, Format};
+use lx_results::results::{RunFile, Slo, READING_PACE_TPS};
+use lx_core::scheduler::Policy;
+use lx_drivers::sweep::{run_sweep, Length, SweepPlan};
+use lx_format::workload::PromptBuilder;
 
 use crate::commands::list;
 
@@ -98,7 +98,7 @@ pub struct SweepArgs {
     #[arg(long, default_value_t = 0)]
     threads: usize,
     /// Prompt tokens per pass for the chunked policy.
-    #[arg(long, default_value_t = lx_engine::scheduler::DEFAULT_CHUNK_TOKENS)]
+    #[arg(long, default_value_t = lx_core::scheduler::DEFAULT_CHUNK_TOKENS)]
     chunk_tokens: usize,
     /// Stop at end-of-sequence instead of always generating --max-tokens.
     #[arg(long)]

@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Args;
 use lx_backends::tune::text::{describe, settings_text, trial_text};
 use lx_backends::tune::{self, Event, ProfileError};
-use lx_engine::traffic::RunControl;
+use lx_core::traffic::RunControl;
 
 #[derive(Args)]
 pub struct TuneArgs {

@@ -8,11 +8,11 @@ use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lx_engine::backend::TokenId;
-use lx_engine::coordinator::WorkerError;
-use lx_engine::protocol::Reply;
-use lx_engine::scheduler::{FinishReason, SchedEvent, WorkRequest};
-use lx_engine::target::Target;
+use lx_core::backend::TokenId;
+use lx_core::coordinator::WorkerError;
+use lx_core::protocol::Reply;
+use lx_core::scheduler::{FinishReason, SchedEvent, WorkRequest};
+use lx_core::target::Target;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::metrics::Metrics;

@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lx_engine::target::Target;
-use lx_engine::tokenizer::Tokenizer;
+use lx_core::target::Target;
+use lx_format::tokenizer::Tokenizer;
 
 pub use chat::{ChatTemplate, Message};
 pub use engine::Start;

@@ -1,0 +1,7 @@
+//! The ways a run is made, shared by the CLI and the app: a sweep over a grid of points
+//! ([`sweep`]), live mode that follows the user's settings as they change ([`live`]) and the
+//! serving demos ([`demo`]).
+
+pub mod sweep;
+pub mod live;
+pub mod demo;

@@ -1,0 +1,196 @@
+//! What a live session runs ([`LiveSettings`]), the unit its figures are kept by
+//! ([`SettingKey`]), and what a worker is loaded for ([`Capacity`]): the checks on a
+//! change, and the sizing that decides whether it needs a reload.
+
+use serde::{Deserialize, Serialize};
+
+use lx_core::backend::LoadSpec;
+use lx_core::scheduler::{Policy, SchedulerConfig};
+
+/// What live mode runs. Every field can change while it runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LiveSettings {
+    /// Backends to measure, in turn (canonical names: `llama`, `candle`, `mlx`).
+    pub backends: Vec<String>,
+    /// Prompt length of each request, in tokens (BOS included).
+    pub prompt_tokens: u32,
+    /// Clients kept busy (closed loop).
+    pub concurrency: usize,
+    /// Output tokens per request (EOS ignored).
+    pub max_tokens: u32,
+    /// Scheduling policy.
+    pub policy: Policy,
+    /// `chunked` policy: prompt tokens per pass.
+    pub chunk_tokens: usize,
+    /// Compute threads; 0 means physical cores. Changing it reloads the workers.
+    pub threads: usize,
+    /// Layers offloaded to a GPU; `None` means all. Changing it reloads the workers.
+    pub gpu_layers: Option<u32>,
+    /// With several backends: seconds each one is measured before the next takes over.
+    pub rotate_after_s: f64,
+    /// Least time between two event batches, in ms.
+    pub batch_ms: u64,
+    /// A worker silent this long with requests in flight is declared hung and killed, in s.
+    pub hang_timeout_s: f64,
+}
+
+impl Default for LiveSettings {
+    fn default() -> Self {
+        Self {
+            backends: vec!["llama".into()],
+            prompt_tokens: 128,
+            concurrency: 1,
+            max_tokens: 64,
+            policy: Policy::Continuous,
+            chunk_tokens: lx_core::scheduler::DEFAULT_CHUNK_TOKENS,
+            threads: 0,
+            gpu_layers: None,
+            rotate_after_s: 8.0,
+            batch_ms: 100,
+            hang_timeout_s: 300.0,
+        }
+    }
+}
+
+/// Most concurrent clients live mode accepts.
+pub const MAX_CONCURRENCY: usize = 256;
+
+impl LiveSettings {
+    /// The run file a session with these settings is saved as: the settings under
+    /// `{"mode": "live", "live": ...}`.
+    pub fn run_file(&self, command: Vec<String>, hardware: lx_machine::hardware::HardwareReport, model: lx_results::results::ModelRecord) -> lx_results::results::RunFile {
+        lx_results::results::RunFile::new(command, hardware, model, serde_json::json!({ "mode": "live", "live": self }))
+    }
+
+    /// Check the settings against the model's context. The message names the field.
+    pub fn validate(&self, model_context: usize) -> Result<(), String> {
+        if self.backends.is_empty() {
+            return Err("select at least one backend".into());
+        }
+        if self.prompt_tokens == 0 {
+            return Err("prompt tokens must be at least 1 (the BOS token counts)".into());
+        }
+        if self.concurrency == 0 || self.concurrency > MAX_CONCURRENCY {
+            return Err(format!("concurrency must be between 1 and {MAX_CONCURRENCY}"));
+        }
+        if self.max_tokens == 0 {
+            return Err("output tokens must be at least 1".into());
+        }
+        if self.chunk_tokens == 0 {
+            return Err("the prefill chunk must be at least 1 token".into());
+        }
+        if self.rotate_after_s.is_nan() || self.rotate_after_s <= 0.0 {
+            return Err("the rotation period must be positive".into());
+        }
+        if self.hang_timeout_s.is_nan() || self.hang_timeout_s <= 0.0 {
+            return Err("the hang timeout must be positive".into());
+        }
+        let need = self.prompt_tokens as usize + self.max_tokens as usize;
+        if need > model_context {
+            return Err(format!(
+                "prompt tokens + output tokens = {need} exceeds the model's context of {model_context} tokens"
+            ));
+        }
+        Ok(())
+    }
+
+    pub(super) fn key(&self, backend: &str) -> SettingKey {
+        SettingKey {
+            backend: backend.to_string(),
+            policy: self.policy,
+            prompt_tokens: self.prompt_tokens,
+            concurrency: self.concurrency,
+            max_tokens: self.max_tokens,
+            chunk_tokens: self.chunk_tokens,
+        }
+    }
+
+    /// Tokens per pass the scheduler may use: room for every client's whole prompt, as a
+    /// sweep point with the same setting gets (see `SweepPlan::load_spec_for`), within what the
+    /// loaded context allows.
+    fn step_budget(&self, capacity: &Capacity) -> usize {
+        lx_core::scheduler::batch_tokens_for(self.prompt_tokens as usize, self.concurrency).min(capacity.max_batch_tokens)
+    }
+
+    pub(super) fn scheduler(&self, capacity: &Capacity) -> SchedulerConfig {
+        let mut s = SchedulerConfig::new(self.policy, self.concurrency, self.step_budget(capacity));
+        s.chunk_tokens = self.chunk_tokens;
+        s
+    }
+}
+
+/// One setting of one backend: the unit summaries and curves are kept by.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SettingKey {
+    /// Backend name.
+    pub backend: String,
+    /// Scheduling policy.
+    pub policy: Policy,
+    /// Prompt tokens per request.
+    pub prompt_tokens: u32,
+    /// Concurrent clients.
+    pub concurrency: usize,
+    /// Output tokens per request.
+    pub max_tokens: u32,
+    /// Prefill chunk (matters for `chunked` only).
+    pub chunk_tokens: usize,
+}
+
+/// What a worker was loaded for: a setting fits when it needs no more.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Capacity {
+    /// Concurrent sequences (KV-cache lanes).
+    pub slots: usize,
+    /// Context of each sequence, in tokens.
+    pub ctx_per_slot: usize,
+    /// Most tokens one pass may carry.
+    pub max_batch_tokens: usize,
+    /// Compute threads asked for (0: physical cores).
+    pub threads: usize,
+    /// GPU layers asked for.
+    pub gpu_layers: Option<u32>,
+}
+
+impl Capacity {
+    /// The capacity to load for `s`, growing `current` (if any) in powers of two so that
+    /// sliding a control back and forth does not reload the model each time.
+    pub fn for_settings(s: &LiveSettings, current: Option<&Capacity>, model_context: usize) -> Capacity {
+        let need_ctx = s.prompt_tokens as usize + s.max_tokens as usize;
+        let mut slots = s.concurrency.next_power_of_two().max(4);
+        let mut ctx = need_ctx.next_power_of_two().max(1024);
+        if let Some(c) = current.filter(|c| c.threads == s.threads && c.gpu_layers == s.gpu_layers) {
+            slots = slots.max(c.slots);
+            ctx = ctx.max(c.ctx_per_slot);
+        }
+        let ctx = ctx.min(model_context.max(need_ctx));
+        Capacity {
+            slots,
+            ctx_per_slot: ctx,
+            max_batch_tokens: lx_core::scheduler::batch_tokens_for(ctx, slots),
+            threads: s.threads,
+            gpu_layers: s.gpu_layers,
+        }
+    }
+
+    /// Whether a worker loaded with this capacity can serve `s` as it is.
+    pub fn fits(&self, s: &LiveSettings) -> bool {
+        self.slots >= s.concurrency
+            && self.ctx_per_slot >= s.prompt_tokens as usize + s.max_tokens as usize
+            && self.threads == s.threads
+            && self.gpu_layers == s.gpu_layers
+    }
+
+    pub(super) fn load_spec(&self, model_path: &std::path::Path) -> LoadSpec {
+        LoadSpec {
+            model_path: model_path.to_path_buf(),
+            threads: self.threads,
+            slots: self.slots,
+            ctx_per_slot: self.ctx_per_slot,
+            max_batch_tokens: self.max_batch_tokens,
+            gpu_layers: self.gpu_layers,
+        }
+    }
+}

@@ -1,0 +1,799 @@
+//! A sweep: the grid of backends × policies × prompt lengths × concurrencies ×
+//! output lengths (and, for serving, arrival rates and prefix caching), measured point by
+//! point, written as it goes.
+//!
+//! One [`SweepPlan`] says everything about a sweep, whoever builds it (`lx sweep`, the app, a
+//! demo); it is validated once, against the model, and turned into [`SweepPoint`]s in the
+//! order they run. Ordered so each backend's model loads once (a policy change is a message
+//! to the worker, not a reload). The run file is rewritten atomically after every point, so
+//! a crash, a kill or Ctrl-C never loses a completed measurement. If a worker dies, its
+//! point records why and the next point starts a fresh worker.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use lx_core::backend::{LoadSpec, TokenId};
+use lx_core::traffic::{run_point, Arrivals, Draw, Observer, Traffic, PointRun, PointSpec, RunControl};
+use lx_results::printers::Printer;
+use lx_results::results::{PointResult, RunFile, Slo};
+use lx_core::scheduler::{Policy, SchedulerConfig};
+use lx_core::target::{Spawner, Target};
+
+/// A prompt or output length in tokens: fixed (`64`), or drawn for each request uniformly
+/// from a range (`64..512`, with the sweep's seed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Length {
+    /// The low end of a range; `None`: the length is fixed at `to`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<u32>,
+    /// The fixed length, or the high end of a range.
+    pub to: u32,
+}
+
+impl Length {
+    pub fn fixed(n: u32) -> Length {
+        Length { from: None, to: n }
+    }
+
+    /// The shortest length a request can get.
+    pub fn shortest(&self) -> u32 {
+        self.from.unwrap_or(self.to)
+    }
+}
+
+impl std::str::FromStr for Length {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Length, String> {
+        let num = |t: &str| t.trim().parse::<u32>().map_err(|e| format!("'{t}': {e}"));
+        match s.split_once("..") {
+            Some((a, b)) => Ok(Length { from: Some(num(a)?), to: num(b.trim_start_matches('='))? }),
+            None => Ok(Length::fixed(num(s)?)),
+        }
+    }
+}
+
+impl std::fmt::Display for Length {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.from {
+            Some(from) => write!(f, "{from}..{}", self.to),
+            None => write!(f, "{}", self.to),
+        }
+    }
+}
+
+/// Everything about a sweep. Every list is a dimension of the grid.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepPlan {
+    pub backends: Vec<String>,
+    /// Those of `backends` that are servers (OpenAI-compatible targets), which schedule
+    /// requests themselves: measured once per point, not once per policy or cache setting.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub servers: Vec<String>,
+    pub policies: Vec<Policy>,
+    pub prompt_tokens: Vec<Length>,
+    pub concurrency: Vec<usize>,
+    pub max_tokens: Vec<Length>,
+    /// Tokens already in the context before each measured prompt (`--depth`, as
+    /// llama-bench's `-d`): filled once, cached, and copied into every request, so TTFT is the
+    /// prompt's at that depth and decode attends over it. 0: an empty context.
+    pub depths: Vec<u32>,
+    /// Open-loop Poisson arrival rates (requests/s); empty: closed loop.
+    pub rates: Vec<f64>,
+    /// Prefix caching off and/or on.
+    pub prefix_cache: Vec<bool>,
+    /// Measured requests per point.
+    pub requests: usize,
+    /// Unmeasured requests before each point.
+    pub warmup: usize,
+    /// Each point measured this many times: the whole grid once per repetition, backend by
+    /// backend, so that the machine's drift spreads over every point alike.
+    pub repetitions: usize,
+    /// Compute threads; 0 means physical cores.
+    pub threads: usize,
+    pub stop_at_eos: bool,
+    /// `chunked` policy: prompt tokens per pass.
+    pub chunk_tokens: usize,
+    pub gpu_layers: Option<u32>,
+    /// Open loop: most requests in flight from the client side (`None`: no cap).
+    pub max_in_flight: Option<usize>,
+    /// Seed of arrivals and drawn lengths.
+    pub seed: u64,
+    /// Send requests for at most this long per point (requests still cap it).
+    pub duration_s: Option<f64>,
+    /// Every prompt starts with the same this many tokens (0: no shared prefix).
+    pub prefix_tokens: u32,
+    /// Most sequences per pass (the static batch size B); default: the point's concurrency.
+    pub max_batch_seqs: Option<usize>,
+    /// Most tokens per pass; default: room for every slot's longest prompt, within 512..16384.
+    pub max_batch_tokens: Option<usize>,
+    pub slo: Slo,
+}
+
+impl Default for SweepPlan {
+    /// `lx sweep`'s defaults, on the llama.cpp backend.
+    fn default() -> Self {
+        SweepPlan {
+            backends: vec!["llama".into()],
+            servers: Vec::new(),
+            policies: vec![Policy::Continuous],
+            prompt_tokens: [64, 256, 1024].map(Length::fixed).to_vec(),
+            concurrency: vec![1, 4],
+            max_tokens: vec![Length::fixed(64)],
+            depths: vec![0],
+            rates: Vec::new(),
+            prefix_cache: vec![false],
+            requests: 8,
+            warmup: 4,
+            repetitions: 1,
+            threads: 0,
+            stop_at_eos: false,
+            chunk_tokens: lx_core::scheduler::DEFAULT_CHUNK_TOKENS,
+            gpu_layers: None,
+            max_in_flight: None,
+            seed: 0,
+            duration_s: None,
+            prefix_tokens: 0,
+            max_batch_seqs: None,
+            max_batch_tokens: None,
+            slo: Slo::default(),
+        }
+    }
+}
+
+/// One point of a sweep, with its traffic.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SweepPoint {
+    pub backend: String,
+    pub policy: Policy,
+    pub spec: PointSpec,
+    pub traffic: Traffic,
+    /// Which measurement of the point (1-based) when the sweep repeats points.
+    pub repetition: Option<u32>,
+}
+
+impl SweepPlan {
+    /// Checks the plan, against the model's context when it is known (`None`: everything
+    /// that does not depend on the model, so a typo is reported before a model loads).
+    pub fn validate(&self, model_context: Option<usize>) -> Result<(), String> {
+        let nonempty = |name: &str, len: usize| if len == 0 { Err(format!("{name}: give at least one value")) } else { Ok(()) };
+        nonempty("--backend", self.backends.len())?;
+        nonempty("--policy", self.policies.len())?;
+        nonempty("--prompt-tokens", self.prompt_tokens.len())?;
+        nonempty("--concurrency", self.concurrency.len())?;
+        nonempty("--max-tokens", self.max_tokens.len())?;
+        nonempty("--prefix-cache: give on, off or both;", self.prefix_cache.len())?;
+        nonempty("--depth", self.depths.len())?;
+        if self.depths.iter().any(|&d| d > 0) && (self.prefix_tokens > 0 || self.prefix_cache.contains(&true)) {
+            return Err("--depth caches the context it fills itself: give it without --prefix-tokens and --prefix-cache".into());
+        }
+        let at_least_1 = |name: &str, v: usize| if v == 0 { Err(format!("{name} must be at least 1")) } else { Ok(()) };
+        if self.concurrency.contains(&0) {
+            return Err("--concurrency must be at least 1".into());
+        }
+        at_least_1("--requests", self.requests)?;
+        at_least_1("--repetitions", self.repetitions)?;
+        at_least_1("--chunk-tokens", self.chunk_tokens)?;
+        at_least_1("--max-concurrency", self.max_in_flight.unwrap_or(1))?;
+        at_least_1("--max-batch (sequences per pass)", self.max_batch_seqs.unwrap_or(1))?;
+        at_least_1("--max-batch-tokens", self.max_batch_tokens.unwrap_or(1))?;
+        for (name, lengths) in [("--prompt-tokens", &self.prompt_tokens), ("--max-tokens", &self.max_tokens)] {
+            for l in lengths {
+                match l.from {
+                    Some(f) if f == 0 || f > l.to => {
+                        return Err(format!("{name} range {l}: the low end must be at least 1 and at most the high end"));
+                    }
+                    _ if l.to == 0 && name == "--prompt-tokens" => {
+                        return Err("--prompt-tokens must be at least 1 (the BOS token counts)".into())
+                    }
+                    _ if l.to == 0 => return Err(format!("{name} must be at least 1")),
+                    _ => {}
+                }
+            }
+        }
+        for &r in &self.rates {
+            if !(r.is_finite() && r > 0.0) {
+                return Err(format!("--rate must be a positive number of requests per second, not {r}"));
+            }
+        }
+        let positive = |name: &str, v: Option<f64>| match v {
+            Some(x) if !(x.is_finite() && x > 0.0) => Err(format!("{name} must be a positive number, not {x}")),
+            _ => Ok(()),
+        };
+        if let Some(d) = self.duration_s {
+            if !(d.is_finite() && d > 0.0) {
+                return Err(format!("--duration must be a positive number of seconds, not {d}"));
+            }
+        }
+        positive("--slo-ttft-ms", self.slo.ttft_ms)?;
+        positive("--slo-decode-tps", self.slo.decode_tps)?;
+        let p = self.prefix_tokens as usize;
+        if p > 0 {
+            if let Some(ctx) = model_context.filter(|&ctx| p >= ctx) {
+                return Err(format!("--prefix-tokens {p} is longer than the model's context of {ctx} tokens"));
+            }
+            let shortest = self.prompt_tokens.iter().map(Length::shortest).min().unwrap_or(0) as usize;
+            if p >= shortest {
+                return Err(format!(
+                    "--prefix-tokens {p} must be shorter than every prompt (the shortest is {shortest} tokens): --prompt-tokens counts the prefix too"
+                ));
+            }
+        } else if self.prefix_cache.contains(&true) {
+            return Err("--prefix-cache on needs a shared prefix: give --prefix-tokens".into());
+        }
+        let longest = self.ctx_per_slot();
+        if let Some(ctx) = model_context.filter(|&ctx| longest > ctx) {
+            return Err(format!("depth + prompt tokens + max tokens = {longest} exceeds the model's context of {ctx} tokens"));
+        }
+        Ok(())
+    }
+
+    /// Whether any backend runs in a worker on this machine (not a server), so that this
+    /// machine's limits bound its figures.
+    pub fn has_workers(&self) -> bool {
+        self.backends.iter().any(|b| !self.servers.contains(b))
+    }
+
+    /// Points with their loads, in the order they run: backend outermost (one load each),
+    /// then repetition, policy, prefix caching, arrival rate, concurrency, depth, prompt and
+    /// output length. A server schedules requests itself: it is measured once per point, not once
+    /// per policy or prefix-cache setting.
+    pub fn points(&self) -> Vec<SweepPoint> {
+        let arrivals: Vec<Arrivals> = if self.rates.is_empty() {
+            vec![Arrivals::Closed]
+        } else {
+            self.rates.iter().map(|&rate| Arrivals::Poisson { rate }).collect()
+        };
+        let repetitions = self.repetitions.max(1) as u32;
+        let mut out = Vec::new();
+        for b in &self.backends {
+            let server = self.servers.contains(b);
+            let policies = if server { &self.policies[..self.policies.len().min(1)] } else { &self.policies[..] };
+            let caching = if server { &[false][..] } else { &self.prefix_cache[..] };
+            for repetition in (1..=repetitions).map(|r| (repetitions > 1).then_some(r)) {
+                for &policy in policies {
+                    for &prefix_cache in caching {
+                        for arrivals in &arrivals {
+                            for &concurrency in &self.concurrency {
+                                for (&depth, prompt) in self.depths.iter().flat_map(|d| std::iter::repeat(d).zip(&self.prompt_tokens)) {
+                                    for output in &self.max_tokens {
+                                        let spec = PointSpec {
+                                            prompt_tokens: depth + prompt.to,
+                                            max_tokens: output.to,
+                                            concurrency,
+                                            requests: self.requests,
+                                            warmup: self.warmup,
+                                            stop_at_eos: self.stop_at_eos,
+                                            top_logprobs: 0,
+                                        };
+                                        let traffic = Traffic {
+                                            arrivals: arrivals.clone(),
+                                            max_in_flight: self.max_in_flight,
+                                            prompt_tokens_from: prompt.from.map(|f| depth + f),
+                                            max_tokens_from: output.from,
+                                            seed: self.seed,
+                                            duration_s: self.duration_s,
+                                            prefix_tokens: if depth > 0 { depth } else { self.prefix_tokens },
+                                            prefix_cache: prefix_cache || depth > 0,
+                                            depth,
+                                        };
+                                        out.push(SweepPoint { backend: b.clone(), policy, spec, traffic, repetition });
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    /// The load spec for a list of points: slots for the largest concurrency (and one for
+    /// the prefix cache where a point uses it), context for the longest prompt + output.
+    pub fn load_spec_for(&self, model_path: PathBuf, points: &[SweepPoint]) -> LoadSpec {
+        let mut slots = points.iter().map(|p| p.spec.concurrency).max().unwrap_or(1);
+        slots = slots.max(self.max_batch_seqs.unwrap_or(0));
+        let longest = |p: &SweepPoint| match &p.traffic.arrivals {
+            Arrivals::Script { requests } => requests.iter().map(|r| (r.prompt_tokens, r.max_tokens)).fold((0, 0), |a, b| (a.0.max(b.0), a.1.max(b.1))),
+            _ => (p.spec.prompt_tokens, p.spec.max_tokens),
+        };
+        let ctx_per_slot = points.iter().map(longest).map(|(a, b)| (a + b) as usize).max().unwrap_or(1);
+        let longest_prompt = points.iter().map(|p| longest(p).0 as usize).max().unwrap_or(1);
+        let max_batch_tokens = self.max_batch_tokens.unwrap_or(lx_core::scheduler::batch_tokens_for(longest_prompt, slots));
+        if points.iter().any(|p| p.traffic.prefix_cache) {
+            slots += 1;
+        }
+        LoadSpec { model_path, threads: self.threads, slots, ctx_per_slot, max_batch_tokens, gpu_layers: self.gpu_layers }
+    }
+
+    /// Context each sequence needs: the deepest depth, the longest prompt and the longest
+    /// output.
+    pub fn ctx_per_slot(&self) -> usize {
+        let d = self.depths.iter().max().copied().unwrap_or(0) as usize;
+        let p = self.prompt_tokens.iter().map(|l| l.to).max().unwrap_or(0) as usize;
+        let m = self.max_tokens.iter().map(|l| l.to).max().unwrap_or(0) as usize;
+        d + p + m
+    }
+
+    fn scheduler(&self, policy: Policy, concurrency: usize, max_batch_tokens: usize) -> SchedulerConfig {
+        let mut s = SchedulerConfig::new(policy, concurrency, max_batch_tokens);
+        s.chunk_tokens = self.chunk_tokens;
+        s
+    }
+}
+
+/// Everything a sweep needs from its caller.
+pub struct SweepContext<'a> {
+    pub model_path: PathBuf,
+    /// The model file as it was when it was opened: a run stops measuring once it differs.
+    pub model_stamp: lx_core::stamp::FileStamp,
+    /// Prompt ids for (prompt tokens, request index).
+    pub prompt: &'a dyn Fn(u32, usize) -> Vec<TokenId>,
+    pub stop_tokens: Vec<TokenId>,
+    /// Starts the target for each backend name (a worker process, or a server's client).
+    pub spawn: Spawner,
+    /// Where to keep the run file up to date (atomically, after every point).
+    pub out: Option<PathBuf>,
+    pub control: RunControl,
+}
+
+/// Sees a sweep progress.
+pub trait SweepObserver: Observer {
+    fn loading(&mut self, _backend: &str) {}
+    fn loaded(&mut self, _backend: &str, _info: &lx_core::backend::BackendInfo, _load_ms: f64) {}
+    fn point_started(&mut self, _index: usize, _total: usize, _backend: &str, _policy: Policy, _spec: &PointSpec) {}
+    fn point_done(&mut self, _point: &PointResult) {}
+    /// The run file could not be updated (a full disk): measuring goes on, and the file is
+    /// written again after the next point.
+    fn run_file_unsaved(&mut self, _why: &str) {}
+}
+
+/// Run the sweep, filling `run` and printing rows as points finish. Returns the number
+/// of points that had errors (0 means a clean run).
+pub fn run_sweep(
+    plan: &SweepPlan,
+    ctx: &SweepContext<'_>,
+    run: &mut RunFile,
+    printer: &mut dyn Printer,
+    observer: &mut dyn SweepObserver,
+) -> anyhow::Result<usize> {
+    run_points(plan, plan.points(), ctx, run, printer, observer)
+}
+
+/// Run a list of points (a sweep's grid, or a demo's hand-made list) on workers loaded
+/// once per backend; `plan` gives threads, chunk size, batch limits and SLOs. Returns the
+/// number of points that had errors.
+pub fn run_points(
+    plan: &SweepPlan,
+    points: Vec<SweepPoint>,
+    ctx: &SweepContext<'_>,
+    run: &mut RunFile,
+    printer: &mut dyn Printer,
+    observer: &mut dyn SweepObserver,
+) -> anyhow::Result<usize> {
+    printer.header(run)?;
+    let total = points.len();
+    let mut worker: Option<(String, Box<dyn Target>)> = None;
+    let mut failed_points = 0;
+    // A backend that cannot load the model will not load it for the next point either.
+    let mut load_failures: std::collections::HashMap<String, String> = Default::default();
+    let load_spec = plan.load_spec_for(ctx.model_path.clone(), &points);
+    let prompts_sent = std::cell::Cell::new(0usize);
+    let mut prompts_for: Option<String> = None;
+    let mut model_changed: Option<String> = None;
+    let mut saver = RunFileSaver::new(ctx.out.as_deref());
+    let mut sensors = Some(lx_machine::sensors::Sensors::open());
+    for (index, point) in points.into_iter().enumerate() {
+        let SweepPoint { backend, policy, spec: point, traffic, repetition } = point;
+        if ctx.control.stop.load(std::sync::atomic::Ordering::Relaxed) {
+            run.stopped = true;
+            break;
+        }
+        observer.point_started(index, total, &backend, policy, &point);
+        let mut config = plan.scheduler(policy, plan.max_batch_seqs.unwrap_or(point.concurrency), load_spec.max_batch_tokens);
+        config.prefix_cache = traffic.prefix_cache;
+        let fail = |why: String| {
+            let mut result = failed_point(&backend, policy, &point, why).with_traffic(&traffic);
+            result.judge(plan.slo);
+            result.repetition = repetition;
+            result
+        };
+        // Reuse the worker for the same backend; otherwise (new backend, or it died) start one.
+        let reuse = match worker.as_mut() {
+            Some((b, w)) => *b == backend && !w.is_gone(),
+            None => false,
+        };
+        if model_changed.is_none() {
+            model_changed = ctx.model_stamp.changed(&ctx.model_path).map(|what| {
+                worker = None;
+                format!(
+                    "the model file {} changed during the run ({what}): this point and the rest are not measured, as they would not be of the model the run names; run again to measure the new file",
+                    ctx.model_path.display()
+                )
+            });
+        }
+        if let Some(why) = model_changed.as_ref().or(load_failures.get(&backend)) {
+            failed_points += 1;
+            finish_point(run, fail(why.clone()), printer, observer, &mut saver)?;
+            continue;
+        }
+        if !reuse {
+            worker = None; // shut the previous one down before loading the next
+            observer.loading(&backend);
+            match (ctx.spawn)(&backend, &load_spec, &config) {
+                Ok(w) => {
+                    observer.loaded(&backend, w.info(), w.load_ms());
+                    if !run.backends.iter().any(|b| b.name == w.info().name) {
+                        run.backends.push(w.info().clone());
+                    }
+                    worker = Some((backend.clone(), w));
+                }
+                Err(e) => {
+                    let why = format!("{backend}: {e}");
+                    if matches!(e, lx_core::coordinator::WorkerError::Load(_)) {
+                        load_failures.insert(backend.clone(), why.clone());
+                    }
+                    failed_points += 1;
+                    finish_point(run, fail(why), printer, observer, &mut saver)?;
+                    continue;
+                }
+            }
+        }
+        let (_, w) = worker.as_mut().expect("set above");
+        if traffic.prefix_cache && !w.schedules_itself() && !w.info().capabilities.prefix_copy {
+            failed_points += 1;
+            let why = format!("{backend}: this backend cannot copy a cached prefix between sequences (capability prefix_copy is false); run it with --prefix-cache off");
+            finish_point(run, fail(why), printer, observer, &mut saver)?;
+            continue;
+        }
+        if let Err(e) = w.configure(&config) {
+            failed_points += 1;
+            worker = None;
+            finish_point(run, fail(e.to_string()), printer, observer, &mut saver)?;
+            continue;
+        }
+        let shared = traffic.prefix_tokens > 0;
+        // Every request of a backend's points (warm-ups included) gets a prompt of its own: a
+        // server that caches prompts (llama-server, vLLM, SGLang) would otherwise answer a
+        // repeated one from its cache and report a TTFT no new prompt gets. Each backend gets
+        // the same sequence (the seed moves it), so backends are compared on the same prompts.
+        if prompts_for.as_deref() != Some(backend.as_str()) {
+            prompts_for = Some(backend.clone());
+            prompts_sent.set((plan.seed as usize).wrapping_mul(1 << 20));
+        }
+        let prompt = |d: &Draw, _: usize| {
+            let variant = prompts_sent.get();
+            prompts_sent.set(variant + 1);
+            lx_format::workload::prefixed_prompt(ctx.prompt, if shared { d.prefix_tokens } else { 0 }, d.prompt_tokens, variant)
+        };
+        w.reset_peak_rss();
+        let by_server = w.schedules_itself();
+        // This machine's sensors say nothing of a server's machine.
+        let sampler = if by_server { None } else { sensors.take().map(|s| lx_machine::sensors::Sampler::start(s, lx_machine::sensors::SAMPLE_EVERY)) };
+        let measured = run_point(w.as_mut(), &point, &traffic, &prompt, &ctx.stop_tokens, &ctx.control, observer);
+        let sensed = sampler.and_then(|s| {
+            let trace = s.finish();
+            // No measured window (the warm-up failed): nothing to sum over.
+            let summary = measured.opened.map(|opened| {
+                let from = trace.sensors.ms(opened);
+                let tokens = measured.records.iter().filter(|r| r.ok()).map(|r| r.tokens.len()).sum();
+                lx_machine::sensors::SensorSummary::of(&trace, from, from + measured.window_ms, tokens, !traffic.is_open())
+            });
+            sensors = Some(trace.sensors);
+            summary
+        });
+        let peak_rss = w.peak_rss_mib();
+        if measured.worker_error.is_some() {
+            worker = None;
+        }
+        let stopped = measured.stopped;
+        let mut result = PointResult::from_run(&backend, policy, &point, measured).with_traffic(&traffic);
+        result.scheduled_by_server = by_server;
+        result.judge(plan.slo);
+        result.worker_peak_rss_mib = peak_rss;
+        result.sensors = sensed;
+        result.repetition = repetition;
+        if result.errors > 0 || (result.requests == 0 && !stopped) {
+            failed_points += 1;
+        }
+        finish_point(run, result, printer, observer, &mut saver)?;
+        if stopped {
+            run.stopped = true;
+            break;
+        }
+    }
+    drop(worker);
+    printer.footer(run)?;
+    saver.settle(run, observer);
+    if let (Some(why), Some(path)) = (saver.unsaved, ctx.out.as_ref()) {
+        let kept = RunFile::read(path).map(|r| r.points.len()).unwrap_or(0);
+        anyhow::bail!(
+            "the run file {} could not be written ({why}); it holds the first {kept} of the {} points, and the table above has them all",
+            path.display(),
+            run.points.len()
+        );
+    }
+    Ok(failed_points)
+}
+
+fn failed_point(backend: &str, policy: Policy, spec: &PointSpec, why: String) -> PointResult {
+    let mut result = PointResult::from_run(backend, policy, spec, PointRun::default());
+    // A duration-limited point has no request count: count it as one failure.
+    result.errors = if spec.requests == usize::MAX { 1 } else { spec.requests };
+    result.error_messages = vec![why];
+    result
+}
+
+fn finish_point(
+    run: &mut RunFile,
+    result: PointResult,
+    printer: &mut dyn Printer,
+    observer: &mut dyn SweepObserver,
+    saver: &mut RunFileSaver<'_>,
+) -> std::io::Result<()> {
+    let mut result = result;
+    result.ceiling = run.ceiling_for(&result);
+    printer.point(&result)?;
+    observer.point_done(&result);
+    run.points.push(result);
+    saver.save(run, observer);
+    Ok(())
+}
+
+/// Keeps the run file up to date after every point. A write that fails leaves the previous
+/// file whole (writes are atomic) and does not stop the measuring: the next point tries
+/// again, and the sweep fails at its end only if the last write failed too.
+struct RunFileSaver<'p> {
+    path: Option<&'p std::path::Path>,
+    /// Why the last write failed, while it has not succeeded since.
+    unsaved: Option<String>,
+    /// What the file on disk holds: its point count, and whether it says the run stopped.
+    written: Option<(usize, bool)>,
+}
+
+impl<'p> RunFileSaver<'p> {
+    fn new(path: Option<&'p std::path::Path>) -> Self {
+        Self { path, unsaved: None, written: None }
+    }
+
+    /// The run as it ends: written unless the file already holds all of it (the usual case:
+    /// the last point's write), and tried again if the last write failed.
+    fn settle(&mut self, run: &RunFile, observer: &mut dyn SweepObserver) {
+        if self.written != Some((run.points.len(), run.stopped)) {
+            self.save(run, observer);
+        }
+    }
+
+    fn save(&mut self, run: &RunFile, observer: &mut dyn SweepObserver) {
+        let Some(path) = self.path else { return };
+        match run.write_atomic(path) {
+            Ok(()) => {
+                self.unsaved = None;
+                self.written = Some((run.points.len(), run.stopped));
+            }
+            Err(e) => {
+                let why = format!("{e:#}");
+                observer.run_file_unsaved(&why);
+                self.unsaved = Some(why);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[cfg(unix)]
+    #[test]
+    fn a_run_file_is_written_once_per_change_and_again_until_a_failed_write_succeeds() {
+        struct Nobody;
+        impl Observer for Nobody {}
+        impl SweepObserver for Nobody {}
+        let fixture = include_bytes!("../../../docs/results/mlx-cpu-pp64-256-c1-4.json");
+        let mut run = RunFile::read_bytes(fixture, std::path::Path::new("fixture.json")).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.json");
+        // Every write replaces the file (a new inode); a write that was not needed leaves it.
+        let inode = || std::fs::metadata(&path).map(|m| std::os::unix::fs::MetadataExt::ino(&m)).ok();
+        let mut saver = RunFileSaver::new(Some(&path));
+        saver.save(&run, &mut Nobody);
+        let after_last_point = inode();
+        saver.settle(&run, &mut Nobody);
+        assert_eq!(inode(), after_last_point, "a finished sweep's last point was already on disk");
+        run.stopped = true;
+        saver.settle(&run, &mut Nobody);
+        assert_ne!(inode(), after_last_point, "a stop after the last write is written");
+        assert!(RunFile::read(&path).unwrap().stopped);
+        // A failed write (a file stands where its folder should be) is tried again at the end,
+        // and says why until then.
+        let blocked = dir.path().join("gone");
+        std::fs::write(&blocked, b"a file where the folder should be").unwrap();
+        let gone = blocked.join("run.json");
+        let mut saver = RunFileSaver::new(Some(&gone));
+        saver.save(&run, &mut Nobody);
+        assert!(saver.unsaved.is_some());
+        std::fs::remove_file(&blocked).unwrap();
+        std::fs::create_dir(&blocked).unwrap();
+        saver.settle(&run, &mut Nobody);
+        assert!(saver.unsaved.is_none() && gone.exists());
+    }
+
+    fn plan(prompt_tokens: &[&str]) -> SweepPlan {
+        SweepPlan {
+            policies: vec![Policy::Continuous, Policy::Static],
+            prompt_tokens: prompt_tokens.iter().map(|l| l.parse().unwrap()).collect(),
+            concurrency: vec![1],
+            max_tokens: vec![Length::fixed(16)],
+            requests: 2,
+            warmup: 0,
+            ..SweepPlan::default()
+        }
+    }
+
+    #[test]
+    fn a_range_and_a_fixed_length_with_the_same_upper_end_stay_apart() {
+        // `--prompt-tokens 64..512,512`: the second point is the fixed 512, not the range again.
+        let points = plan(&["64..512", "512"]).points();
+        let continuous: Vec<_> = points.iter().filter(|p| p.policy == Policy::Continuous).collect();
+        assert_eq!(continuous.len(), 2);
+        assert_eq!((continuous[0].spec.prompt_tokens, continuous[0].traffic.prompt_tokens_from), (512, Some(64)));
+        assert_eq!((continuous[1].spec.prompt_tokens, continuous[1].traffic.prompt_tokens_from), (512, None));
+    }
+
+    #[test]
+    fn lengths_read_and_print_as_written() {
+        for text in ["1", "64", "64..512", "7..7"] {
+            let l: Length = text.parse().unwrap();
+            assert_eq!(l.to_string(), text);
+        }
+        assert_eq!("64..=512".parse::<Length>().unwrap(), Length { from: Some(64), to: 512 });
+        assert!("x".parse::<Length>().is_err() && "1..".parse::<Length>().is_err());
+        assert_eq!(Length { from: Some(3), to: 9 }.shortest(), 3);
+    }
+
+    /// Every grid of lengths, concurrencies, policies, caching, rates and repetitions comes out
+    /// of the plan point for point: each combination once per repetition, with its lengths as
+    /// written (a range keeps both ends, a fixed length none), in the documented order.
+    #[test]
+    fn every_grid_round_trips_through_the_plan() {
+        let mut rng = lx_format::fuzz::Mutator::new(7);
+        let length = |rng: &mut lx_format::fuzz::Mutator| {
+            let to = 1 + rng.below(600) as u32;
+            if rng.below(2) == 0 {
+                Length::fixed(to)
+            } else {
+                Length { from: Some(1 + rng.below(to as usize) as u32), to }
+            }
+        };
+        for _ in 0..200 {
+            let pick = |rng: &mut lx_format::fuzz::Mutator, n: usize| 1 + rng.below(n);
+            let prompts: Vec<Length> = (0..pick(&mut rng, 3)).map(|_| length(&mut rng)).collect();
+            let outputs: Vec<Length> = (0..pick(&mut rng, 2)).map(|_| length(&mut rng)).collect();
+            let concurrency: Vec<usize> = (0..pick(&mut rng, 3)).map(|_| pick(&mut rng, 64)).collect();
+            let policies = [Policy::Serial, Policy::Static, Policy::Continuous, Policy::Chunked][..pick(&mut rng, 4)].to_vec();
+            let rates: Vec<f64> = (0..rng.below(3)).map(|i| 0.5 + i as f64).collect();
+            let prefix_cache = if rng.below(2) == 0 { vec![false] } else { vec![false, true] };
+            let plan = SweepPlan {
+                backends: vec!["llama".into(), "candle".into()],
+                policies: policies.clone(),
+                prompt_tokens: prompts.clone(),
+                concurrency: concurrency.clone(),
+                max_tokens: outputs.clone(),
+                rates: rates.clone(),
+                prefix_cache: prefix_cache.clone(),
+                repetitions: pick(&mut rng, 3),
+                ..SweepPlan::default()
+            };
+            let points = plan.points();
+            let arrivals = rates.len().max(1);
+            let grid = policies.len() * prefix_cache.len() * arrivals * concurrency.len() * prompts.len() * outputs.len();
+            assert_eq!(points.len(), 2 * plan.repetitions * grid);
+            let mut i = 0;
+            for backend in &plan.backends {
+                for r in 1..=plan.repetitions as u32 {
+                    for &policy in &policies {
+                        for &cached in &prefix_cache {
+                            for a in 0..arrivals {
+                                for &c in &concurrency {
+                                    for p in &prompts {
+                                        for o in &outputs {
+                                            let point = &points[i];
+                                            i += 1;
+                                            assert_eq!((&point.backend, point.policy, point.traffic.prefix_cache, point.spec.concurrency), (backend, policy, cached, c));
+                                            assert_eq!(point.repetition, (plan.repetitions > 1).then_some(r));
+                                            let rate = match point.traffic.arrivals {
+                                                Arrivals::Poisson { rate } => Some(rate),
+                                                _ => None,
+                                            };
+                                            assert_eq!(rate, rates.get(a).copied());
+                                            let back = |to: u32, from: Option<u32>| Length { from, to };
+                                            assert_eq!(back(point.spec.prompt_tokens, point.traffic.prompt_tokens_from), *p);
+                                            assert_eq!(back(point.spec.max_tokens, point.traffic.max_tokens_from), *o);
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_depth_is_a_cached_prefix_in_front_of_the_prompt() {
+        let mut s = plan(&["16..64"]);
+        s.policies = vec![Policy::Continuous];
+        s.depths = vec![0, 4096];
+        let points = s.points();
+        assert_eq!(points.len(), 2);
+        let (flat, deep) = (&points[0], &points[1]);
+        assert_eq!((flat.spec.prompt_tokens, flat.traffic.prompt_tokens_from, flat.traffic.prefix_tokens, flat.traffic.prefix_cache, flat.traffic.depth), (64, Some(16), 0, false, 0));
+        assert_eq!((deep.spec.prompt_tokens, deep.traffic.prompt_tokens_from, deep.traffic.prefix_tokens, deep.traffic.prefix_cache, deep.traffic.depth), (4160, Some(4112), 4096, true, 4096));
+        // The context holds the depth, the prompt and the output; one more slot for the cache.
+        assert_eq!(s.ctx_per_slot(), 4096 + 64 + 16);
+        let load = s.load_spec_for("m".into(), &points);
+        assert_eq!((load.ctx_per_slot, load.slots), (4096 + 64 + 16, 2));
+        assert!(s.validate(Some(4096)).unwrap_err().contains("depth + prompt tokens + max tokens = 4176"));
+        s.prefix_tokens = 8;
+        assert!(s.validate(None).unwrap_err().contains("--depth caches the context it fills itself"));
+    }
+
+    #[test]
+    fn a_server_is_measured_once_per_point_not_once_per_policy() {
+        let mut s = plan(&["64"]);
+        s.backends.push("local-server".into());
+        s.servers = vec!["local-server".into()];
+        s.prefix_cache = vec![false, true];
+        s.prefix_tokens = 8;
+        let points = s.points();
+        let of = |b: &str| points.iter().filter(|p| p.backend == b).count();
+        assert_eq!((of("llama"), of("local-server")), (4, 1));
+    }
+
+    #[test]
+    fn repetitions_run_the_whole_grid_again_backend_by_backend() {
+        let mut s = plan(&["64", "128"]);
+        s.backends.push("candle".into());
+        let once = s.points();
+        assert!(once.iter().all(|p| p.repetition.is_none()));
+        s.repetitions = 3;
+        let points = s.points();
+        assert_eq!(points.len(), 3 * once.len());
+        // Per backend: all of its grid (4 points) for repetition 1, then 2, then 3.
+        let order: Vec<(&str, Option<u32>)> = points.iter().map(|p| (p.backend.as_str(), p.repetition)).collect();
+        let expect: Vec<(&str, Option<u32>)> =
+            ["llama", "candle"].iter().flat_map(|&b| (1..=3).flat_map(move |r| std::iter::repeat_n((b, Some(r)), 4))).collect();
+        assert_eq!(order, expect);
+        s.repetitions = 0;
+        assert!(s.validate(None).unwrap_err().contains("--repetitions"));
+    }
+
+    #[test]
+    fn the_plan_is_checked_once_without_the_model_and_once_against_it() {
+        let ok = plan(&["64..512", "1024"]);
+        assert_eq!(ok.validate(None), Ok(()));
+        assert_eq!(ok.validate(Some(2048)), Ok(()));
+        assert!(ok.validate(Some(1024)).unwrap_err().contains("exceeds the model's context of 1024"));
+        let bad = |f: fn(&mut SweepPlan), needle: &str| {
+            let mut p = plan(&["64"]);
+            f(&mut p);
+            let e = p.validate(None).unwrap_err();
+            assert!(e.contains(needle), "{e} lacks {needle}");
+        };
+        bad(|p| p.prompt_tokens = vec![Length { from: Some(600), to: 512 }], "range 600..512");
+        bad(|p| p.prompt_tokens = vec![Length::fixed(0)], "BOS token counts");
+        bad(|p| p.max_tokens = vec![Length::fixed(0)], "--max-tokens must be at least 1");
+        bad(|p| p.concurrency = vec![], "--concurrency: give at least one value");
+        bad(|p| p.rates = vec![0.0], "--rate must be a positive number");
+        bad(|p| p.prefix_tokens = 64, "must be shorter than every prompt");
+        bad(|p| p.prefix_cache = vec![true], "needs a shared prefix");
+        bad(|p| p.duration_s = Some(-1.0), "--duration");
+        bad(|p| p.max_batch_tokens = Some(0), "--max-batch-tokens");
+        let mut long_prefix = plan(&["4096"]);
+        long_prefix.prefix_tokens = 3000;
+        assert!(long_prefix.validate(Some(2048)).unwrap_err().contains("--prefix-tokens 3000 is longer than the model's context"));
+    }
+}
