@@ -4,7 +4,7 @@
 use serde::Serialize;
 
 /// Why a command failed.
-#[derive(Debug, thiserror::Error, Serialize)]
+#[derive(Debug, thiserror::Error, Serialize, ts_rs::TS)]
 #[serde(tag = "kind", content = "message", rename_all = "camelCase")]
 pub enum CmdError {
     /// No model is open yet: open one first (`open_model`).

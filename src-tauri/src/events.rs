@@ -12,7 +12,7 @@ use lx_core::stats::Distribution;
 use serde::Serialize;
 
 /// One sweep point's figures, without the raw samples (those are in the run file).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct PointFigures {
     /// Backend.
@@ -96,7 +96,7 @@ impl From<&PointResult> for PointFigures {
 }
 
 /// Progress of a sweep (`sweep_start`), at most ~20 messages a second.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
 #[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum SweepEvent {
     /// The sweep began; its run file is kept up to date at `path`.

@@ -6,6 +6,7 @@
 //! NAME` it serves the worker protocol and nothing else, which is what
 //! `lx_backends::worker_command` (re-executing the current binary) relies on.
 
+pub mod bindings;
 pub mod commands;
 pub mod error;
 pub mod events;

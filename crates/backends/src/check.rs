@@ -14,7 +14,7 @@ use lx_core::scheduler::{Policy, SchedulerConfig};
 use serde::{Deserialize, Serialize};
 
 /// One backend on one device: what was asked, where it ran, and how it went.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct CheckRow {
     pub backend: String,
     /// `default` (the backend's own choice: its GPU where it has one) or `cpu`.

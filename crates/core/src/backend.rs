@@ -109,7 +109,7 @@ pub struct ChunkOutput {
 }
 
 /// What a backend can do; the scheduler and the charts rely on it being true.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct Capabilities {
     /// Sequences at different positions run in one fused pass. When false the backend
     /// runs them one after another inside the step, and results say so.
@@ -125,7 +125,7 @@ pub struct Capabilities {
 }
 
 /// Who is measured: reported with every result.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct BackendInfo {
     /// Short name: `llama`, `candle`, `mlx`.
     pub name: String,

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::backend::{Backend, Batch, Choice, Chunk, Outputs, Scored, Slot, TokenId};
 
 /// How requests share the backend.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "lowercase")]
 pub enum Policy {
     /// One request at a time, first come first served.
@@ -125,7 +125,7 @@ pub struct WorkRequest {
 }
 
 /// Why a request ended without error.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "lowercase")]
 pub enum FinishReason {
     Length,

@@ -19,7 +19,7 @@ use crate::scheduler::{SchedEvent, WorkRequest};
 use crate::target::Target;
 
 /// One point of a sweep: the requests to send and how many at once.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct PointSpec {
     pub prompt_tokens: u32,
     pub max_tokens: u32,

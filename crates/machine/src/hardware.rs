@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 /// CPU, memory and OS facts, plus each backend's own device list.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct HardwareReport {
     pub cpu: String,
     pub physical_cores: usize,

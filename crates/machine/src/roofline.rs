@@ -32,7 +32,7 @@ pub struct ModelCost {
 }
 
 /// A machine's measured limits for one device.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct Limits {
     /// The device measured, e.g. "CPU (2 threads)" or "CUDA 0".
     pub device: String,
@@ -44,7 +44,7 @@ pub struct Limits {
 }
 
 /// Which limit a ceiling comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "lowercase")]
 pub enum Bound {
     Memory,
@@ -61,7 +61,7 @@ impl std::fmt::Display for Bound {
 }
 
 /// The most one point's setting allows on a machine.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct PointCeiling {
     /// Least possible TTFT: the prompt's prefill at the machine's limits.
     pub least_ttft_ms: f64,

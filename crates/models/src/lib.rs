@@ -193,7 +193,7 @@ impl Error {
 
 /// Progress of a long operation, for a progress bar.
 /// Serialized tagged by `type`, fields in camelCase (as the app's front end reads them).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
 #[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
 #[non_exhaustive]
 pub enum Progress {

@@ -15,7 +15,7 @@ use crate::error::{CmdError, CmdResult};
 use crate::state::AppState;
 
 /// Which results to export.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub enum ExportSource {
     /// What live mode measured (running or last session): one row per backend and setting.

@@ -15,7 +15,7 @@ use crate::error::{CmdError, CmdResult};
 use crate::state::{AppState, Locked, Model, Throttle};
 
 /// A catalog model and whether it is downloaded.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct CatalogModel {
     /// Catalog name (what `open_model` takes).
@@ -45,7 +45,7 @@ pub struct CatalogModel {
 }
 
 /// An open model, as the UI shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct ModelInfo {
     /// What was asked for.

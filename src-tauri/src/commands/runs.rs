@@ -14,7 +14,7 @@ use crate::error::{CmdError, CmdResult};
 use crate::events::PointFigures;
 
 /// A saved run, as the charts overlay it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct OpenedRun {
     /// The file.

@@ -22,7 +22,7 @@ use crate::events::{PointFigures, SweepEvent};
 use crate::state::{run_file_name, AppState, Locked, Sweep, Throttle};
 
 /// A prompt or output length as the UI sends it: a number, or text (`64`, `64..512`).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, ts_rs::TS)]
 #[serde(untagged)]
 pub enum LengthArg {
     Tokens(u32),
@@ -41,7 +41,7 @@ impl LengthArg {
 /// A sweep as the UI asks for it (camelCase): every option `lx sweep` has for the engine's
 /// backends; every list is a dimension of the grid. Options left out take `lx sweep`'s
 /// defaults.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct SweepRequest {
     /// Backends (`llama`, `candle`, `mlx`).

@@ -8,7 +8,7 @@ use crate::error::CmdResult;
 use crate::state::Locked;
 
 /// A backend as the UI lists it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct BackendAvailability {
     /// Canonical name (`llama`, `candle`, `mlx`): what live mode and sweeps take.

@@ -15,7 +15,7 @@ use crate::error::{CmdError, CmdResult};
 use crate::state::{AppState, Locked, Model, Sweep};
 
 /// Whether this machine is tuned for the open model, as the hardware panel says it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct TuneStatus {
     /// A profile for this machine, build and model exists and reads.
@@ -29,7 +29,7 @@ pub struct TuneStatus {
 }
 
 /// What the tuner is doing. Sent on the channel `tune_start` takes.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum TuneEvent {
     /// A trial starts: its backend, the settings asked for ("defaults" for the first), whether

@@ -196,6 +196,8 @@ export class SweepPanel {
       concurrency: conc as number[],
       maxTokens: maxTok as string[],
       requests,
+      // auto: this machine's tuned choice, as in live mode
+      threads: 0,
       depths: depths as number[],
       rates: rates as number[],
       maxInFlight: opt(this.maxInFlight),

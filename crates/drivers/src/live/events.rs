@@ -9,7 +9,7 @@ use lx_core::scheduler::{FinishReason, Policy};
 use lx_core::stats::Distribution;
 
 /// Lifecycle of one backend's worker, as [`LiveEvent::BackendStatus`] reports it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub enum BackendState {
     /// A worker is starting and loading the model.
@@ -25,7 +25,7 @@ pub enum BackendState {
 }
 
 /// A prompt slice processed in one pass, with times on the session clock.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct PrefillSpan {
     /// Prompt tokens in this pass.
@@ -37,7 +37,7 @@ pub struct PrefillSpan {
 }
 
 /// Distributions of one setting's settled requests.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct SettingSummary {
     /// The setting.
@@ -62,7 +62,7 @@ pub struct SettingSummary {
 
 /// Everything live mode reports. Times named `...AtMs`/`startMs`/`endMs` are ms since the
 /// session started, on the coordinator's monotonic clock; durations are ms.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
 pub enum LiveEvent {
     /// Settings took effect: requests submitted from now on use them.

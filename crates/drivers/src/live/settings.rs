@@ -8,7 +8,7 @@ use lx_core::backend::LoadSpec;
 use lx_core::scheduler::{Policy, SchedulerConfig};
 
 /// What live mode runs. Every field can change while it runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase", default)]
 pub struct LiveSettings {
     /// Backends to measure, in turn (canonical names: `llama`, `candle`, `mlx`).
@@ -121,7 +121,7 @@ impl LiveSettings {
 }
 
 /// One setting of one backend: the unit summaries and curves are kept by.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct SettingKey {
     /// Backend name.
@@ -139,7 +139,7 @@ pub struct SettingKey {
 }
 
 /// What a worker was loaded for: a setting fits when it needs no more.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
 pub struct Capacity {
     /// Concurrent sequences (KV-cache lanes).

@@ -47,7 +47,7 @@ pub fn file_type_name(file_type: u32) -> Option<&'static str> {
 }
 
 /// How a model's weights are stored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct Quantization {
     /// `general.file_type` as stored, if present.
     pub file_type: Option<u32>,
@@ -59,7 +59,7 @@ pub struct Quantization {
 }
 
 /// What a result file records about a model.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct ModelFacts {
     pub path: PathBuf,
     pub file_size: u64,
