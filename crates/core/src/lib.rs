@@ -7,6 +7,7 @@
 //! ([`traffic`]), stamps every reply on the client side ([`records`]) and turns the stamps
 //! into distributions ([`stats`]). It knows nothing of the machine, run files or printing.
 
+pub mod defaults;
 pub mod backend;
 pub mod scheduler;
 pub mod stats;

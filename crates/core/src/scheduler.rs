@@ -76,8 +76,6 @@ pub struct SchedulerConfig {
     pub prefix_cache: bool,
 }
 
-/// Prompt tokens per pass for the `chunked` policy unless told otherwise.
-pub const DEFAULT_CHUNK_TOKENS: usize = 256;
 
 /// The tokens-per-pass limit for `slots` sequences of up to `tokens_per_slot` tokens each:
 /// room for all of them in one pass, but at least 512 (so a prompt chunk and the decode
@@ -88,7 +86,7 @@ pub fn batch_tokens_for(tokens_per_slot: usize, slots: usize) -> usize {
 
 impl SchedulerConfig {
     pub fn new(policy: Policy, max_batch_seqs: usize, max_batch_tokens: usize) -> Self {
-        Self { policy, max_batch_seqs, max_batch_tokens, chunk_tokens: DEFAULT_CHUNK_TOKENS, static_form_up_ms: 50, prefix_cache: false }
+        Self { policy, max_batch_seqs, max_batch_tokens, chunk_tokens: crate::defaults::CHUNK_TOKENS, static_form_up_ms: 50, prefix_cache: false }
     }
 
     pub fn validate(&self) -> Result<(), String> {

@@ -179,7 +179,7 @@ pub struct RunControl {
 
 impl Default for RunControl {
     fn default() -> Self {
-        Self { hang_timeout: Duration::from_secs(120), stop: Default::default() }
+        Self { hang_timeout: Duration::from_secs(crate::defaults::HANG_TIMEOUT_S), stop: Default::default() }
     }
 }
 

@@ -128,7 +128,7 @@ impl Default for SweepPlan {
             repetitions: 1,
             threads: 0,
             stop_at_eos: false,
-            chunk_tokens: lx_core::scheduler::DEFAULT_CHUNK_TOKENS,
+            chunk_tokens: lx_core::defaults::CHUNK_TOKENS,
             gpu_layers: None,
             max_in_flight: None,
             seed: 0,

@@ -30,8 +30,7 @@ pub struct Slo {
     pub decode_tps: Option<f64>,
 }
 
-/// Human reading pace: decode faster than this buys a reader nothing.
-pub const READING_PACE_TPS: f64 = 4.5;
+pub use lx_core::defaults::READING_PACE_TPS;
 
 impl Default for Slo {
     /// No TTFT objective; decode at least at reading pace.

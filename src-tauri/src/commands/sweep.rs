@@ -103,7 +103,7 @@ pub struct SweepRequest {
     /// Layers offloaded to the GPU (`None`: all that fit, `0`: none), as `--gpu-layers`.
     #[serde(default)]
     pub gpu_layers: Option<u32>,
-    /// Seconds of silence before a worker is given up (default 120), as `--hang-timeout`.
+    /// Seconds of silence before a worker is given up (default [`lx_core::defaults::HANG_TIMEOUT_S`]), as `--hang-timeout`.
     #[serde(default)]
     pub hang_timeout_s: Option<f64>,
     /// Leave out the ceilings and their probe, as `--no-ceilings`.
@@ -323,7 +323,7 @@ mod tests {
         let plan = r.plan(&[]).unwrap();
         assert_eq!(plan.backends, vec!["llama"]);
         assert_eq!(plan.warmup, 4);
-        assert_eq!(plan.chunk_tokens, lx_core::scheduler::DEFAULT_CHUNK_TOKENS);
+        assert_eq!(plan.chunk_tokens, lx_core::defaults::CHUNK_TOKENS);
         assert_eq!(plan.threads, 0, "auto stays auto: the spawner takes the tuned choice, else leaves the window a core");
         assert_eq!(SweepRequest { threads: 3, ..r.clone() }.plan(&[]).unwrap().threads, 3);
         assert_eq!(plan.points().len(), 2 * 2 * 2);

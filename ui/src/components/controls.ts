@@ -11,6 +11,7 @@ import { clampTokens, MIN_PROMPT, positionOf, STEPS, tokensAt } from "../lib/sca
 import { toAppError } from "../ipc/core";
 import type { BackendAvailability, LiveSettings, Policy, ServerSpec } from "../ipc/types";
 import { POLICIES } from "../ipc/types";
+import { LIVE_SETTINGS } from "../ipc/generated/defaults";
 
 const POLICY_HELP: Record<Policy, string> = {
   serial: "one request at a time",
@@ -20,19 +21,11 @@ const POLICY_HELP: Record<Policy, string> = {
 };
 
 export const DEFAULT_SETTINGS: LiveSettings = {
-  backends: ["llama"],
-  promptTokens: 256,
-  concurrency: 1,
-  maxTokens: 64,
-  policy: "continuous",
-  chunkTokens: 256,
-  threads: 0,
-  gpuLayers: null,
-  rotateAfterS: 8,
+  ...LIVE_SETTINGS,
   // Event batches 4 times a second: as often as the preview draws, and each batch wakes the
-  // app and the web view, which take their time from the model being measured.
+  // app and the web view, which take their time from the model being measured (a terminal
+  // takes the engine's default).
   batchMs: 250,
-  hangTimeoutS: 300,
 };
 
 /** What the controls ask of the app to add and forget servers (each refreshes the list). */

@@ -7,6 +7,7 @@ import { ms as fmtMs, num, tps as fmtTps } from "../lib/format";
 import type { AppError, Limits, PointFigures, Policy, SweepEvent, SweepRequest } from "../ipc/types";
 import { POLICIES } from "../ipc/types";
 import { backendLabel } from "./charts";
+import { CHUNK_TOKENS, HANG_TIMEOUT_S, READING_PACE_TPS } from "../ipc/generated/defaults";
 
 export function parseList(text: string, min: number, max: number): number[] | string {
   const parts = text.split(/[\s,]+/).filter(Boolean);
@@ -81,12 +82,12 @@ export class SweepPanel {
   private prefixCache = h("select", { "aria-label": "prefix caching" }, ...[["off", "off"], ["on", "on"], ["both", "off and on"]].map(([v, t]) => h("option", { value: v }, t))) as HTMLSelectElement;
   private maxBatch = h("input", { type: "number", min: 1, value: "", placeholder: "clients", "aria-label": "most sequences per pass" }) as HTMLInputElement;
   private maxBatchTokens = h("input", { type: "number", min: 1, value: "", placeholder: "auto", "aria-label": "most tokens per pass" }) as HTMLInputElement;
-  private chunk = h("input", { type: "number", min: 1, value: 256, "aria-label": "chunked policy: prompt tokens per pass" }) as HTMLInputElement;
+  private chunk = h("input", { type: "number", min: 1, value: CHUNK_TOKENS, "aria-label": "chunked policy: prompt tokens per pass" }) as HTMLInputElement;
   private sloTtft = h("input", { type: "number", min: 1, value: "", placeholder: "none", "aria-label": "SLO: most TTFT, ms" }) as HTMLInputElement;
-  private sloDecode = h("input", { type: "number", min: 0.1, step: 0.1, value: 4.5, "aria-label": "SLO: least decode rate, tokens per second" }) as HTMLInputElement;
+  private sloDecode = h("input", { type: "number", min: 0.1, step: 0.1, value: READING_PACE_TPS, "aria-label": "SLO: least decode rate, tokens per second" }) as HTMLInputElement;
   private stopAtEos = h("input", { type: "checkbox", "aria-label": "stop at end of sequence" }) as HTMLInputElement;
   private gpuLayers = h("input", { type: "number", min: 0, value: "", placeholder: "all", "aria-label": "layers offloaded to the GPU" }) as HTMLInputElement;
-  private hangTimeout = h("input", { type: "number", min: 1, value: "", placeholder: "120", "aria-label": "seconds of silence before a worker is given up" }) as HTMLInputElement;
+  private hangTimeout = h("input", { type: "number", min: 1, value: "", placeholder: String(HANG_TIMEOUT_S), "aria-label": "seconds of silence before a worker is given up" }) as HTMLInputElement;
   private noCeilings = h("input", { type: "checkbox", "aria-label": "leave out the ceilings" }) as HTMLInputElement;
   private policyBoxes = POLICIES.map((p) => h("input", { type: "checkbox", value: p, checked: p === "continuous" }) as HTMLInputElement);
   private startBtn = h("button", { type: "button", class: "primary", "data-testid": "sweep-start" }, "Run sweep");

@@ -1,7 +1,9 @@
+import { READING_PACE_TPS } from "../ipc/generated/defaults";
+
 /** Human reading pace, tokens per second: the band the UI shades. */
 export const READING_BAND: [number, number] = [4, 5];
-/** Default reader pace. */
-export const DEFAULT_PACE = 4.5;
+/** Default reader pace: the engine's reading pace. */
+export const DEFAULT_PACE = READING_PACE_TPS;
 
 /**
  * The "reader" of the preview pane: a marker that moves through the streamed tokens at a

@@ -27,18 +27,18 @@ pub struct LiveArgs {
     #[arg(long, default_value = "default")]
     model: String,
     /// Prompt length in tokens, BOS included.
-    #[arg(long, default_value_t = 128)]
+    #[arg(long, default_value_t = lx_core::defaults::LIVE_PROMPT_TOKENS)]
     prompt_tokens: u32,
     /// Clients kept busy (closed loop).
     #[arg(long, default_value_t = 1)]
     concurrency: usize,
     /// Output tokens per request (EOS ignored).
-    #[arg(long, default_value_t = 64)]
+    #[arg(long, default_value_t = lx_core::defaults::LIVE_MAX_TOKENS)]
     max_tokens: u32,
     #[command(flatten)]
     engine: crate::commands::EngineArgs,
     /// With several backends: seconds each is measured before the next takes over.
-    #[arg(long, default_value_t = 8.0)]
+    #[arg(long, default_value_t = lx_core::defaults::LIVE_ROTATE_AFTER_S)]
     rotate_after: f64,
     /// Stop after this many completed requests (default: run until Ctrl-C or --duration).
     #[arg(long)]
@@ -50,7 +50,7 @@ pub struct LiveArgs {
     #[arg(long, default_value_t = 5.0)]
     every: f64,
     /// Seconds without any sign of life before a worker is declared hung and killed.
-    #[arg(long, default_value_t = 120.0)]
+    #[arg(long, default_value_t = lx_core::defaults::HANG_TIMEOUT_S as f64)]
     hang_timeout: f64,
     /// Table format on stdout at the end: md, csv, json, jsonl.
     #[arg(long, default_value = "md")]

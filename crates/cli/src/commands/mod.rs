@@ -28,7 +28,7 @@ pub struct EngineArgs {
     #[arg(long, default_value = "continuous")]
     pub policy: lx_core::scheduler::Policy,
     /// Prompt tokens per pass for the chunked policy.
-    #[arg(long, default_value_t = lx_core::scheduler::DEFAULT_CHUNK_TOKENS)]
+    #[arg(long, default_value_t = lx_core::defaults::CHUNK_TOKENS)]
     pub chunk_tokens: usize,
     /// Compute threads (default: physical cores).
     #[arg(long, default_value_t = 0)]

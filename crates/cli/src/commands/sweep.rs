@@ -98,7 +98,7 @@ pub struct SweepArgs {
     #[arg(long, default_value_t = 0)]
     threads: usize,
     /// Prompt tokens per pass for the chunked policy.
-    #[arg(long, default_value_t = lx_core::scheduler::DEFAULT_CHUNK_TOKENS)]
+    #[arg(long, default_value_t = lx_core::defaults::CHUNK_TOKENS)]
     chunk_tokens: usize,
     /// Stop at end-of-sequence instead of always generating --max-tokens.
     #[arg(long)]
@@ -113,7 +113,7 @@ pub struct SweepArgs {
     #[arg(long)]
     out: Option<PathBuf>,
     /// Seconds without any sign of life before a worker is declared hung and killed.
-    #[arg(long, default_value_t = 120)]
+    #[arg(long, default_value_t = lx_core::defaults::HANG_TIMEOUT_S)]
     hang_timeout: u64,
     /// Leave out the ceilings (the "% of ceiling" columns), and so the probe of this
     /// machine's limits that a first run on a machine and build takes a few seconds for.

@@ -29,7 +29,7 @@ pub struct TuneArgs {
     #[arg(long)]
     json: bool,
     /// Seconds without any sign of life before a worker is declared hung and killed.
-    #[arg(long, default_value_t = 120)]
+    #[arg(long, default_value_t = lx_core::defaults::HANG_TIMEOUT_S)]
     hang_timeout: u64,
 }
 

@@ -39,16 +39,16 @@ impl Default for LiveSettings {
     fn default() -> Self {
         Self {
             backends: vec!["llama".into()],
-            prompt_tokens: 128,
+            prompt_tokens: lx_core::defaults::LIVE_PROMPT_TOKENS,
             concurrency: 1,
-            max_tokens: 64,
+            max_tokens: lx_core::defaults::LIVE_MAX_TOKENS,
             policy: Policy::Continuous,
-            chunk_tokens: lx_core::scheduler::DEFAULT_CHUNK_TOKENS,
+            chunk_tokens: lx_core::defaults::CHUNK_TOKENS,
             threads: 0,
             gpu_layers: None,
-            rotate_after_s: 8.0,
+            rotate_after_s: lx_core::defaults::LIVE_ROTATE_AFTER_S,
             batch_ms: 100,
-            hang_timeout_s: 300.0,
+            hang_timeout_s: lx_core::defaults::HANG_TIMEOUT_S as f64,
         }
     }
 }

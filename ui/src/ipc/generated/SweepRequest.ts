@@ -82,7 +82,7 @@ repetitions: number | null, stopAtEos: boolean,
  */
 gpuLayers: number | null, 
 /**
- * Seconds of silence before a worker is given up (default 120), as `--hang-timeout`.
+ * Seconds of silence before a worker is given up (default [`lx_core::defaults::HANG_TIMEOUT_S`]), as `--hang-timeout`.
  */
 hangTimeoutS: number | null, 
 /**

@@ -334,7 +334,7 @@ fn a_failed_load_is_reported_and_pauses() {
     log.wait_for("paused", Duration::from_secs(5), |e| matches!(e, LiveEvent::Paused { .. }));
     f.fail_loads.store(false, Ordering::SeqCst);
     session.retry().unwrap();
-    log.wait_for("settled after retry", Duration::from_secs(5), done_settled(128));
+    log.wait_for("settled after retry", Duration::from_secs(5), done_settled(LiveSettings::default().prompt_tokens));
     drop(session);
 }
 

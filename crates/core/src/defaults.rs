@@ -1,0 +1,27 @@
+//! The defaults every front end shares: the CLI's options, the app's back end, and the UI,
+//! which reads them from `ui/src/ipc/generated/defaults.ts` (generated from this module by
+//! the app's bindings test, which fails while that file is stale). A default typed anywhere
+//! else is a copy that can drift.
+
+/// Seconds a worker may stay silent with requests in flight before it is declared hung and
+/// killed. Generous on purpose: one forward pass sends nothing until it ends, and the
+/// largest prefill the UI allows (4,096 tokens for each of 16 clients) takes over two
+/// minutes on a 2-core CPU at the default model's 480 tok/s; a false alarm kills a healthy
+/// measurement.
+pub const HANG_TIMEOUT_S: u64 = 300;
+
+/// Human reading pace in tokens per second: decode faster than this buys a reader nothing.
+/// The preview pane reads at it, and a sweep's decode objective defaults to it.
+pub const READING_PACE_TPS: f64 = 4.5;
+
+/// Prompt tokens per pass for the `chunked` policy unless told otherwise.
+pub const CHUNK_TOKENS: usize = 256;
+
+/// Live mode's prompt length, in tokens (BOS included), until the user moves the slider.
+pub const LIVE_PROMPT_TOKENS: u32 = 256;
+
+/// Live mode's output tokens per request.
+pub const LIVE_MAX_TOKENS: u32 = 64;
+
+/// With several backends in live mode: seconds each is measured before the next takes over.
+pub const LIVE_ROTATE_AFTER_S: f64 = 8.0;
