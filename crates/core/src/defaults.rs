@@ -4,10 +4,9 @@
 //! else is a copy that can drift.
 
 /// Seconds a worker may stay silent with requests in flight before it is declared hung and
-/// killed. Generous on purpose: one forward pass sends nothing until it ends, and the
-/// largest prefill the UI allows (4,096 tokens for each of 16 clients) takes over two
-/// minutes on a 2-core CPU at the default model's 480 tok/s; a false alarm kills a healthy
-/// measurement.
+/// killed. Generous on purpose: a forward pass sends nothing until it ends, a large model on
+/// a slow machine can take minutes over one, and a false alarm kills a healthy measurement
+/// (sweeps used 120 s and live mode 300 s; the longer was kept).
 pub const HANG_TIMEOUT_S: u64 = 300;
 
 /// Human reading pace in tokens per second: decode faster than this buys a reader nothing.
