@@ -17,27 +17,6 @@ use tauri::Manager;
 
 use crate::state::Locked;
 
-/// What a worker process is asked to be.
-#[derive(Debug, PartialEq, Eq)]
-pub enum WorkerRole {
-    /// `worker --backend NAME`: host one backend.
-    Backend(String),
-    /// `worker --probe`: measure this machine's limits and print them.
-    Probe,
-}
-
-/// If the arguments ask for a worker, which kind.
-pub fn worker_role(args: &[String]) -> Option<Result<WorkerRole, String>> {
-    if args.get(1).map(String::as_str) != Some("worker") {
-        return None;
-    }
-    Some(match (args.get(2).map(String::as_str), args.get(3)) {
-        (Some("--backend"), Some(name)) if args.len() == 4 => Ok(WorkerRole::Backend(name.clone())),
-        (Some("--probe"), None) => Ok(WorkerRole::Probe),
-        _ => Err("usage: latency-explorer worker --backend NAME | --probe".into()),
-    })
-}
-
 /// The binary's entry point: a worker when asked for one, else the app.
 pub fn main() {
     let args: Vec<String> = std::env::args().collect();
@@ -52,19 +31,7 @@ pub fn main() {
         }
         _ => {}
     }
-    if let Some(role) = worker_role(&args) {
-        let code = match role.map_err(anyhow::Error::msg).and_then(|role| match role {
-            WorkerRole::Backend(b) => lx_backends::serve_worker(&b),
-            WorkerRole::Probe => lx_backends::limits::serve_probe(),
-        }) {
-            Ok(()) => 0,
-            Err(e) => {
-                eprintln!("error: {e:#}");
-                1
-            }
-        };
-        std::process::exit(code);
-    }
+    lx_backends::worker::serve_if_asked(&args);
     run();
 }
 
@@ -155,26 +122,8 @@ pub fn run() {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
-
-    fn args(a: &[&str]) -> Vec<String> {
-        a.iter().map(|s| s.to_string()).collect()
-    }
-
-    #[test]
-    fn worker_arguments_are_recognised_exactly() {
-        assert_eq!(worker_role(&args(&["app"])), None);
-        assert_eq!(worker_role(&args(&["app", "--foo"])), None);
-        assert_eq!(worker_role(&args(&["app", "worker", "--backend", "llama"])), Some(Ok(WorkerRole::Backend("llama".into()))));
-        assert_eq!(worker_role(&args(&["app", "worker", "--probe"])), Some(Ok(WorkerRole::Probe)));
-        assert!(matches!(worker_role(&args(&["app", "worker"])), Some(Err(_))));
-        assert!(matches!(worker_role(&args(&["app", "worker", "--backend", "llama", "x"])), Some(Err(_))));
-    }
-
     #[test]
     fn the_worker_command_re_executes_this_binary() {
-        let cmd = lx_backends::worker_command("llama");
-        assert_eq!(cmd.args, vec!["worker", "--backend", "llama"]);
-        assert_eq!(cmd.program, std::env::current_exe().unwrap());
+        assert_eq!(lx_backends::worker_command("llama").program, std::env::current_exe().unwrap());
     }
 }

@@ -53,7 +53,7 @@ fn live_mode_on_the_default_model() {
     // The app binary hosts the workers, as it does when the app runs.
     let exe = env!("CARGO_BIN_EXE_latency-explorer");
     let spawner = process_spawner(
-        move |backend: &str| WorkerCommand { program: exe.into(), args: vec!["worker".into(), "--backend".into(), backend.into()], env: Vec::new() },
+        move |backend: &str| WorkerCommand { program: exe.into(), ..lx_backends::worker_command(backend) },
         Duration::from_secs(300),
     );
     let log: Log = Arc::default();

@@ -1,6 +1,6 @@
 //! The backends this build knows, by name: the one place that names them, shared by
 //! the `lx` CLI and the desktop app. Both host workers by re-executing themselves with
-//! `worker --backend NAME` (see [`worker_command`]).
+//! `worker --backend NAME` (see [`worker::WorkerRole`]).
 
 pub mod check;
 pub mod limits;
@@ -9,6 +9,7 @@ pub mod model;
 pub mod platforms;
 pub mod synth;
 pub mod tune;
+pub mod worker;
 
 use lx_core::backend::{Backend, BackendError, LoadSpec};
 use lx_core::coordinator::WorkerCommand;
@@ -151,12 +152,7 @@ pub fn spawner_with_servers(servers: Vec<lx_openai::Server>, codec: std::sync::A
     })
 }
 
-/// How to start a worker: this very binary with `worker --backend NAME`
-/// (`LX_WORKER_EXE` overrides the program).
+/// How to start `backend`'s worker: this very binary as `worker --backend NAME`.
 pub fn worker_command(backend: &str) -> WorkerCommand {
-    let program = std::env::var_os("LX_WORKER_EXE")
-        .map(Into::into)
-        .or_else(|| std::env::current_exe().ok())
-        .unwrap_or_else(|| "lx".into());
-    WorkerCommand { program, args: vec!["worker".into(), "--backend".into(), backend.into()], env: Vec::new() }
+    worker::WorkerRole::Backend(backend.to_string()).command()
 }

@@ -38,9 +38,9 @@ pub fn limits(refresh: bool, measuring: &mut dyn FnMut()) -> anyhow::Result<Prob
         }
     }
     measuring();
-    let mut command = crate::worker_command("llama");
+    let mut command = crate::worker::WorkerRole::Probe.command();
     let mut child = std::process::Command::new(&command.program)
-        .args(["worker", "--probe"])
+        .args(&command.args)
         .envs(command.env.drain(..))
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())

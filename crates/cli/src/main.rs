@@ -51,12 +51,12 @@ enum Cmd {
     /// attention, KV layout, micro-batch) and keep the best as the profile every later run
     /// uses; --show prints it with its evidence.
     Tune(commands::tune::TuneArgs),
-    /// Run one backend as a worker process speaking the engine protocol on stdin/stdout.
-    #[command(hide = true)]
-    Worker(commands::worker::WorkerArgs),
 }
 
 fn main() {
+    // `lx worker ...`: one backend behind the worker protocol, or the probe; started by the
+    // coordinator, not by people, so it is read where the app reads it, not by clap.
+    lx_backends::worker::serve_if_asked(&std::env::args().collect::<Vec<_>>());
     let cli = Cli::parse();
     let result = match cli.command {
         Cmd::Models(cmd) => commands::models::run(cmd),
@@ -70,7 +70,6 @@ fn main() {
         Cmd::Live(args) => commands::live::run(args),
         Cmd::Serve(args) => commands::serve::run(args),
         Cmd::Tune(args) => commands::tune::run(args),
-        Cmd::Worker(args) => commands::worker::run(args),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -9,7 +9,6 @@ pub mod serve;
 pub mod show;
 pub mod sweep;
 pub mod tune;
-pub mod worker;
 
 /// Gives `run` what its points' ceilings are computed from: this machine's limits (probed
 /// once per machine and build, said on stderr) and the model's cost per token. Without them

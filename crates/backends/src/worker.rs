@@ -1,0 +1,112 @@
+//! The worker's command line, written and read in this one place. `lx` and the app both host
+//! their workers by re-executing themselves as `worker --backend NAME` (one backend behind the
+//! worker protocol) or `worker --probe` (this machine's limits, so llama.cpp's library never
+//! runs inside the measuring process); both binaries read their arguments with
+//! [`WorkerRole::from_args`] before anything else.
+
+use lx_core::coordinator::WorkerCommand;
+
+/// What a worker process is asked to be.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WorkerRole {
+    /// `worker --backend NAME`: host one backend.
+    Backend(String),
+    /// `worker --probe`: measure this machine's limits and print them.
+    Probe,
+}
+
+/// How the two roles are asked for, for a usage line.
+pub const USAGE: &str = "worker --backend NAME | worker --probe";
+
+impl WorkerRole {
+    /// The arguments that ask for this role (after the program).
+    pub fn args(&self) -> Vec<String> {
+        match self {
+            WorkerRole::Backend(name) => vec!["worker".into(), "--backend".into(), name.clone()],
+            WorkerRole::Probe => vec!["worker".into(), "--probe".into()],
+        }
+    }
+
+    /// If a process's arguments (program first) ask for a worker, which role; an error when
+    /// they ask for one in a form this binary does not write.
+    pub fn from_args(args: &[String]) -> Option<Result<WorkerRole, String>> {
+        if args.get(1).map(String::as_str) != Some("worker") {
+            return None;
+        }
+        let rest: Vec<&str> = args[2..].iter().map(String::as_str).collect();
+        Some(match rest.as_slice() {
+            ["--backend", name] => Ok(WorkerRole::Backend((*name).to_string())),
+            ["--probe"] => Ok(WorkerRole::Probe),
+            _ => Err(format!("usage: {USAGE} (got: worker {})", rest.join(" "))),
+        })
+    }
+
+    /// How to start a worker in this role: this very binary (`LX_WORKER_EXE` overrides the
+    /// program, for tests and for a binary that cannot host workers).
+    pub fn command(&self) -> WorkerCommand {
+        let program = std::env::var_os("LX_WORKER_EXE")
+            .map(Into::into)
+            .or_else(|| std::env::current_exe().ok())
+            .unwrap_or_else(|| "lx".into());
+        WorkerCommand { program, args: self.args(), env: Vec::new() }
+    }
+
+    /// Be this worker: serve until the coordinator closes stdin (a backend), or until every
+    /// device is measured (the probe).
+    pub fn serve(&self) -> anyhow::Result<()> {
+        match self {
+            WorkerRole::Backend(name) => crate::serve_worker(name),
+            WorkerRole::Probe => crate::limits::serve_probe(),
+        }
+    }
+}
+
+/// A binary's entry point when its arguments ask for a worker: serves, then exits the
+/// process (0, or 1 with the error on stderr). Returns when they ask for something else.
+pub fn serve_if_asked(args: &[String]) {
+    let Some(role) = WorkerRole::from_args(args) else { return };
+    let code = match role.map_err(anyhow::Error::msg).and_then(|role| role.serve()) {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            1
+        }
+    };
+    std::process::exit(code);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Vec<String> {
+        a.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn worker_arguments_are_recognised_exactly() {
+        assert_eq!(WorkerRole::from_args(&args(&["app"])), None);
+        assert_eq!(WorkerRole::from_args(&args(&["app", "--foo"])), None);
+        assert_eq!(WorkerRole::from_args(&args(&["app", "worker", "--backend", "llama"])), Some(Ok(WorkerRole::Backend("llama".into()))));
+        assert_eq!(WorkerRole::from_args(&args(&["app", "worker", "--probe"])), Some(Ok(WorkerRole::Probe)));
+        assert!(matches!(WorkerRole::from_args(&args(&["app", "worker"])), Some(Err(_))));
+        assert!(matches!(WorkerRole::from_args(&args(&["app", "worker", "--backend", "llama", "x"])), Some(Err(_))));
+        assert!(matches!(WorkerRole::from_args(&args(&["app", "worker", "--backend"])), Some(Err(_))));
+    }
+
+    #[test]
+    fn what_is_written_is_what_is_read() {
+        for role in [WorkerRole::Backend("candle".into()), WorkerRole::Probe] {
+            let mut line = vec!["lx".to_string()];
+            line.extend(role.command().args);
+            assert_eq!(WorkerRole::from_args(&line), Some(Ok(role)));
+        }
+    }
+
+    #[test]
+    fn the_worker_command_re_executes_this_binary() {
+        if std::env::var_os("LX_WORKER_EXE").is_none() {
+            assert_eq!(WorkerRole::Probe.command().program, std::env::current_exe().unwrap());
+        }
+    }
+}
