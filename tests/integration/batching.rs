@@ -2,13 +2,13 @@
 //! gives each prompt the greedy tokens that serial gives, up to the first near-tie. The
 //! check is shared by every backend (`check_continuous_matches_serial`).
 
-use std::collections::BTreeMap;
 use std::time::Instant;
 
 use lx_backend_llamacpp::{KvLayout, LlamaCppBackend};
-use lx_core::backend::{Backend, LoadSpec, Scored, TokenId};
+use lx_core::backend::{Backend, LoadSpec, TokenId};
 use lx_format::gguf::GgufFile;
-use lx_core::parity::{compare, ALTERNATIVES, NEAR_TIE_NATS};
+use lx_test_support::drive::{drive, streams, Streams};
+use lx_test_support::parity::{compare, ALTERNATIVES, NEAR_TIE_NATS};
 use lx_core::scheduler::{Policy, SchedEvent, Scheduler, SchedulerConfig, WorkRequest};
 use lx_format::tokenizer::Tokenizer;
 
@@ -17,33 +17,18 @@ const NEW_TOKENS: u32 = 32;
 /// Loads a backend for the default model.
 pub type Load = fn(&LoadSpec) -> Box<dyn Backend>;
 
-fn run(load: Load, policy: Policy, prompts: &[Vec<TokenId>]) -> BTreeMap<u64, (Vec<TokenId>, Vec<Vec<Scored>>)> {
+fn run(load: Load, policy: Policy, prompts: &[Vec<TokenId>]) -> Streams {
     let spec = LoadSpec { model_path: integration_tests::model_path(), threads: 0, slots: 4, ctx_per_slot: 256, max_batch_tokens: 512, gpu_layers: None };
     let backend = load(&spec);
     let mut s = Scheduler::new(backend, SchedulerConfig::new(policy, 4, 512), Instant::now());
-    let mut events = Vec::new();
-    for (i, p) in prompts.iter().enumerate() {
-        let req = WorkRequest { id: i as u64, prompt: p.clone(), max_tokens: NEW_TOKENS, stop_tokens: vec![], top_logprobs: ALTERNATIVES, prefix_tokens: 0 };
-        s.submit(req, &mut |e| events.push(e));
-    }
-    while s.has_work() {
-        s.step(&mut |e| events.push(e));
-    }
-    let mut out: BTreeMap<u64, (Vec<TokenId>, Vec<Vec<Scored>>)> = BTreeMap::new();
-    for e in events {
-        match e {
-            SchedEvent::Token { id, token, top, .. } => {
-                let entry = out.entry(id).or_default();
-                entry.0.push(token);
-                entry.1.push(top);
-            }
-            SchedEvent::Failed { id, error } => panic!("request {id} failed: {error}"),
-            // Every backend splits its passes into the library's compute and its own work.
-            SchedEvent::Step { step, t_start, t_end, compute, .. } => {
-                let compute = compute.unwrap_or_else(|| panic!("pass {step}: the backend did not time its compute"));
-                assert!(compute > 0 && compute <= t_end - t_start, "pass {step}: compute {compute} ns of a {} ns pass", t_end - t_start);
-            }
-            _ => {}
+    let requests = prompts.iter().enumerate().map(|(i, p)| WorkRequest { id: i as u64, prompt: p.clone(), max_tokens: NEW_TOKENS, stop_tokens: vec![], top_logprobs: ALTERNATIVES, prefix_tokens: 0 }).collect();
+    let events = drive(&mut s, requests, 0);
+    let out = streams(&events);
+    for e in &events {
+        // Every backend splits its passes into the library's compute and its own work.
+        if let SchedEvent::Step { step, t_start, t_end, compute, .. } = *e {
+            let compute = compute.unwrap_or_else(|| panic!("pass {step}: the backend did not time its compute"));
+            assert!(compute > 0 && compute <= t_end - t_start, "pass {step}: compute {compute} ns of a {} ns pass", t_end - t_start);
         }
     }
     out

@@ -58,7 +58,7 @@ fn greedy_generation_is_deterministic_and_matches_llama_cpp() {
     let forced = llama_cpp_forced(&model, prompt, &ours);
     let parted: Vec<(usize, i32, f32)> = forced.iter().enumerate().filter(|(_, f)| f.1 > 0.0).map(|(i, f)| (i, f.0, f.1)).collect();
     eprintln!("{} of 32 tokens are llama.cpp's argmax; near-ties (position, llama.cpp's token, gap): {parted:?}", 32 - parted.len());
-    let not_ties: Vec<_> = parted.iter().filter(|p| p.2 >= lx_core::parity::NEAR_TIE_NATS).collect();
+    let not_ties: Vec<_> = parted.iter().filter(|p| p.2 >= lx_test_support::parity::NEAR_TIE_NATS).collect();
     assert!(not_ties.is_empty(), "tokens llama.cpp would not choose, beyond a near-tie: {not_ties:?}\n{}", a.dump());
 }
 

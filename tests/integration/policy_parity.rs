@@ -1,19 +1,17 @@
 //! Every scheduling policy, and prefix caching, gives each sequence the greedy tokens that
 //! `serial` gives, up to the first near-tie (as `batching.rs` defines it for continuous).
 
-use std::collections::BTreeMap;
 use std::time::Instant;
 
 use lx_backend_llamacpp::LlamaCppBackend;
-use lx_core::backend::{Backend, LoadSpec, Scored, TokenId};
+use lx_core::backend::{Backend, LoadSpec, TokenId};
 use lx_format::gguf::GgufFile;
-use lx_core::parity::{compare, ALTERNATIVES, NEAR_TIE_NATS};
+use lx_test_support::drive::{drive, streams, Streams};
+use lx_test_support::parity::{compare, ALTERNATIVES, NEAR_TIE_NATS};
 use lx_core::scheduler::{Policy, SchedEvent, Scheduler, SchedulerConfig, WorkRequest};
 use lx_format::tokenizer::Tokenizer;
 
 const NEW_TOKENS: u32 = 24;
-
-type Streams = BTreeMap<u64, (Vec<TokenId>, Vec<Vec<Scored>>)>;
 
 /// Run the prompts to completion on a fresh backend. `prefix > 0`: they share their first
 /// `prefix` tokens and prefix caching is on (one extra slot holds the cache).
@@ -26,34 +24,11 @@ fn run(policy: Policy, prompts: &[Vec<TokenId>], prefix: u32) -> Streams {
     config.static_form_up_ms = 0;
     config.prefix_cache = prefix > 0;
     let mut s = Scheduler::new(backend, config, Instant::now());
-    let mut events = Vec::new();
-    for (i, p) in prompts.iter().enumerate() {
-        let req = WorkRequest { id: i as u64, prompt: p.clone(), max_tokens: NEW_TOKENS, stop_tokens: vec![], top_logprobs: ALTERNATIVES, prefix_tokens: prefix };
-        s.submit(req, &mut |e| events.push(e));
-        if prefix > 0 && i == 0 {
-            // Let the first request compute the prefix into the cache before the others come.
-            for _ in 0..4 {
-                s.step(&mut |e| events.push(e));
-            }
-        }
-    }
-    while s.has_work() {
-        s.step(&mut |e| events.push(e));
-    }
-    let mut out = Streams::new();
-    let mut reused = 0;
-    for e in events {
-        match e {
-            SchedEvent::Token { id, token, top, .. } => {
-                let entry = out.entry(id).or_default();
-                entry.0.push(token);
-                entry.1.push(top);
-            }
-            SchedEvent::PrefixReused { .. } => reused += 1,
-            SchedEvent::Failed { id, error } => panic!("request {id} failed: {error}"),
-            _ => {}
-        }
-    }
+    let requests = prompts.iter().enumerate().map(|(i, p)| WorkRequest { id: i as u64, prompt: p.clone(), max_tokens: NEW_TOKENS, stop_tokens: vec![], top_logprobs: ALTERNATIVES, prefix_tokens: prefix }).collect();
+    // Let the first request compute the prefix into the cache before the others come.
+    let events = drive(&mut s, requests, if prefix > 0 { 4 } else { 0 });
+    let out = streams(&events);
+    let reused = events.iter().filter(|e| matches!(e, SchedEvent::PrefixReused { .. })).count();
     if prefix > 0 {
         assert_eq!(reused, prompts.len() - 1, "every request after the first should reuse the cached prefix");
     }

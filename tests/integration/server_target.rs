@@ -4,7 +4,7 @@
 
 use integration_tests::{heavy, lx_bin, model_path, Run};
 use lx_format::tokenizer::Tokenizer;
-use lx_openai::scripted::{serve, tokens, Script};
+use lx_test_support::scripted_server::{serve, tokens, Script};
 use serde_json::Value;
 
 #[test]

@@ -5,11 +5,8 @@
 //!     cargo run --release -p lx-backend-candle --example logit_profile            # every implementation against candle F32
 //!     cargo run --release -p lx-backend-candle --example logit_profile -- llama   # llama.cpp against itself
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-
-use common::llama_ref::{llama, llama_context, long_prompt, prefill};
-use common::*;
+use lx_test_support::llama_ref::{llama, llama_context, long_prompt, prefill};
+use lx_test_support::steps::*;
 use lx_backend_candle::CandleBackend;
 use lx_core::backend::{choose_greedy, TokenId};
 

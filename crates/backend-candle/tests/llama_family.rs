@@ -12,10 +12,9 @@
 //!
 //! `LX_LLAMA_LOG=1` shows llama.cpp's log (why it refuses a fixture, say).
 
-mod common;
 use candle_core::quantized::GgmlDType;
-use common::chunk;
-use common::fixture::{add_tensor, spm_vocab, values, Ty, T};
+use lx_test_support::steps::chunk;
+use lx_test_support::tiny_gguf::{add_tensor, spm_vocab, values, Ty, T};
 use lx_backend_candle::{
     Activation, CandleBackend, DeviceChoice, KvCache, Options, RopeStyle, Rows, WeightFormat,
 };

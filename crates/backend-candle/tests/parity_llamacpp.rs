@@ -25,9 +25,9 @@
 //! and candle 0.140. How far apart the logits are, position by position,
 //! is printed by `cargo run --release --example logit_profile` (a diagnostic, not a test).
 
-mod common;
-use common::llama_ref::{forced, greedy, llama_at, long_prompt};
-use common::*;
+use lx_test_support::llama_ref::{forced, greedy, llama_at, long_prompt};
+use lx_test_support::models::*;
+use lx_test_support::steps::*;
 use lx_backend_candle::CandleBackend;
 use lx_core::backend::{choose_greedy, Backend, Batch, Outputs};
 use std::path::Path;

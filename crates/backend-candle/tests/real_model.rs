@@ -1,10 +1,9 @@
 //! Tests on the real default model (Gemma 3 270M Q4_K_M), with the backend's default
 //! options: candle against itself (chunks, slots, reuse). Parity with llama.cpp, computed
 //! live on this machine, is tests/parity_llamacpp.rs. They fail, never skip, when the model
-//! is missing (see `common::model_path`).
+//! is missing (see `lx_test_support::models::model_path`).
 
-mod common;
-use common::*;
+use lx_test_support::steps::*;
 use lx_backend_candle::{CandleBackend, DeviceChoice, Options, WeightFormat};
 use lx_core::backend::{Backend, Batch, Choice, Outputs, TokenId};
 

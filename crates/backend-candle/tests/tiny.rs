@@ -4,10 +4,9 @@
 //! GQA (2 query heads, 1 KV head) and a mix of tensor types (Q8_0 embedding, Q5_0, Q8_0,
 //! Q4_0, F16 and F32 projections), so the paths that matter run in milliseconds.
 
-mod common;
 use candle_core::quantized::GgmlDType;
-use common::chunk;
-use common::fixture::{add_tensor, values, Ty, T};
+use lx_test_support::steps::chunk;
+use lx_test_support::tiny_gguf::{add_tensor, values, Ty, T};
 use lx_backend_candle::{CandleBackend, DeviceChoice, Options, WeightFormat};
 use lx_core::backend::{Backend, BackendError, Batch, Choice, LoadSpec, Outputs, TokenId};
 use lx_format::gguf::GgufWriter;

@@ -2,7 +2,7 @@
 //! family's graph; builds with `--features
 //! mlx` on macOS aarch64 and Linux x86_64; elsewhere this file compiles to nothing). On Linux
 //! MLX runs on its CPU device (the mlx-cpu wheel); on a Mac these tests pick MLX's default
-//! device. They fail, never skip, without the model (`common::model_path`).
+//! device. They fail, never skip, without the model (`lx_test_support::models::model_path`).
 //!
 //! Teacher-forced parity, per weight mode, against llama.cpp running the very weights MLX
 //! runs: the default model as loaded, or, for MLX's own 4-bit mode, MLX's 4-bit weights
@@ -26,19 +26,18 @@
     any(all(target_os = "macos", target_arch = "aarch64"), all(target_os = "linux", target_arch = "x86_64"))
 ))]
 
-#[path = "../../backend-candle/tests/common/mod.rs"]
-mod common;
-use common::llama_ref::{forced, greedy, llama_at, long_prompt};
-use common::{chunk, model_path, smollm2_path};
+use lx_test_support::drive::{drive, streams, Streams};
+use lx_test_support::llama_ref::{forced, greedy, llama_at, long_prompt};
+use lx_test_support::models::{model_path, smollm2_path};
+use lx_test_support::steps::chunk;
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
 use lx_backend_mlx::{mlx4, MlxBackend, Options, WeightMode};
-use lx_core::backend::{choose_greedy, Backend, BackendError, Batch, LoadSpec, Outputs, Scored, TokenId};
-use lx_core::parity::{compare, ALTERNATIVES, NEAR_TIE_NATS};
-use lx_core::scheduler::{Policy, SchedEvent, Scheduler, SchedulerConfig, WorkRequest};
+use lx_core::backend::{choose_greedy, Backend, BackendError, Batch, LoadSpec, Outputs, TokenId};
+use lx_test_support::parity::{compare, ALTERNATIVES, NEAR_TIE_NATS};
+use lx_core::scheduler::{Policy, Scheduler, SchedulerConfig, WorkRequest};
 
 const N_GEN: usize = 48;
 /// Nats by which llama.cpp's token may trail MLX's best where the two disagree.
@@ -212,30 +211,11 @@ fn teacher_forced_parity_with_llama_cpp_on_mlx_4bit_weights() {
 
 /// Runs `prompts` through the engine's scheduler on MLX: each request's greedy tokens and
 /// their top-2 alternatives.
-fn scheduled(policy: Policy, prompts: &[Vec<TokenId>], n: u32) -> BTreeMap<u64, (Vec<TokenId>, Vec<Vec<Scored>>)> {
+fn scheduled(policy: Policy, prompts: &[Vec<TokenId>], n: u32) -> Streams {
     let backend = MlxBackend::load(&LoadSpec { max_batch_tokens: 1024, ..spec(4, 256) }).expect("MLX loads the default model");
     let mut s = Scheduler::new(Box::new(backend), SchedulerConfig::new(policy, 4, 1024), Instant::now());
-    let mut events = Vec::new();
-    for (i, p) in prompts.iter().enumerate() {
-        let req = WorkRequest { id: i as u64, prompt: p.clone(), max_tokens: n, stop_tokens: vec![], top_logprobs: ALTERNATIVES, prefix_tokens: 0 };
-        s.submit(req, &mut |e| events.push(e));
-    }
-    while s.has_work() {
-        s.step(&mut |e| events.push(e));
-    }
-    let mut out: BTreeMap<u64, (Vec<TokenId>, Vec<Vec<Scored>>)> = BTreeMap::new();
-    for e in events {
-        match e {
-            SchedEvent::Token { id, token, top, .. } => {
-                let entry = out.entry(id).or_default();
-                entry.0.push(token);
-                entry.1.push(top);
-            }
-            SchedEvent::Failed { id, error } => panic!("request {id} failed: {error}"),
-            _ => {}
-        }
-    }
-    out
+    let requests = prompts.iter().enumerate().map(|(i, p)| WorkRequest { id: i as u64, prompt: p.clone(), max_tokens: n, stop_tokens: vec![], top_logprobs: ALTERNATIVES, prefix_tokens: 0 }).collect();
+    streams(&drive(&mut s, requests, 0))
 }
 
 /// Continuous batching at concurrency 4 (four sequences at different positions in every

@@ -21,4 +21,3 @@ pub mod traffic;
 pub mod atomic_file;
 pub mod stamp;
 pub mod date;
-pub mod parity;

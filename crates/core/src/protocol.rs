@@ -81,7 +81,7 @@ mod tests {
         .into_iter()
         .map(Result::unwrap)
         .collect();
-        let mut m = lx_format::fuzz::Mutator::new(0x0bad_11fe);
+        let mut m = lx_test_support::fuzz::Mutator::new(0x0bad_11fe);
         let mut refused = 0;
         for case in 0..4000 {
             let mut bytes = lines[case % lines.len()].clone().into_bytes();

@@ -658,8 +658,8 @@ mod tests {
     /// written (a range keeps both ends, a fixed length none), in the documented order.
     #[test]
     fn every_grid_round_trips_through_the_plan() {
-        let mut rng = lx_format::fuzz::Mutator::new(7);
-        let length = |rng: &mut lx_format::fuzz::Mutator| {
+        let mut rng = lx_test_support::fuzz::Mutator::new(7);
+        let length = |rng: &mut lx_test_support::fuzz::Mutator| {
             let to = 1 + rng.below(600) as u32;
             if rng.below(2) == 0 {
                 Length::fixed(to)
@@ -668,7 +668,7 @@ mod tests {
             }
         };
         for _ in 0..200 {
-            let pick = |rng: &mut lx_format::fuzz::Mutator, n: usize| 1 + rng.below(n);
+            let pick = |rng: &mut lx_test_support::fuzz::Mutator, n: usize| 1 + rng.below(n);
             let prompts: Vec<Length> = (0..pick(&mut rng, 3)).map(|_| length(&mut rng)).collect();
             let outputs: Vec<Length> = (0..pick(&mut rng, 2)).map(|_| length(&mut rng)).collect();
             let concurrency: Vec<usize> = (0..pick(&mut rng, 3)).map(|_| pick(&mut rng, 64)).collect();

@@ -21,7 +21,7 @@ use lx_core::traffic::{run_closed_loop, PointSpec, Quiet, RunControl};
 use lx_results::results::PointResult;
 use lx_core::scheduler::Policy;
 use lx_core::stats::Distribution;
-use lx_openai::scripted::{serve, tokens, Script};
+use lx_test_support::scripted_server::{serve, tokens, Script};
 use lx_openai::{Server, ServerTarget, TextCodec};
 use serde_json::json;
 

@@ -11,7 +11,6 @@
 //! (`lx serve`).
 
 mod chunk;
-pub mod scripted;
 pub mod server;
 mod sse;
 mod target;

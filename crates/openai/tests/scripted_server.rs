@@ -13,7 +13,7 @@ use lx_core::traffic::{run_closed_loop, PointRun, PointSpec, Quiet, RunControl};
 use lx_results::results::PointResult;
 use lx_core::scheduler::{FinishReason, Policy};
 use lx_core::target::Target;
-use lx_openai::scripted::{done, event, serve, text, tokens, usage, Script, Scripted, Step};
+use lx_test_support::scripted_server::{done, event, serve, text, tokens, usage, Script, Scripted, Step};
 use lx_openai::{Api, Server, ServerTarget, TextCodec};
 use serde_json::json;
 

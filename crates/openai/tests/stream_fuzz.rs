@@ -2,7 +2,7 @@
 //! pieces gives exactly the events it gives whole, and damaged streams give events that parse
 //! or are refused with a message quoting them, never a panic.
 
-use lx_format::fuzz::Mutator;
+use lx_test_support::fuzz::Mutator;
 use lx_openai::{Api, Chunk, SseParser};
 
 const STREAM: &str = concat!(

@@ -455,7 +455,7 @@ mod tests {
     fn damaged_run_files_are_read_or_refused_never_a_panic() {
         let valid = include_bytes!("../../../docs/results/mlx-cpu-pp64-256-c1-4.json").to_vec();
         RunFile::read_bytes(&valid, Path::new("valid.json")).expect("the real file reads");
-        let mut m = lx_format::fuzz::Mutator::new(0x005e_ed0f_4a11);
+        let mut m = lx_test_support::fuzz::Mutator::new(0x005e_ed0f_4a11);
         let (mut read, mut refused) = (0, 0);
         for case in 0..1000 {
             let mut bytes = valid.clone();

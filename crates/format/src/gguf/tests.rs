@@ -162,7 +162,7 @@ fn corrupted_files_fail_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let valid = tiny().kv("tokenizer.ggml.model", "llama").kv("tokenizer.ggml.scores", vec![0f32, 0.0, 0.0, -1.0]).to_bytes().unwrap();
     let path = dir.path().join("fuzz.gguf");
-    let mut m = crate::fuzz::Mutator::new(0x9e37_79b9_7f4a_7c15);
+    let mut m = lx_test_support::fuzz::Mutator::new(0x9e37_79b9_7f4a_7c15);
     let (mut opened, mut refused) = (0, 0);
     for case in 0..3000u32 {
         let mut bytes = valid.clone();

@@ -310,7 +310,7 @@ fn any_text_encodes_and_any_ids_decode() {
     let (_dir, toy) = toy(|w| w);
     let real = Tokenizer::from_path(default_model_path()).expect("the default model's tokenizer");
     let alphabet: Vec<char> = "ab c\n\t\r  é漢字🙂\u{0}\u{200b}ءक<>/".chars().collect();
-    let mut m = crate::fuzz::Mutator::new(0x0007_0ce2);
+    let mut m = lx_test_support::fuzz::Mutator::new(0x0007_0ce2);
     for (name, t) in [("toy", &toy), ("default model", &real)] {
         let vocab = t.vocab_size() as TokenId;
         for case in 0..500 {

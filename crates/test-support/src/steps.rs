@@ -1,33 +1,12 @@
-//! Helpers shared by this crate's integration tests.
-#![allow(dead_code)]
+//! A backend driven step by step, with no scheduler: load specs, one-chunk steps, and a greedy
+//! prefill-then-decode of one sequence.
 
-pub mod fixture;
-pub mod llama_ref;
-
-use lx_backend_candle::CandleBackend;
 use lx_core::backend::{Backend, Batch, Choice, Chunk, LoadSpec, Outputs, Slot, TokenId};
 use std::path::PathBuf;
 
-/// The default model: `LX_MODEL`, else the cache path. Panics with a clear message when
-/// it is absent: a test that needs the real model must never pass without it.
-pub fn model_path() -> PathBuf {
-    let p = lx_models::default_model_path();
-    assert!(
-        p.is_file(),
-        "this test needs the default model (Gemma 3 270M Q4_K_M GGUF) at {}; fetch it (`lx models fetch`) or set LX_MODEL",
-        p.display()
-    );
-    p
-}
+use crate::models::model_path;
 
-/// The second real model (SmolLM2 135M Instruct Q4_1, llama architecture, byte-level BPE)
-/// in the model cache. Panics with what to do when it is absent.
-pub fn smollm2_path() -> PathBuf {
-    let p = lx_models::catalog_model_path("smollm2").expect("the catalog names smollm2");
-    assert!(p.is_file(), "this test needs SmolLM2 at {}; fetch it (`lx models fetch smollm2`)", p.display());
-    p
-}
-
+/// The default model on the CPU with two threads.
 pub fn spec(slots: usize, ctx: usize) -> LoadSpec {
     spec_at(model_path(), slots, ctx)
 }
@@ -57,7 +36,8 @@ pub fn chunk(slot: Slot, pos: usize, tokens: &[TokenId], outputs: Outputs) -> Ch
     }
 }
 
-pub fn step1(b: &mut CandleBackend, c: Chunk, top: usize) -> Vec<Choice> {
+/// One pass of the single chunk `c`: the choices of its output rows.
+pub fn step1<B: Backend + ?Sized>(b: &mut B, c: Chunk, top: usize) -> Vec<Choice> {
     let out = b
         .step(&Batch {
             chunks: vec![c],
@@ -72,8 +52,8 @@ pub fn step1(b: &mut CandleBackend, c: Chunk, top: usize) -> Vec<Choice> {
 
 /// Prefill `prompt` into `slot` (in chunks of `chunk_len`) and decode `n` tokens greedily.
 /// Returns the generated ids and the top-`top` of each choice.
-pub fn generate(
-    b: &mut CandleBackend,
+pub fn generate<B: Backend + ?Sized>(
+    b: &mut B,
     slot: Slot,
     prompt: &[TokenId],
     chunk_len: usize,

@@ -1,7 +1,7 @@
 //! llama.cpp as the reference, in the test process: the model, contexts in its default and
 //! its most precise CPU configuration, a one-batch prefill, its greedy continuation and its
-//! teacher-forced logits, and a prompt longer than Gemma 3's 512-token sliding window. Shared
-//! by tests/parity_llamacpp.rs, examples/logit_profile.rs and the MLX backend's parity test.
+//! teacher-forced logits, and a prompt longer than Gemma 3's 512-token sliding window. Used
+//! by the candle and MLX backends' parity tests and candle's examples/logit_profile.rs.
 
 use llama_cpp_2::context::params::{KvCacheType, LlamaContextParams};
 use llama_cpp_2::context::LlamaContext;
@@ -15,7 +15,7 @@ use std::num::NonZeroU32;
 use std::path::Path;
 use std::sync::OnceLock;
 
-use super::model_path;
+use crate::models::model_path;
 
 pub fn long_prompt() -> String {
     // Our own text, long enough (> 512 tokens) that the local layers' window matters.
