@@ -12,11 +12,7 @@
 //! token (robust to other processes sharing the cores), then the best of the repetitions.
 //! Decode tok/s is (output tokens − 1) ÷ (last token − first token), as the engine reports it.
 
-mod common {
-    pub mod bare_loop;
-}
-
-use common::bare_loop::BareLoop;
+use lx_backend_candle::bare_loop::BareLoop;
 use lx_backend_candle::{set_thread_env, CandleBackend, DeviceChoice, Options, WeightFormat};
 use lx_core::backend::{Backend, Batch, Chunk, LoadSpec, Outputs, TokenId};
 use std::time::Instant;

@@ -23,6 +23,7 @@
 //! (which works when the load is the first use of candle in the process) and reports the
 //! thread count actually in use in `BackendInfo::threads`.
 
+pub mod bare_loop;
 pub mod model;
 pub mod quant;
 

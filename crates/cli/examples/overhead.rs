@@ -34,10 +34,8 @@ use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
-#[path = "../../backend-candle/examples/common/bare_loop.rs"]
-mod bare_loop;
 
-use bare_loop::BareLoop;
+use lx_backend_candle::bare_loop::BareLoop;
 use lx_core::backend::{choose_greedy, LoadSpec, TokenId};
 use lx_core::coordinator::Worker;
 use lx_core::traffic::{run_closed_loop, PointSpec, Quiet, RunControl};

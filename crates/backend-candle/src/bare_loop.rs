@@ -1,12 +1,12 @@
 //! The reference loop for harness-overhead checks: our model code driven directly (one
 //! sequence, CPU, no engine, no step interface), so that the engine's figures for candle
-//! can be compared with what candle does with nothing in between. Shared by this crate's
-//! `bare` example and the CLI's `overhead` example (each includes it as a module).
+//! can be compared with what candle does with nothing in between. Used by this crate's
+//! `bare` example and the CLI's `overhead` example.
 
 use candle_core::Device;
 use lx_core::backend::{choose_greedy, BackendError, TokenId};
 
-use lx_backend_candle::{load_model, KvCache, LoadOptions, Model, RopeTable, Rows, WeightFormat};
+use crate::{load_model, KvCache, LoadOptions, Model, RopeTable, Rows, WeightFormat};
 
 /// One sequence over a model loaded on the CPU, with a cache of `ctx` positions.
 pub struct BareLoop {
