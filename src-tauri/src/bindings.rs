@@ -5,7 +5,7 @@
 //! not follow fails the build: `scripts/gen-types` (which sets `LX_WRITE_BINDINGS=1`)
 //! rewrites them.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use ts_rs::{Config, ExportError, TS};
 
@@ -62,25 +62,26 @@ fn defaults_ts() -> String {
     )
 }
 
-/// The `.ts` files under `dir`, by name, with their text.
-fn read_dir(dir: &Path) -> std::io::Result<Vec<(String, String)>> {
-    let mut out = Vec::new();
-    if dir.is_dir() {
-        for entry in std::fs::read_dir(dir)? {
-            let path: PathBuf = entry?.path();
-            if path.extension().is_some_and(|e| e == "ts") {
-                let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
-                out.push((name, std::fs::read_to_string(&path)?));
-            }
-        }
-    }
-    out.sort();
-    Ok(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
+
+    /// The `.ts` files under `dir`, by name, with their text.
+    fn read_dir(dir: &Path) -> std::io::Result<Vec<(String, String)>> {
+        let mut out = Vec::new();
+        if dir.is_dir() {
+            for entry in std::fs::read_dir(dir)? {
+                let path: PathBuf = entry?.path();
+                if path.extension().is_some_and(|e| e == "ts") {
+                    let name = path.file_name().unwrap_or_default().to_string_lossy().into_owned();
+                    out.push((name, std::fs::read_to_string(&path)?));
+                }
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
 
     #[test]
     fn the_generated_typescript_types_are_current() {

@@ -32,7 +32,7 @@ pub struct Model {
     /// Short display name.
     pub name: String,
     /// Header facts and tokenizer.
-    pub open: OpenModel,
+    pub open: std::sync::Arc<OpenModel>,
     /// Exact-length prompts for this model's tokenizer.
     pub prompts: PromptBuilder,
 }

@@ -7,6 +7,7 @@ pub mod limits;
 pub mod memory;
 pub mod model;
 pub mod platforms;
+pub mod sweep;
 pub mod synth;
 pub mod tune;
 pub mod worker;

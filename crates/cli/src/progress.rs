@@ -75,6 +75,14 @@ impl SweepProgress {
     }
 }
 
+/// Said while this machine's limits are measured for the ceilings.
+pub const PROBING: &str = "measuring this machine's limits for the ceilings (once per machine and build)...";
+
+/// Said when a run goes on without ceilings.
+pub fn no_ceilings(why: &anyhow::Error) -> String {
+    format!("warning: no ceilings in this run: {why:#}")
+}
+
 impl Observer for SweepProgress {
     fn done(&mut self, _record: &RequestRecord) {
         self.bar.inc(1);
@@ -97,6 +105,14 @@ impl SweepObserver for SweepProgress {
     fn point_done(&mut self, point: &lx_results::results::PointResult) {
         for e in &point.error_messages {
             self.say(format!("error: {}: {e}", point.test_name()));
+        }
+    }
+    fn probing(&mut self) {
+        self.say(PROBING.into());
+    }
+    fn ceilings(&mut self, basis: Result<(&lx_machine::probe::Probe, &lx_machine::roofline::ModelCost), &anyhow::Error>) {
+        if let Err(e) = basis {
+            self.say(no_ceilings(e));
         }
     }
     fn run_file_unsaved(&mut self, why: &str) {

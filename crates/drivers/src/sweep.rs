@@ -344,6 +344,12 @@ pub trait SweepObserver: Observer {
     fn loaded(&mut self, _backend: &str, _info: &lx_core::backend::BackendInfo, _load_ms: f64) {}
     fn point_started(&mut self, _index: usize, _total: usize, _backend: &str, _policy: Policy, _spec: &PointSpec) {}
     fn point_done(&mut self, _point: &PointResult) {}
+    /// This machine's limits are being measured for the ceilings (a first run on a machine
+    /// and build: a few seconds).
+    fn probing(&mut self) {}
+    /// What the ceilings are computed from, or why this run has none (it is measured all
+    /// the same).
+    fn ceilings(&mut self, _basis: Result<(&lx_machine::probe::Probe, &lx_machine::roofline::ModelCost), &anyhow::Error>) {}
     /// The run file could not be updated (a full disk): measuring goes on, and the file is
     /// written again after the next point.
     fn run_file_unsaved(&mut self, _why: &str) {}

@@ -142,7 +142,7 @@ pub async fn open_model(state: State<'_, AppState>, spec: String, on_progress: C
                 _ => None,
             })
             .unwrap_or_else(|| open.path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| s.clone()));
-        Ok(Model { spec: s, name, open, prompts })
+        Ok(Model { spec: s, name, open: std::sync::Arc::new(open), prompts })
     })
     .await??;
     let info = ModelInfo::of(&model);

@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 
 use lx_core::backend::BackendInfo;
 use lx_core::records::RequestRecord;
-use lx_core::traffic::{Observer, PointSpec, RunControl};
+use lx_core::traffic::{Observer, PointSpec};
 use lx_results::printers::Printer;
 use lx_results::results::{PointResult, RunFile, Slo};
 use lx_core::scheduler::Policy;
-use lx_drivers::sweep::{run_sweep, Length, SweepObserver, SweepPlan};
+use lx_backends::sweep::SweepJob;
+use lx_drivers::sweep::{Length, SweepObserver, SweepPlan};
 use serde::Deserialize;
 use tauri::ipc::Channel;
 use tauri::State;
@@ -201,6 +202,18 @@ impl SweepObserver for Progress {
     fn point_started(&mut self, index: usize, total: usize, backend: &str, policy: Policy, spec: &PointSpec) {
         self.send(SweepEvent::PointStarted { index, total, backend: backend.into(), policy, spec: spec.clone() });
     }
+    fn probing(&mut self) {
+        self.send(SweepEvent::Probing);
+    }
+    fn ceilings(&mut self, basis: Result<(&lx_machine::probe::Probe, &lx_machine::roofline::ModelCost), &anyhow::Error>) {
+        match basis {
+            Ok((limits, cost)) => {
+                self.send(SweepEvent::Ceilings { weight_bytes_per_step: cost.weight_bytes_per_step, busy: limits.busy_note() });
+                self.limits = Some(limits.clone());
+            }
+            Err(e) => self.send(SweepEvent::NoCeilings { message: format!("{e:#}") }),
+        }
+    }
     fn point_done(&mut self, point: &PointResult) {
         // A point that failed before measuring reported no requests: count it as done, so
         // the bar still reaches the end.
@@ -227,59 +240,38 @@ pub async fn sweep_start(state: State<'_, AppState>, request: SweepRequest, on_e
     let model = state.model.locked().clone().ok_or(CmdError::NoModel)?;
     let servers: Vec<String> = state.servers.locked().iter().map(|s| s.name.clone()).collect();
     let plan = request.plan(&servers)?;
-    plan.validate(Some(model.open.context_length)).map_err(CmdError::Sweep)?;
 
-    let mut control = RunControl::default();
+    let spawn = state.spawner(&model, lx_backends::tune::Use::Measure);
+    let mut job = SweepJob::new(Arc::clone(&model.open), plan, vec!["latency-explorer".into(), "sweep".into()], spawn).map_err(|e| CmdError::Sweep(format!("{e:#}")))?;
     if let Some(s) = request.hang_timeout_s {
         if !(s > 0.0 && s.is_finite()) {
             return Err(CmdError::Sweep("the hang timeout must be a positive number of seconds".into()));
         }
-        control.hang_timeout = std::time::Duration::from_secs_f64(s);
+        job.control.hang_timeout = std::time::Duration::from_secs_f64(s);
     }
-    let stop = Arc::clone(&control.stop);
-    let hardware = lx_backends::hardware_report();
-    let settings = serde_json::to_value(&plan).map_err(|e| CmdError::Sweep(e.to_string()))?;
-    let run = RunFile::new(vec!["latency-explorer".into(), "sweep".into()], hardware, model.open.record(), settings);
-    let path: PathBuf = state.runs_dir.join(run_file_name("run", run.started_unix_ms / 1000));
-    let total_points = plan.points().len();
-    let total_requests = total_points * plan.requests;
+    job.ceilings = !request.no_ceilings;
+    let path: PathBuf = state.runs_dir.join(run_file_name("run", job.run.started_unix_ms / 1000));
+    job.out = Some(path.clone());
+    let stop = Arc::clone(&job.control.stop);
+    let total_points = job.total_points();
+    let total_requests = total_points * job.plan.requests;
     let _ = on_event.send(SweepEvent::Started { path: path.clone(), total_points, total_requests });
 
-    let spawn = state.spawner(&model, lx_backends::tune::Use::Measure);
+    let mut progress = Progress {
+        channel: on_event.clone(),
+        done: 0,
+        total: total_requests,
+        points_done: 0,
+        per_point: job.plan.requests,
+        throttle: Throttle::new(Duration::from_millis(50)),
+        limits: None,
+    };
     let out = path.clone();
-    let no_ceilings = request.no_ceilings;
     let thread = std::thread::Builder::new()
         .name("lx-sweep".into())
-        .spawn(move || {
-            let mut run = run;
-            if plan.has_workers() && !no_ceilings {
-                match lx_backends::limits::ceilings_basis(&model.open.path, &mut || drop(on_event.send(SweepEvent::Probing))) {
-                    Ok((limits, cost)) => {
-                        let _ = on_event.send(SweepEvent::Ceilings { weight_bytes_per_step: cost.weight_bytes_per_step, busy: limits.busy_note() });
-                        (run.limits, run.model_cost) = (Some(limits), Some(cost));
-                    }
-                    Err(e) => drop(on_event.send(SweepEvent::NoCeilings { message: format!("{e:#}") })),
-                }
-            }
-            let prompt = |n: u32, i: usize| model.prompts.prompt(n as usize, i as u64);
-            let ctx = model.open.sweep_context(&prompt, spawn, Some(out.clone()), control);
-            let mut progress = Progress {
-                channel: on_event.clone(),
-                done: 0,
-                total: total_requests,
-                points_done: 0,
-                per_point: plan.requests,
-                throttle: Throttle::new(Duration::from_millis(50)),
-                limits: run.limits.clone(),
-            };
-            match run_sweep(&plan, &ctx, &mut run, &mut NoTable, &mut progress) {
-                Ok(failed_points) => {
-                    let _ = on_event.send(SweepEvent::Finished { path: out, stopped: run.stopped, failed_points });
-                }
-                Err(e) => {
-                    let _ = on_event.send(SweepEvent::Failed { message: format!("{e:#}") });
-                }
-            }
+        .spawn(move || match job.run(&mut NoTable, &mut progress) {
+            (run, Ok(failed_points)) => drop(on_event.send(SweepEvent::Finished { path: out, stopped: run.stopped, failed_points })),
+            (_, Err(e)) => drop(on_event.send(SweepEvent::Failed { message: format!("{e:#}") })),
         })
         .map_err(|e| CmdError::Sweep(format!("cannot start the sweep thread: {e}")))?;
     *state.sweep.locked() = Some(Sweep { stop, thread });

@@ -10,13 +10,13 @@ pub mod show;
 pub mod sweep;
 pub mod tune;
 
-/// Gives `run` what its points' ceilings are computed from: this machine's limits (probed
+/// Gives `run` (a live session's: a sweep's job does this itself) what its points' ceilings are computed from: this machine's limits (probed
 /// once per machine and build, said on stderr) and the model's cost per token. Without them
 /// the run goes on, measured all the same, and says why on stderr.
 pub fn add_ceilings(run: &mut lx_results::results::RunFile, model: &std::path::Path) {
-    match lx_backends::limits::ceilings_basis(model, &mut || eprintln!("measuring this machine's limits for the ceilings (once per machine and build)...")) {
+    match lx_backends::limits::ceilings_basis(model, &mut || eprintln!("{}", crate::progress::PROBING)) {
         Ok((limits, cost)) => (run.limits, run.model_cost) = (Some(limits), Some(cost)),
-        Err(e) => eprintln!("warning: no ceilings in this run: {e:#}"),
+        Err(e) => eprintln!("{}", crate::progress::no_ceilings(&e)),
     }
 }
 

@@ -4,12 +4,11 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use lx_core::traffic::RunControl;
 use lx_results::printers::{printer, Format};
-use lx_results::results::{RunFile, Slo, READING_PACE_TPS};
+use lx_results::results::{Slo, READING_PACE_TPS};
 use lx_core::scheduler::Policy;
-use lx_drivers::sweep::{run_sweep, Length, SweepPlan};
-use lx_format::workload::PromptBuilder;
+use lx_backends::sweep::SweepJob;
+use lx_drivers::sweep::{Length, SweepPlan};
 
 use crate::commands::list;
 
@@ -166,24 +165,17 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     // Cheap checks first, so a typo never waits for a model load; then against the model.
     plan.validate(None).map_err(anyhow::Error::msg)?;
     let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
-    plan.validate(Some(model.context_length)).map_err(anyhow::Error::msg)?;
-
-    let prompts = PromptBuilder::new(&model.tokenizer);
-    let prompt = |n: u32, i: usize| prompts.prompt(n as usize, i as u64);
-    let control = RunControl { hang_timeout: Duration::from_secs(args.hang_timeout), ..Default::default() };
-    crate::commands::stop_on_ctrl_c(&control);
-    let hardware = lx_backends::hardware_report();
-    let mut run = RunFile::new(std::env::args().collect(), hardware, model.record(), serde_json::to_value(&plan)?);
-    if !args.no_ceilings && plan.has_workers() {
-        crate::commands::add_ceilings(&mut run, &model.path);
-    }
     let spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::tune::Use::Measure, 0);
-    let ctx = model.sweep_context(&prompt, spawn, args.out.clone(), control);
-    let points = plan.points().len();
-    let total = if args.duration.is_some() && args.requests.is_none() { 0 } else { (points * plan.requests) as u64 };
+    let mut job = SweepJob::new(std::sync::Arc::new(model), plan, std::env::args().collect(), spawn)?;
+    job.control.hang_timeout = Duration::from_secs(args.hang_timeout);
+    crate::commands::stop_on_ctrl_c(&job.control);
+    job.out = args.out.clone();
+    job.ceilings = !args.no_ceilings;
+    let points = job.total_points();
+    let total = if args.duration.is_some() && args.requests.is_none() { 0 } else { (points * job.plan.requests) as u64 };
     let mut progress = crate::progress::SweepProgress::new(total);
     let mut out = printer(args.format, Box::new(std::io::stdout()));
-    let failed = run_sweep(&plan, &ctx, &mut run, out.as_mut(), &mut progress);
+    let (run, failed) = job.run(out.as_mut(), &mut progress);
     progress.finish();
     let failed = failed?;
     if let Some(path) = &args.out {
