@@ -26,7 +26,8 @@ fn export_all(cfg: &Config) -> Result<(), ExportError> {
     crate::commands::models::ModelInfo::export_all(cfg)?;
     crate::commands::runs::OpenedRun::export_all(cfg)?;
     crate::commands::servers::ServerSpec::export_all(cfg)?;
-    crate::commands::sweep::SweepRequest::export_all(cfg)?;
+    lx_drivers::sweep::SweepPlan::export_all(cfg)?;
+    crate::commands::sweep::SweepOptions::export_all(cfg)?;
     crate::commands::system::BackendAvailability::export_all(cfg)?;
     crate::commands::tune::TuneEvent::export_all(cfg)?;
     crate::commands::export::ExportSource::export_all(cfg)?;

@@ -287,10 +287,10 @@ hardware.el.append(tune.el);
 const sweep = new SweepPanel({
   backends: () => controls.settings.backends,
   context: () => model?.contextLength ?? 2048,
-  start: async (req, onEvent) => {
+  start: async (plan, options, onEvent) => {
     if (store.running) await stopLive();
     updateButtons();
-    const path = await api.sweepStart(req, (e) => {
+    const path = await api.sweepStart(plan, options, (e) => {
       onEvent(e);
       if (e.type === "finished" || e.type === "failed") updateButtons();
     });

@@ -22,7 +22,7 @@ use lx_core::target::{Spawner, Target};
 
 /// A prompt or output length in tokens: fixed (`64`), or drawn for each request uniformly
 /// from a range (`64..512`, with the sweep's seed).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 pub struct Length {
     /// The low end of a range; `None`: the length is fixed at `to`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -62,8 +62,10 @@ impl std::fmt::Display for Length {
     }
 }
 
-/// Everything about a sweep. Every list is a dimension of the grid.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// Everything about a sweep. Every list is a dimension of the grid. What is left out when
+/// one is read (the app's request, an older run file) takes `lx sweep`'s default.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+#[serde(default)]
 pub struct SweepPlan {
     pub backends: Vec<String>,
     /// Those of `backends` that are servers (OpenAI-compatible targets), which schedule

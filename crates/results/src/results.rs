@@ -22,7 +22,7 @@ pub const SCHEMA: &str = "latency-explorer/run";
 pub const SCHEMA_VERSION: u32 = 2;
 
 /// Service-level objectives a request must meet to count towards goodput.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct Slo {
     /// Most acceptable TTFT; `None`: no TTFT objective.
     pub ttft_ms: Option<f64>,

@@ -10,10 +10,10 @@ use lx_core::backend::BackendInfo;
 use lx_core::records::RequestRecord;
 use lx_core::traffic::{Observer, PointSpec};
 use lx_results::printers::Printer;
-use lx_results::results::{PointResult, RunFile, Slo};
+use lx_results::results::{PointResult, RunFile};
 use lx_core::scheduler::Policy;
 use lx_backends::sweep::SweepJob;
-use lx_drivers::sweep::{Length, SweepObserver, SweepPlan};
+use lx_drivers::sweep::{SweepObserver, SweepPlan};
 use serde::Deserialize;
 use tauri::ipc::Channel;
 use tauri::State;
@@ -22,136 +22,30 @@ use crate::error::{CmdError, CmdResult};
 use crate::events::{PointFigures, SweepEvent};
 use crate::state::{run_file_name, AppState, Locked, Sweep, Throttle};
 
-/// A prompt or output length as the UI sends it: a number, or text (`64`, `64..512`).
-#[derive(Debug, Clone, PartialEq, Deserialize, ts_rs::TS)]
-#[serde(untagged)]
-pub enum LengthArg {
-    Tokens(u32),
-    Text(String),
-}
-
-impl LengthArg {
-    fn length(&self) -> CmdResult<Length> {
-        match self {
-            LengthArg::Tokens(n) => Ok(Length::fixed(*n)),
-            LengthArg::Text(t) => t.parse().map_err(|e| CmdError::Sweep(format!("length '{t}': {e}"))),
-        }
-    }
-}
-
-/// A sweep as the UI asks for it (camelCase): every option `lx sweep` has for the engine's
-/// backends; every list is a dimension of the grid. Options left out take `lx sweep`'s
-/// defaults.
-#[derive(Debug, Clone, PartialEq, Deserialize, ts_rs::TS)]
-#[serde(rename_all = "camelCase")]
-pub struct SweepRequest {
-    /// Backends (`llama`, `candle`, `mlx`).
-    pub backends: Vec<String>,
-    /// Policies.
-    pub policies: Vec<Policy>,
-    /// Prompt lengths, tokens: fixed or ranges.
-    pub prompt_tokens: Vec<LengthArg>,
-    /// Concurrencies.
-    pub concurrency: Vec<usize>,
-    /// Output lengths, tokens: fixed or ranges.
-    pub max_tokens: Vec<LengthArg>,
-    /// Measured requests per point.
-    pub requests: usize,
-    /// Warm-up requests per point; default: the largest concurrency (as `lx sweep`).
-    #[serde(default)]
-    pub warmup: Option<usize>,
-    /// Compute threads (0: auto: this machine's tuned choice, else one core left for the
-    /// window where that is needed).
-    #[serde(default)]
-    pub threads: usize,
-    /// `chunked`: prompt tokens per pass.
-    #[serde(default)]
-    pub chunk_tokens: Option<usize>,
-    /// Tokens already in the context before each prompt (default: none).
-    #[serde(default)]
-    pub depths: Vec<u32>,
-    /// Open-loop Poisson arrival rates, requests/s; none: closed loop.
-    #[serde(default)]
-    pub rates: Vec<f64>,
-    /// Open loop: most requests in flight.
-    #[serde(default)]
-    pub max_in_flight: Option<usize>,
-    #[serde(default)]
-    pub seed: u64,
-    /// Seconds per point at most.
-    #[serde(default)]
-    pub duration_s: Option<f64>,
-    /// Shared prefix of every prompt, tokens.
-    #[serde(default)]
-    pub prefix_tokens: u32,
-    /// Prefix caching off and/or on (default: off).
-    #[serde(default)]
-    pub prefix_cache: Vec<bool>,
-    #[serde(default)]
-    pub max_batch_seqs: Option<usize>,
-    #[serde(default)]
-    pub max_batch_tokens: Option<usize>,
-    #[serde(default)]
-    pub slo_ttft_ms: Option<f64>,
-    /// Default: reading pace.
-    #[serde(default)]
-    pub slo_decode_tps: Option<f64>,
-    /// Each point measured this many times (default 1).
-    #[serde(default)]
-    pub repetitions: Option<usize>,
-    #[serde(default)]
-    pub stop_at_eos: bool,
-    /// Layers offloaded to the GPU (`None`: all that fit, `0`: none), as `--gpu-layers`.
-    #[serde(default)]
-    pub gpu_layers: Option<u32>,
-    /// Seconds of silence before a worker is given up (default [`lx_core::defaults::HANG_TIMEOUT_S`]), as `--hang-timeout`.
-    #[serde(default)]
+/// How the app runs a sweep, beside its plan (the plan is what the run file records; these
+/// are not part of the measurement).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, ts_rs::TS)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SweepOptions {
+    /// Seconds of silence before a worker is given up, as `--hang-timeout` (default
+    /// [`lx_core::defaults::HANG_TIMEOUT_S`]).
     pub hang_timeout_s: Option<f64>,
     /// Leave out the ceilings and their probe, as `--no-ceilings`.
-    #[serde(default)]
     pub no_ceilings: bool,
 }
 
-impl SweepRequest {
-    /// The engine's plan: this grid, everything else as `lx sweep` does it. A backend may
-    /// also be one of `servers` (added by the user), by its name.
-    pub fn plan(&self, servers: &[String]) -> CmdResult<SweepPlan> {
-        let backends = self
-            .backends
-            .iter()
-            .map(|b| if servers.contains(b) { Ok(b.clone()) } else { lx_backends::canonical(b).map(String::from) })
-            .collect::<anyhow::Result<Vec<_>>>()
-            .map_err(|e| CmdError::Sweep(e.to_string()))?;
-        let servers = servers.iter().filter(|s| backends.contains(s)).cloned().collect();
-        let lengths = |v: &[LengthArg]| v.iter().map(LengthArg::length).collect::<CmdResult<Vec<_>>>();
-        let d = SweepPlan::default();
-        Ok(SweepPlan {
-            backends,
-            servers,
-            policies: self.policies.clone(),
-            prompt_tokens: lengths(&self.prompt_tokens)?,
-            warmup: self.warmup.unwrap_or_else(|| self.concurrency.iter().copied().max().unwrap_or(1)),
-            concurrency: self.concurrency.clone(),
-            max_tokens: lengths(&self.max_tokens)?,
-            requests: self.requests,
-            threads: self.threads,
-            chunk_tokens: self.chunk_tokens.unwrap_or(d.chunk_tokens),
-            depths: if self.depths.is_empty() { d.depths.clone() } else { self.depths.clone() },
-            rates: self.rates.clone(),
-            max_in_flight: self.max_in_flight,
-            seed: self.seed,
-            duration_s: self.duration_s,
-            prefix_tokens: self.prefix_tokens,
-            prefix_cache: if self.prefix_cache.is_empty() { d.prefix_cache.clone() } else { self.prefix_cache.clone() },
-            max_batch_seqs: self.max_batch_seqs,
-            max_batch_tokens: self.max_batch_tokens,
-            slo: Slo { ttft_ms: self.slo_ttft_ms, decode_tps: self.slo_decode_tps.or(d.slo.decode_tps) },
-            repetitions: self.repetitions.unwrap_or(d.repetitions),
-            stop_at_eos: self.stop_at_eos,
-            gpu_layers: self.gpu_layers,
-            ..d
-        })
-    }
+/// The UI's plan as the engine runs it: backend names as people type them made canonical,
+/// and those that are servers the user added marked as such (`servers` are measured once per
+/// point, not once per policy). Whatever the UI said of `servers` is replaced.
+pub fn with_backends(mut plan: SweepPlan, servers: &[String]) -> CmdResult<SweepPlan> {
+    plan.backends = plan
+        .backends
+        .iter()
+        .map(|b| if servers.contains(b) { Ok(b.clone()) } else { lx_backends::canonical(b).map(String::from) })
+        .collect::<anyhow::Result<Vec<_>>>()
+        .map_err(|e| CmdError::Sweep(e.to_string()))?;
+    plan.servers = servers.iter().filter(|s| plan.backends.contains(s)).cloned().collect();
+    Ok(plan)
 }
 
 /// Prints nothing: the app shows points as they come through the observer.
@@ -230,7 +124,7 @@ impl SweepObserver for Progress {
 /// Events on `on_event`: `started`, `loading`, `loaded`, `pointStarted`, `progress`
 /// (at most 20 a second), `pointDone`, then `finished` or `failed`. See [`SweepEvent`].
 #[tauri::command]
-pub async fn sweep_start(state: State<'_, AppState>, request: SweepRequest, on_event: Channel<SweepEvent>) -> CmdResult<String> {
+pub async fn sweep_start(state: State<'_, AppState>, plan: SweepPlan, options: SweepOptions, on_event: Channel<SweepEvent>) -> CmdResult<String> {
     if state.live.locked().is_some() {
         return Err(CmdError::Busy("live mode is running: stop it before a sweep".into()));
     }
@@ -239,17 +133,17 @@ pub async fn sweep_start(state: State<'_, AppState>, request: SweepRequest, on_e
     }
     let model = state.model.locked().clone().ok_or(CmdError::NoModel)?;
     let servers: Vec<String> = state.servers.locked().iter().map(|s| s.name.clone()).collect();
-    let plan = request.plan(&servers)?;
+    let plan = with_backends(plan, &servers)?;
 
     let spawn = state.spawner(&model, lx_backends::tune::Use::Measure);
     let mut job = SweepJob::new(Arc::clone(&model.open), plan, vec!["latency-explorer".into(), "sweep".into()], spawn).map_err(|e| CmdError::Sweep(format!("{e:#}")))?;
-    if let Some(s) = request.hang_timeout_s {
+    if let Some(s) = options.hang_timeout_s {
         if !(s > 0.0 && s.is_finite()) {
             return Err(CmdError::Sweep("the hang timeout must be a positive number of seconds".into()));
         }
         job.control.hang_timeout = std::time::Duration::from_secs_f64(s);
     }
-    job.ceilings = !request.no_ceilings;
+    job.ceilings = !options.no_ceilings;
     let path: PathBuf = state.runs_dir.join(run_file_name("run", job.run.started_unix_ms / 1000));
     job.out = Some(path.clone());
     let stop = Arc::clone(&job.control.stop);
@@ -304,58 +198,58 @@ pub(crate) fn last_run_points(state: &AppState) -> CmdResult<Vec<PointResult>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use lx_drivers::sweep::Length;
+    use lx_results::results::Slo;
 
     #[test]
-    fn a_request_from_the_ui_becomes_the_engine_plan_with_cli_defaults() {
-        let r: SweepRequest = serde_json::from_value(serde_json::json!({
-            "backends": ["llama.cpp"], "policies": ["serial", "continuous"], "promptTokens": [64, 256],
-            "concurrency": [1, 4], "maxTokens": [32], "requests": 8
+    fn a_plan_from_the_ui_takes_lx_sweeps_defaults_for_what_it_leaves_out() {
+        let plan: SweepPlan = serde_json::from_value(serde_json::json!({
+            "backends": ["llama.cpp"], "policies": ["serial", "continuous"], "prompt_tokens": [{ "to": 64 }, { "to": 256 }],
+            "concurrency": [1, 4], "max_tokens": [{ "to": 32 }], "requests": 8
         }))
         .unwrap();
-        let plan = r.plan(&[]).unwrap();
+        let plan = with_backends(plan, &[]).unwrap();
         assert_eq!(plan.backends, vec!["llama"]);
-        assert_eq!(plan.warmup, 4);
         assert_eq!(plan.chunk_tokens, lx_core::defaults::CHUNK_TOKENS);
         assert_eq!(plan.threads, 0, "auto stays auto: the spawner takes the tuned choice, else leaves the window a core");
-        assert_eq!(SweepRequest { threads: 3, ..r.clone() }.plan(&[]).unwrap().threads, 3);
         assert_eq!(plan.points().len(), 2 * 2 * 2);
-        let bad = SweepRequest { backends: vec!["nope".into()], ..r.clone() };
-        assert!(matches!(bad.plan(&[]), Err(CmdError::Sweep(m)) if m.contains("unknown backend")));
-        assert_eq!(plan, SweepPlan { threads: plan.threads, ..SweepPlan { backends: vec!["llama".into()], policies: vec![Policy::Serial, Policy::Continuous], prompt_tokens: vec![Length::fixed(64), Length::fixed(256)], max_tokens: vec![Length::fixed(32)], ..SweepPlan::default() } });
+        assert_eq!(plan, SweepPlan { backends: vec!["llama".into()], policies: vec![Policy::Serial, Policy::Continuous], prompt_tokens: vec![Length::fixed(64), Length::fixed(256)], max_tokens: vec![Length::fixed(32)], ..SweepPlan::default() });
+        let bad = SweepPlan { backends: vec!["nope".into()], ..plan.clone() };
+        assert!(matches!(with_backends(bad, &[]), Err(CmdError::Sweep(m)) if m.contains("unknown backend")));
 
-        // A server the user added is a backend by its name, measured once per point.
-        let with_server = SweepRequest { backends: vec!["llama.cpp".into(), "lab".into()], ..r };
-        let plan = with_server.plan(&["lab".into(), "other".into()]).unwrap();
+        // A server the user added is a backend by its name, measured once per point; what the
+        // UI says of servers is not taken.
+        let with_server = SweepPlan { backends: vec!["llama.cpp".into(), "lab".into()], servers: vec!["other".into()], ..plan };
+        let plan = with_backends(with_server.clone(), &["lab".into(), "other".into()]).unwrap();
         assert_eq!((plan.backends.clone(), plan.servers.clone()), (vec!["llama".to_string(), "lab".into()], vec!["lab".to_string()]));
         // The server once per prompt length and concurrency, not once per policy.
         assert_eq!(plan.points().len(), 2 * 2 * 2 + 2 * 2);
-        assert!(matches!(with_server.plan(&[]), Err(CmdError::Sweep(m)) if m.contains("unknown backend")));
+        assert!(matches!(with_backends(with_server, &[]), Err(CmdError::Sweep(m)) if m.contains("unknown backend")));
     }
 
     #[test]
     fn the_ui_can_ask_for_everything_lx_sweep_does() {
-        let r: SweepRequest = serde_json::from_value(serde_json::json!({
-            "backends": ["candle"], "policies": ["chunked"], "promptTokens": ["64..512", "1024"], "concurrency": [4],
-            "maxTokens": ["8..32"], "requests": 6, "depths": [0, 256], "rates": [1.5, 3.0], "maxInFlight": 8, "seed": 7, "durationS": 30.0,
-            "prefixTokens": 32, "prefixCache": [false, true], "maxBatchSeqs": 2, "maxBatchTokens": 1024, "sloTtftMs": 500.0,
-            "sloDecodeTps": 10.0, "repetitions": 3, "chunkTokens": 128, "stopAtEos": true, "gpuLayers": 0, "hangTimeoutS": 30.0,
-            "noCeilings": true
+        let plan: SweepPlan = serde_json::from_value(serde_json::json!({
+            "backends": ["candle"], "policies": ["chunked"], "prompt_tokens": [{ "from": 64, "to": 512 }, { "to": 1024 }], "concurrency": [4],
+            "max_tokens": [{ "from": 8, "to": 32 }], "requests": 6, "warmup": 2, "depths": [0, 256], "rates": [1.5, 3.0], "max_in_flight": 8, "seed": 7,
+            "duration_s": 30.0, "prefix_tokens": 32, "prefix_cache": [false, true], "max_batch_seqs": 2, "max_batch_tokens": 1024,
+            "slo": { "ttft_ms": 500.0, "decode_tps": 10.0 }, "repetitions": 3, "chunk_tokens": 128, "stop_at_eos": true, "gpu_layers": 0
         }))
         .unwrap();
-        let p = r.plan(&[]).unwrap();
+        let p = with_backends(plan, &[]).unwrap();
         assert_eq!(p.prompt_tokens, [Length { from: Some(64), to: 512 }, Length::fixed(1024)]);
         assert_eq!(p.max_tokens, [Length { from: Some(8), to: 32 }]);
-        assert_eq!((&p.rates, p.max_in_flight, p.seed, p.duration_s), (&vec![1.5, 3.0], Some(8), 7, Some(30.0)));
+        assert_eq!((&p.rates, p.max_in_flight, p.seed, p.duration_s, p.warmup), (&vec![1.5, 3.0], Some(8), 7, Some(30.0), 2));
         assert_eq!((p.prefix_tokens, &p.prefix_cache), (32, &vec![false, true]));
         assert_eq!((p.max_batch_seqs, p.max_batch_tokens, p.repetitions, p.chunk_tokens, p.stop_at_eos), (Some(2), Some(1024), 3, 128, true));
         assert_eq!(p.slo, Slo { ttft_ms: Some(500.0), decode_tps: Some(10.0) });
-        assert_eq!(p.depths, [0, 256]);
-        assert_eq!((p.gpu_layers, r.hang_timeout_s, r.no_ceilings), (Some(0), Some(30.0), true));
+        assert_eq!((p.depths.clone(), p.gpu_layers), (vec![0, 256], Some(0)));
         // A depth fills and caches its own prefix: not with a shared prefix as well.
         assert!(p.validate(Some(4096)).unwrap_err().contains("--depth"));
         let p = SweepPlan { prefix_tokens: 0, prefix_cache: vec![false], ..p };
         assert_eq!(p.validate(Some(4096)), Ok(()));
-        let bad = SweepRequest { prompt_tokens: vec![LengthArg::Text("64..x".into())], ..r };
-        assert!(matches!(bad.plan(&[]), Err(CmdError::Sweep(m)) if m.contains("'64..x'")));
+        let options: SweepOptions = serde_json::from_value(serde_json::json!({ "hangTimeoutS": 30.0, "noCeilings": true })).unwrap();
+        assert_eq!(options, SweepOptions { hang_timeout_s: Some(30.0), no_ceilings: true });
+        assert_eq!(serde_json::from_value::<SweepOptions>(serde_json::json!({})).unwrap(), SweepOptions::default());
     }
 }

@@ -15,7 +15,7 @@ describe("parseList", () => {
 
 describe("parseLengths", () => {
   it("reads fixed lengths and ranges as lx sweep writes them", () => {
-    expect(parseLengths("64..512, 512 64..512", 1, 2048)).toEqual(["64..512", "512"]);
+    expect(parseLengths("64..512, 512 64..512", 1, 2048)).toEqual([{ from: 64, to: 512 }, { to: 512 }]);
   });
   it("says what is wrong", () => {
     expect(parseLengths("", 1, 10)).toBe("give at least one value");

@@ -4,7 +4,7 @@
  */
 import { h, setText } from "../lib/dom";
 import { ms as fmtMs, num, tps as fmtTps } from "../lib/format";
-import type { AppError, Limits, PointFigures, Policy, SweepEvent, SweepRequest } from "../ipc/types";
+import type { AppError, Length, Limits, PointFigures, Policy, SweepEvent, SweepOptions, SweepPlan } from "../ipc/types";
 import { POLICIES } from "../ipc/types";
 import { backendLabel } from "./charts";
 import { CHUNK_TOKENS, HANG_TIMEOUT_S, READING_PACE_TPS } from "../ipc/generated/defaults";
@@ -22,10 +22,11 @@ export function parseList(text: string, min: number, max: number): number[] | st
 }
 
 /** Lengths as `lx sweep` takes them: whole numbers, or ranges `A..B` (drawn per request). */
-export function parseLengths(text: string, min: number, max: number): string[] | string {
+export function parseLengths(text: string, min: number, max: number): Length[] | string {
   const parts = text.split(/[\s,]+/).filter(Boolean);
   if (parts.length === 0) return "give at least one value";
-  const out: string[] = [];
+  const seen: string[] = [];
+  const out: Length[] = [];
   for (const p of parts) {
     const [a, b] = p.split("..");
     const ends = b === undefined ? [a] : [a, b];
@@ -34,7 +35,9 @@ export function parseLengths(text: string, min: number, max: number): string[] |
       if (e === "" || !Number.isInteger(v) || v < min || v > max) return `'${p}' is not a whole number (or A..B) from ${min} to ${max}`;
     }
     if (ends.length === 2 && Number(ends[0]) > Number(ends[1])) return `'${p}': the low end comes first`;
-    if (!out.includes(p)) out.push(p);
+    if (seen.includes(p)) continue;
+    seen.push(p);
+    out.push(ends.length === 2 ? { from: Number(ends[0]), to: Number(ends[1]) } : { to: Number(ends[0]) });
   }
   return out;
 }
@@ -53,7 +56,7 @@ export function parseNumbers(text: string): number[] | string {
 export interface SweepHooks {
   backends: () => string[];
   context: () => number;
-  start: (req: SweepRequest, onEvent: (e: SweepEvent) => void) => Promise<string>;
+  start: (plan: SweepPlan, options: SweepOptions, onEvent: (e: SweepEvent) => void) => Promise<string>;
   cancel: () => Promise<void>;
   exportCsv: () => Promise<void>;
   /** A point measured, with the weight bytes per decode step of the sweep's model (null
@@ -190,34 +193,34 @@ export class SweepPanel {
     setText(this.formError, problem);
     if (problem) return;
     const cache = this.prefixCache.value;
-    const req: SweepRequest = {
+    const concurrency = conc as number[];
+    // What a blank field means is said by its placeholder: lx sweep's default.
+    const plan: SweepPlan = {
       backends: this.hooks.backends(),
       policies,
-      promptTokens: prompts as string[],
-      concurrency: conc as number[],
-      maxTokens: maxTok as string[],
+      prompt_tokens: prompts as Length[],
+      concurrency,
+      max_tokens: maxTok as Length[],
       requests,
+      warmup: opt(this.warmup) ?? Math.max(...concurrency),
+      repetitions: opt(this.repetitions) ?? 1,
       // auto: this machine's tuned choice, as in live mode
       threads: 0,
       depths: depths as number[],
       rates: rates as number[],
-      maxInFlight: opt(this.maxInFlight),
-      durationS: opt(this.duration),
+      max_in_flight: opt(this.maxInFlight),
+      duration_s: opt(this.duration),
       seed: opt(this.seed) ?? 0,
-      repetitions: opt(this.repetitions),
-      warmup: opt(this.warmup),
-      prefixTokens: opt(this.prefix) ?? 0,
-      prefixCache: cache === "both" ? [false, true] : [cache === "on"],
-      maxBatchSeqs: opt(this.maxBatch),
-      maxBatchTokens: opt(this.maxBatchTokens),
-      chunkTokens: opt(this.chunk),
-      sloTtftMs: opt(this.sloTtft),
-      sloDecodeTps: opt(this.sloDecode),
-      stopAtEos: this.stopAtEos.checked,
-      gpuLayers: opt(this.gpuLayers),
-      hangTimeoutS: opt(this.hangTimeout),
-      noCeilings: this.noCeilings.checked,
+      prefix_tokens: opt(this.prefix) ?? 0,
+      prefix_cache: cache === "both" ? [false, true] : [cache === "on"],
+      max_batch_seqs: opt(this.maxBatch),
+      max_batch_tokens: opt(this.maxBatchTokens),
+      chunk_tokens: opt(this.chunk) ?? CHUNK_TOKENS,
+      slo: { ttft_ms: opt(this.sloTtft), decode_tps: opt(this.sloDecode) ?? READING_PACE_TPS },
+      stop_at_eos: this.stopAtEos.checked,
+      gpu_layers: opt(this.gpuLayers),
     };
+    const options: SweepOptions = { hangTimeoutS: opt(this.hangTimeout), noCeilings: this.noCeilings.checked };
     this.table.replaceChildren();
     this.sensorPoints = [];
     this.weightBytes = null;
@@ -229,7 +232,7 @@ export class SweepPanel {
     this.setRunning(true);
     setText(this.status, "starting…");
     try {
-      const path = await this.hooks.start(req, (e) => this.event(e));
+      const path = await this.hooks.start(plan, options, (e) => this.event(e));
       this.el.dataset.runFile = path;
     } catch (e) {
       this.setRunning(false);

@@ -16,7 +16,8 @@ import type {
   PointCeiling,
   ServerSpec,
   SweepEvent,
-  SweepRequest,
+  SweepOptions,
+  SweepPlan,
   TuneEvent,
   TuneStatus,
 } from "./types";
@@ -43,8 +44,8 @@ export const livePreviewNext = () => call<void>("live_preview_next");
 export const liveStop = () => call<void>("live_stop");
 export const liveSave = () => call<string>("live_save");
 
-export const sweepStart = (request: SweepRequest, onEvent: (e: SweepEvent) => void) =>
-  call<string>("sweep_start", { request, onEvent: channel(onEvent) });
+export const sweepStart = (plan: SweepPlan, options: SweepOptions, onEvent: (e: SweepEvent) => void) =>
+  call<string>("sweep_start", { plan, options, onEvent: channel(onEvent) });
 export const sweepCancel = () => call<void>("sweep_cancel");
 
 export const tuneStatus = () => call<TuneStatus>("tune_status");

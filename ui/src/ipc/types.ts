@@ -20,7 +20,7 @@ export type { Distribution } from "./generated/Distribution";
 export type { ExportSource } from "./generated/ExportSource";
 export type { FinishReason } from "./generated/FinishReason";
 export type { HardwareReport } from "./generated/HardwareReport";
-export type { LengthArg } from "./generated/LengthArg";
+export type { Length } from "./generated/Length";
 export type { Limits } from "./generated/Limits";
 export type { LiveEvent } from "./generated/LiveEvent";
 export type { LiveSettings } from "./generated/LiveSettings";
@@ -37,7 +37,8 @@ export type { ServerSpec } from "./generated/ServerSpec";
 export type { SettingKey } from "./generated/SettingKey";
 export type { SettingSummary } from "./generated/SettingSummary";
 export type { SweepEvent } from "./generated/SweepEvent";
-export type { SweepRequest } from "./generated/SweepRequest";
+export type { SweepOptions } from "./generated/SweepOptions";
+export type { SweepPlan } from "./generated/SweepPlan";
 export type { TuneEvent } from "./generated/TuneEvent";
 export type { TuneStatus } from "./generated/TuneStatus";
 
