@@ -31,7 +31,7 @@ pub fn main() {
         }
         _ => {}
     }
-    lx_backends::worker::serve_if_asked(&args);
+    lx_backends::serve_if_asked(&args);
     run();
 }
 

@@ -105,6 +105,26 @@ pub fn serve_worker(backend: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A binary's entry point when its arguments ask for a worker ([`worker::WorkerRole`]):
+/// serves until the coordinator closes stdin (a backend) or every device is measured (the
+/// probe), then exits the process (0, or 1 with the error on stderr). Returns when they ask
+/// for something else.
+pub fn serve_if_asked(args: &[String]) {
+    let Some(role) = worker::WorkerRole::from_args(args) else { return };
+    let served = role.map_err(anyhow::Error::msg).and_then(|role| match role {
+        worker::WorkerRole::Backend(name) => serve_worker(&name),
+        worker::WorkerRole::Probe => limits::serve_probe(),
+    });
+    let code = match served {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            1
+        }
+    };
+    std::process::exit(code);
+}
+
 /// Starts this build's worker processes by backend name, with this machine's tuned settings
 /// for the model ([`tune`]: the idle choice to measure, the contended one for live mode).
 /// `untuned_threads` is the thread count when neither the run nor the profile gives one (0:

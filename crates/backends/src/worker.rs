@@ -2,7 +2,7 @@
 //! their workers by re-executing themselves as `worker --backend NAME` (one backend behind the
 //! worker protocol) or `worker --probe` (this machine's limits, so llama.cpp's library never
 //! runs inside the measuring process); both binaries read their arguments with
-//! [`WorkerRole::from_args`] before anything else.
+//! [`WorkerRole::from_args`] before anything else ([`crate::serve_if_asked`]).
 
 use lx_core::coordinator::WorkerCommand;
 
@@ -50,29 +50,6 @@ impl WorkerRole {
             .unwrap_or_else(|| "lx".into());
         WorkerCommand { program, args: self.args(), env: Vec::new() }
     }
-
-    /// Be this worker: serve until the coordinator closes stdin (a backend), or until every
-    /// device is measured (the probe).
-    pub fn serve(&self) -> anyhow::Result<()> {
-        match self {
-            WorkerRole::Backend(name) => crate::serve_worker(name),
-            WorkerRole::Probe => crate::limits::serve_probe(),
-        }
-    }
-}
-
-/// A binary's entry point when its arguments ask for a worker: serves, then exits the
-/// process (0, or 1 with the error on stderr). Returns when they ask for something else.
-pub fn serve_if_asked(args: &[String]) {
-    let Some(role) = WorkerRole::from_args(args) else { return };
-    let code = match role.map_err(anyhow::Error::msg).and_then(|role| role.serve()) {
-        Ok(()) => 0,
-        Err(e) => {
-            eprintln!("error: {e:#}");
-            1
-        }
-    };
-    std::process::exit(code);
 }
 
 #[cfg(test)]
