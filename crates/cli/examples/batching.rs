@@ -47,7 +47,8 @@ use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
 use lx_backend_llamacpp::KvLayout;
 use lx_core::backend::{choose_greedy, LoadSpec, TokenId};
-use lx_core::coordinator::{Worker, WorkerCommand};
+use lx_core::child::WorkerCommand;
+use lx_core::coordinator::Worker;
 use lx_core::traffic::{run_closed_loop, PointSpec, Quiet, RunControl};
 use lx_results::results::PointResult;
 use lx_core::scheduler::{Policy, SchedulerConfig};
@@ -115,14 +116,6 @@ struct Rounds(std::collections::BTreeMap<&'static str, Vec<f64>>);
 impl Rounds {
     fn push(&mut self, key: &'static str, v: f64) {
         self.0.entry(key).or_default().push(v);
-    }
-    fn median(&self, key: &str) -> f64 {
-        median(self.0[key].clone())
-    }
-    /// The median over rounds of ours ÷ theirs, each round's pair taken minutes apart: a
-    /// machine that drifts between rounds moves both sides of a pair alike.
-    fn paired_ratio(&self, key: &str, theirs: &Rounds, their_key: &str) -> f64 {
-        median(self.0[key].iter().zip(&theirs.0[their_key]).map(|(o, t)| o / t).collect())
     }
 }
 
@@ -336,42 +329,24 @@ fn main() -> anyhow::Result<()> {
         }
     }
 
+    // The file's figures, every round's, and the tables printed from them as `lx show`
+    // prints them (lx_results::studies::batching_bench), so the two never differ.
+    let hw = lx_backends::hardware_report();
+    let doc = json!({
+        "kind": lx_results::studies::batching_bench::KIND,
+        "command": std::env::args().collect::<Vec<_>>(),
+        "hardware": hw,
+        "settings": { "threads": a.threads, "prompt": a.prompt, "gen": a.gen, "rounds": a.rounds, "requests_per_client": a.requests_per_client, "kv": kv_name },
+        "decode": a.batches.iter().zip(&decode).map(|(b, (t, m))| json!({ "b": b, "batched_bench": t, "ours": m })).collect::<Vec<_>>(),
+        "serving": a.clients.iter().zip(&serving).map(|(c, (t, m))| json!({ "clients": c, "llama_server": t, "ours": m })).collect::<Vec<_>>(),
+    });
+    let study = lx_results::studies::Study::from_json(doc.clone(), Path::new("the batching benchmark"))?;
+    let table = |name: &str| lx_results::studies::table(std::slice::from_ref(&study), Some(name));
     println!("Aggregate decode, prompt {} + {} tokens per sequence, {} threads, KV cache {kv_name}, medians of {} rounds\n", a.prompt, a.gen, a.threads, a.rounds);
-    println!("| B | batched-bench S_TG | ours, passes | ÷ | ours, client | ÷ | pass ms | in llama_decode | adapter | between passes | bare loop, slot order | reversed |");
-    println!("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |");
-    for (b, (theirs, mine)) in a.batches.iter().zip(&decode) {
-        let s = theirs.median("s_tg");
-        let (pass, compute, itl) = (mine.median("pass_ms"), mine.median("llama_decode_ms"), mine.median("itl_ms"));
-        println!(
-            "| {b} | {s:.1} | {:.1} | {:.2} | {:.1} | {:.2} | {pass:.1} | {compute:.1} | {:.2} | {:.2} | {:.1} | {:.1} |",
-            mine.median("pass_tps"),
-            mine.paired_ratio("pass_tps", theirs, "s_tg"),
-            mine.median("client_tps"),
-            mine.paired_ratio("client_tps", theirs, "s_tg"),
-            mine.median("adapter_ms"),
-            itl - pass,
-            mine.median("bare_decode_ms"),
-            mine.median("bare_reversed_ms"),
-        );
-    }
+    println!("{}", table("decode")?.join("\n"));
     println!("\nClosed-loop serving, {} requests per client after one warm-up request per client, each side\n", a.requests_per_client);
-    println!("| c | figure | llama-server | ours | ours ÷ server |");
-    println!("| ---: | --- | ---: | ---: | ---: |");
-    for (c, (theirs, mine)) in a.clients.iter().zip(&serving) {
-        for (key, label) in [("ttft_ms", "TTFT p50 ms"), ("decode_tps", "decode tok/s per request p50"), ("throughput_tps", "throughput tok/s")] {
-            let (t, m) = (theirs.median(key), mine.median(key));
-            println!("| {c} | {label} | {t:.1} | {m:.1} | {:.3} |", mine.paired_ratio(key, theirs, key));
-        }
-    }
+    println!("{}", table("serving")?.join("\n"));
     if let Some(out) = &a.out {
-        let hw = lx_backends::hardware_report();
-        let doc = json!({
-            "command": std::env::args().collect::<Vec<_>>(),
-            "hardware": hw,
-            "settings": { "threads": a.threads, "prompt": a.prompt, "gen": a.gen, "rounds": a.rounds, "requests_per_client": a.requests_per_client, "kv": kv_name },
-            "decode": a.batches.iter().zip(&decode).map(|(b, (t, m))| json!({ "b": b, "batched_bench": t, "ours": m })).collect::<Vec<_>>(),
-            "serving": a.clients.iter().zip(&serving).map(|(c, (t, m))| json!({ "clients": c, "llama_server": t, "ours": m })).collect::<Vec<_>>(),
-        });
         lx_core::atomic_file::write(out, serde_json::to_string_pretty(&doc)?.as_bytes())?;
         eprintln!("wrote {}", out.display());
     }

@@ -5,7 +5,7 @@
 //! ```text
 //! cargo build --release -p lx-cli && cargo run --release -p lx-cli --example overhead -- \
 //!     [--backend llama|candle] [--threads 2] [--rounds 5] [--prompt N] [--gen N] \
-//!     [--reference bare|llama-cpp-python] [--python PATH]
+//!     [--reference bare|llama-cpp-python] [--python PATH] [--out FILE.json]
 //! ```
 //! The bare loops: llama-cpp-2 in a context shaped like the worker's; for candle, our model
 //! code driven directly (`BareLoop`, from the candle backend's examples). Defaults: llama.cpp prompt
@@ -17,7 +17,8 @@
 //! `llama_cpp_python_loop.py`, in its own process so both sides load their own llama.cpp.
 //!
 //! Prints medians and the ratios engine ÷ reference (target: ≥ 0.97 for prefill and decode
-//! tok/s; TTFT overhead under 2 ms at 64 prompt tokens). Run it on an idle machine: the
+//! tok/s; TTFT overhead under 2 ms at 64 prompt tokens), as `lx show` prints the file that
+//! `--out` writes (every request of both sides: `lx_results::studies::overhead`). Run it on an idle machine: the
 //! backends' threads spin-wait, and any other busy process moves these figures more than
 //! the harness does.
 
@@ -41,6 +42,7 @@ use lx_core::coordinator::Worker;
 use lx_core::traffic::{run_closed_loop, PointSpec, Quiet, RunControl};
 use lx_core::scheduler::{Policy, SchedulerConfig};
 use lx_format::workload::PromptBuilder;
+use lx_results::studies::overhead;
 
 /// Short-prompt pairs per round, for the TTFT difference.
 const SHORT_PAIRS: usize = 6;
@@ -175,11 +177,6 @@ fn engine(worker: &mut Worker, prompt: &[TokenId], gen: u32) -> Sample {
     Sample { ttft_ms: r.ttft_ms().unwrap(), prefill_tps: r.prefill_tps().unwrap(), decode_tps: r.decode_tps().unwrap() }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let value = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
@@ -236,11 +233,11 @@ fn main() -> anyhow::Result<()> {
         // The worker's weight format on the CPU.
         Reference::Bare(Box::new(BareLoop::load(&model_spec.path, load.ctx_per_slot, lx_backend_candle::WeightFormat::F16)?))
     };
-    let reference_name = match &reference {
-        Reference::Bare(_) => "bare loop".to_string(),
+    let (reference_name, reference_about) = match &reference {
+        Reference::Bare(_) => ("bare loop".to_string(), None),
         Reference::Python(p) => {
             println!("reference: {}", p.about);
-            "llama-cpp-python".to_string()
+            ("llama-cpp-python".to_string(), Some(p.about.clone()))
         }
     };
     let worker_info = worker.info().clone();
@@ -249,7 +246,7 @@ fn main() -> anyhow::Result<()> {
     reference.run(&short_prompt, 8);
     engine(&mut worker, &short_prompt, 8);
 
-    let (mut b, mut e, mut b64, mut e64, mut ttft_diffs) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut b, mut e, mut b64, mut e64) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
         // Alternate which goes first, so drift on a shared machine hits both alike.
         let mut pair = |first_bare: bool, worker: &mut Worker, p: &[TokenId], g: usize| {
@@ -268,22 +265,36 @@ fn main() -> anyhow::Result<()> {
         // their paired differences.
         for k in 0..SHORT_PAIRS {
             let (x, y) = pair((round + k) % 2 == 1, &mut worker, &short_prompt, 2);
-            ttft_diffs.push(y.ttft_ms - x.ttft_ms);
             b64.push(x);
             e64.push(y);
         }
         eprintln!("round {}/{rounds} done", round + 1);
     }
-    let m = |v: &[Sample], f: fn(&Sample) -> f64| median(v.iter().map(f).collect());
-    println!("{} on {}: threads {threads}, prompt {long}, output {gen}, concurrency 1, {rounds} rounds (medians)\n", worker_info.version, worker_info.device);
-    println!("| figure | {reference_name} | engine + worker | engine ÷ reference |");
-    println!("| --- | ---: | ---: | ---: |");
-    let pf = (m(&b, |s| s.prefill_tps), m(&e, |s| s.prefill_tps));
-    let dc = (m(&b, |s| s.decode_tps), m(&e, |s| s.decode_tps));
-    let tt = (m(&b64, |s| s.ttft_ms), m(&e64, |s| s.ttft_ms));
-    println!("| prefill tok/s (pp{long}) | {:.1} | {:.1} | {:.3} |", pf.0, pf.1, pf.1 / pf.0);
-    println!("| decode tok/s (tg{gen}) | {:.2} | {:.2} | {:.3} |", dc.0, dc.1, dc.1 / dc.0);
-    let paired = median(ttft_diffs);
-    println!("| TTFT ms (pp{short}, {} pairs) | {:.2} | {:.2} | {paired:+.2} ms (median paired difference) |", e64.len(), tt.0, tt.1);
+    let samples = |v: &[Sample]| v.iter().map(|s| overhead::Sample { ttft_ms: s.ttft_ms, prefill_tok_s: s.prefill_tps, decode_tok_s: s.decode_tps }).collect::<Vec<_>>();
+    let result = overhead::HarnessOverhead {
+        kind: overhead::KIND.into(),
+        command: args.clone(),
+        // The machine alone: listing the backends' devices would initialise llama.cpp a
+        // second time in this process, which the bare loop has done.
+        hardware: serde_json::to_value(lx_machine::hardware::probe())?,
+        backend: backend.to_string(),
+        engine: format!("{} on {}", worker_info.version, worker_info.device),
+        reference: reference_name,
+        reference_about,
+        threads,
+        rounds,
+        prompt_tokens: long,
+        gen_tokens: gen,
+        long: overhead::Sides { reference: samples(&b), engine: samples(&e) },
+        short_prompt_tokens: short,
+        short: overhead::Sides { reference: samples(&b64), engine: samples(&e64) },
+    };
+    println!("{}: threads {threads}, prompt {long}, output {gen}, concurrency 1, {rounds} rounds (medians)\n", result.engine);
+    let study = lx_results::studies::Study::Overhead(result.clone());
+    println!("{}", lx_results::studies::table(std::slice::from_ref(&study), None)?.join("\n"));
+    if let Some(out) = value("--out") {
+        lx_core::atomic_file::write(std::path::Path::new(&out), serde_json::to_string_pretty(&result)?.as_bytes())?;
+        eprintln!("wrote {out}");
+    }
     Ok(())
 }

@@ -302,6 +302,36 @@ pub fn judge(demo: Demo, labels: &[String], points: &[PointResult]) -> Report {
     Report { demo: demo.name, header: header.map(String::from).to_vec(), rows, checks, sentence, held }
 }
 
+/// The demo a run file measured (`lx demo NAME --out FILE` records it in its settings,
+/// with the backend and threads), judged again from its points: what `lx show` prints for
+/// it. `None` for a run that is not a demo's.
+pub fn judge_run(run: &RunFile) -> Option<Result<Report, String>> {
+    let name = run.settings.get("demo")?.as_str()?;
+    let backend = run.settings.get("backend").and_then(|b| b.as_str()).unwrap_or("llama");
+    let threads = run.settings.get("threads").and_then(|t| t.as_u64()).unwrap_or(0) as usize;
+    Some(find(name).map(|demo| judge(demo, &plan(demo, backend, threads).labels, &run.points)))
+}
+
+/// Demos' checks as one Markdown table: a row per check, with the value measured, the
+/// threshold it needed and whether it held; a demo that measured nothing checkable says so.
+pub fn checks_table(reports: &[Report]) -> Vec<String> {
+    let mut lines = vec!["| demo | check | measured | needs | held |".to_string(), "| --- | --- | ---: | --- | --- |".to_string()];
+    for r in reports {
+        if r.checks.is_empty() {
+            lines.push(format!("| `{}` | {} | - | - | no |", r.demo, r.sentence));
+        }
+        for c in &r.checks {
+            let op = match c.op {
+                ">=" => "≥",
+                "<=" => "≤",
+                other => other,
+            };
+            lines.push(format!("| `{}` | {} | {:.2} | {op} {} | {} |", r.demo, c.what, c.value, c.threshold, if c.holds { "yes" } else { "no" }));
+        }
+    }
+    lines
+}
+
 /// Prints nothing: a demo prints its own table.
 struct Silent;
 impl Printer for Silent {
@@ -457,5 +487,35 @@ mod tests {
         off.errors = 1;
         let r = judge(d, &labels(d), &[on, off]);
         assert!(!r.held && r.checks.is_empty() && r.sentence.contains("errors"));
+    }
+
+    #[test]
+    fn a_demo_run_file_is_judged_again_and_its_checks_tabled() {
+        let d = find("prefix-cache").unwrap();
+        let on = result(Policy::Continuous, vec![(1056, vec![100.0, 110.0])], 1000.0);
+        let off = result(Policy::Continuous, vec![(1056, vec![1160.0, 1170.0])], 1000.0);
+        let held = judge(d, &labels(d), &[on.clone(), off]);
+        let failed = judge(d, &labels(d), &[on.clone(), on]);
+        let incomplete = judge(d, &labels(d), &[]);
+        assert_eq!(
+            checks_table(&[held, failed, incomplete]),
+            [
+                "| demo | check | measured | needs | held |",
+                "| --- | --- | ---: | --- | --- |",
+                "| `prefix-cache` | TTFT p50, cache off ÷ cache on (1024-token prefix) | 11.60 | ≥ 3 | yes |",
+                "| `prefix-cache` | TTFT p50, cache off ÷ cache on (1024-token prefix) | 1.00 | ≥ 3 | no |",
+                "| `prefix-cache` | the demo did not measure every point (see the errors), so it shows nothing | - | - | no |",
+            ]
+        );
+
+        // A run file names its demo in its settings; one that does not is no demo's.
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results/batching-pp128-c8-static.json");
+        let mut run = RunFile::read(&path).unwrap();
+        assert!(judge_run(&run).is_none());
+        run.settings = serde_json::json!({"demo": "prefix-cache", "backend": "llama", "threads": 2});
+        let r = judge_run(&run).unwrap().unwrap();
+        assert!(r.demo == "prefix-cache" && !r.held && r.checks.is_empty(), "one point of the two: {r:?}");
+        run.settings["demo"] = "nope".into();
+        assert!(judge_run(&run).unwrap().unwrap_err().contains("unknown demo 'nope'"));
     }
 }

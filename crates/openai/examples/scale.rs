@@ -93,7 +93,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => println!("our HTTP client's CPU time: not available here (Linux /proc only)"),
     }
     if let Some(path) = out {
+        // `kind` names the file for `lx show`, which prints its row of the docs' table.
         let doc = json!({
+            "kind": "client-scale",
             "command": std::env::args().collect::<Vec<_>>(),
             "streams": streams, "tokens": n_tokens, "gap_ms_asked": gap_ms,
             "chunks_per_s": (streams as f64 * n_tokens as f64) / wall,

@@ -279,6 +279,7 @@ impl Setup {
     /// The result file: what every bench records, then `about` (what this bench adds).
     pub fn report<A: Serialize>(&self, what: &'static str, about: A, figures: Vec<Figures>, ratios: Vec<Ratio>) -> Report<A> {
         Report {
+            kind: "reference-bench",
             schema: 1,
             what,
             command: std::env::args().collect::<Vec<_>>().join(" "),
@@ -300,6 +301,8 @@ impl Setup {
 
 #[derive(Debug, Serialize)]
 pub struct Report<A> {
+    /// What `lx show` reads the file as (`lx_results::studies::reference`).
+    pub kind: &'static str,
     pub schema: u32,
     pub what: &'static str,
     pub command: String,

@@ -1,9 +1,11 @@
 //! What a run leaves, and everything that shows it: the run-file schema ([`results`]), the
 //! tables printed as a sweep goes and by `lx show` ([`printers`]), the HTML page
-//! ([`report`]), and comparisons of runs ([`compare`]) and of repeated runs ([`repeats`]).
+//! ([`report`]), and comparisons of runs ([`compare`]) and of repeated runs ([`repeats`]); and the result files of
+//! the studies that are not run files, with their tables ([`studies`]).
 
 pub mod results;
 pub mod printers;
 pub mod compare;
 pub mod report;
 pub mod repeats;
+pub mod studies;

@@ -97,17 +97,41 @@ fn column_key(name: &str) -> String {
     key.trim_end_matches('_').to_string()
 }
 
-/// The markdown columns a comma-separated list of keys (or names) picks, in its order.
+/// The markdown columns a comma-separated list of keys (or names) picks, in its order: any
+/// of [`MD_COLUMNS`], and of [`EXTRA_COLUMNS`] (numbered after them).
 pub fn markdown_columns(list: &str) -> Result<Vec<usize>, String> {
+    let all = || MD_COLUMNS.iter().chain(&EXTRA_COLUMNS);
     list.split(',')
         .map(|want| {
             let want = column_key(want);
-            MD_COLUMNS.iter().position(|(name, _)| column_key(name) == want).ok_or_else(|| {
-                let keys: Vec<String> = MD_COLUMNS.iter().map(|(n, _)| column_key(n)).collect();
+            all().position(|(name, _)| column_key(name) == want).ok_or_else(|| {
+                let keys: Vec<String> = all().map(|(n, _)| column_key(n)).collect();
                 format!("no column '{want}' (the columns: {})", keys.join(", "))
             })
         })
         .collect()
+}
+
+/// Columns only `--columns` asks for (a sweep's own table and the report leave them out).
+pub const EXTRA_COLUMNS: [(&str, bool); 1] = [("full decode pass ms p50", true)];
+
+/// A column's name and whether it holds numbers, by its index in [`MD_COLUMNS`] then
+/// [`EXTRA_COLUMNS`].
+fn column(i: usize) -> (&'static str, bool) {
+    MD_COLUMNS.get(i).copied().unwrap_or_else(|| EXTRA_COLUMNS[i - MD_COLUMNS.len()])
+}
+
+/// The cells of [`EXTRA_COLUMNS`].
+fn extra_cells(p: &PointResult) -> [String; 1] {
+    [full_decode_pass_ms(p).map_or("-".into(), |ms| format!("{ms:.2}"))]
+}
+
+/// The median wall time of the passes in which every one of the point's `concurrency`
+/// sequences decoded (exactly that many decode tokens, no prompt tokens); none when no pass
+/// did (a serial point, a server's).
+pub fn full_decode_pass_ms(p: &PointResult) -> Option<f64> {
+    let ms: Vec<f64> = p.steps.iter().filter(|s| s.decode_tokens as usize == p.concurrency && s.prefill_tokens == 0).map(|s| s.end_ms - s.start_ms).collect();
+    Some(crate::studies::numbers::median(&ms)).filter(|m| m.is_finite())
 }
 
 /// Every column of the markdown table (and the report's table): name, and whether it holds
@@ -203,13 +227,13 @@ impl Printer for Markdown<'_> {
     fn point(&mut self, p: &PointResult) -> std::io::Result<()> {
         if !self.started {
             self.started = true;
-            let names: Vec<&str> = self.columns.iter().map(|&c| MD_COLUMNS[c].0).collect();
-            let rule: Vec<&str> = self.columns.iter().map(|&c| if MD_COLUMNS[c].1 { "---:" } else { "---" }).collect();
+            let names: Vec<&str> = self.columns.iter().map(|&c| column(c).0).collect();
+            let rule: Vec<&str> = self.columns.iter().map(|&c| if column(c).1 { "---:" } else { "---" }).collect();
             writeln!(self.out, "| {} |", names.join(" | "))?;
             writeln!(self.out, "| {} |", rule.join(" | "))?;
         }
-        let all = cells(p);
-        let cells: Vec<&str> = self.columns.iter().map(|&c| all[c].as_str()).collect();
+        let (all, extra) = (cells(p), extra_cells(p));
+        let cells: Vec<&str> = self.columns.iter().map(|&c| all.get(c).unwrap_or_else(|| &extra[c - all.len()]).as_str()).collect();
         writeln!(self.out, "| {} |", cells.join(" | "))?;
         for e in &p.error_messages {
             writeln!(self.out, "|  | error: {} |", e.replace('|', "/"))?;
@@ -218,7 +242,7 @@ impl Printer for Markdown<'_> {
     }
 
     fn footer(&mut self, run: &RunFile) -> std::io::Result<()> {
-        if self.columns.len() < MD_COLUMNS.len() {
+        if self.columns != (0..MD_COLUMNS.len()).collect::<Vec<_>>() {
             return self.out.flush();
         }
         for line in repetitions_table(&run.points) {
@@ -466,6 +490,25 @@ mod tests {
         }
         let md = String::from_utf8(buf).unwrap();
         assert_eq!(md, "| test | backend | errors |\n| --- | --- | ---: |\n| pp64..512+tg32 @ c4 λ2/s prefix48 cached | llama | 0 |\n");
+    }
+
+    #[test]
+    fn the_full_decode_pass_column_is_the_median_pass_in_which_every_sequence_decoded() {
+        let step = |prefill_tokens: u32, decode_tokens: u32, ms: f64| lx_core::records::StepRecord { step: 0, seqs: 4, prefill_tokens, decode_tokens, start_ms: 100.0, end_ms: 100.0 + ms, compute_ms: None };
+        let mut p = point();
+        // Passes of 4 decode tokens (the point's concurrency) count; a pass with prompt
+        // tokens in it, or fewer sequences decoding, does not.
+        p.steps = vec![step(0, 4, 40.0), step(64, 4, 900.0), step(0, 3, 30.0), step(0, 4, 44.0), step(0, 4, 41.0), step(0, 4, 90.0)];
+        assert_eq!(full_decode_pass_ms(&p), Some(42.5));
+        assert!(markdown_columns("backend").unwrap().len() == 1 && !MD_COLUMNS.iter().any(|(n, _)| n.contains("pass")), "a sweep's own table leaves it out");
+        let mut buf = Vec::new();
+        {
+            let mut pr = markdown_with_columns(Box::new(&mut buf), markdown_columns("policy,full_decode_pass_ms_p50").unwrap());
+            pr.point(&p).unwrap();
+            p.steps.clear();
+            pr.point(&p).unwrap();
+        }
+        assert_eq!(String::from_utf8(buf).unwrap(), "| policy | full decode pass ms p50 |\n| --- | ---: |\n| chunked | 42.50 |\n| chunked | - |\n");
     }
 
     #[test]

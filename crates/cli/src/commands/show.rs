@@ -1,30 +1,97 @@
-//! `lx show RUN.json...`: a saved run's table again, as `lx sweep` printed it, or only some
-//! of its columns, or only its repetitions' summary. The README's tables are made this way
-//! from the run files in docs/results/, and a test checks that they still are.
+//! `lx show FILE...`: the table of saved results again. A run file (`lx sweep --out`, the
+//! app's saved runs) prints as `lx sweep` printed it, or only some of its columns, or only
+//! its repetitions' summary; a demo's run file (`lx demo NAME --out`) prints its checks,
+//! judged again from its points; a study's result file (the comparisons with other tools
+//! and of the harness itself, `lx_results::studies`) prints its table. The tables of
+//! measured figures in the README and docs/ are made this way from the files in
+//! docs/results/, and a test checks that they still are.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use anyhow::{anyhow, bail};
 use clap::Args;
 use lx_results::printers::{markdown_columns, markdown_with_columns, printer, repetitions_table, Format};
 use lx_results::results::RunFile;
+use lx_results::studies::{self, Study};
 
 #[derive(Args)]
 pub struct ShowArgs {
-    /// Run files (`lx sweep --out`, the app's saved runs); their points are shown in order.
-    #[arg(required = true)]
+    /// Result files, all run files or all of one study's kind; their rows are shown in order.
+    #[arg(required = true, value_name = "FILES")]
     runs: Vec<PathBuf>,
-    /// Only these columns, in this order: keys such as backend,test,ttft_p50_ms,
+    /// Run files: only these columns, in this order: keys such as backend,test,ttft_p50_ms,
     /// decode_tok_s_p50 (a column's name in lower case, other characters as `_`).
     #[arg(long)]
     columns: Option<String>,
-    /// Only the summary of repeated points (`lx sweep --repetitions`).
+    /// Run files: only the summary of repeated points (`lx sweep --repetitions`).
     #[arg(long, conflicts_with = "columns")]
     repetitions: bool,
+    /// Which table: for run files `points` (a sweep's table) or `demo` (a demo's checks, the
+    /// default for a demo's runs); for a study file one of its kind's (batching-bench:
+    /// `decode`, `serving`; without it, all of them).
+    #[arg(long)]
+    table: Option<String>,
+}
+
+/// A result file, read.
+enum ResultFile {
+    Run(Box<RunFile>),
+    Study(Study),
+}
+
+fn read(path: &Path) -> anyhow::Result<ResultFile> {
+    let bytes = std::fs::read(path).map_err(|e| anyhow!("cannot read {}: {e}", path.display()))?;
+    let file: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| anyhow!("{} is not JSON: {e}", path.display()))?;
+    if file.get("schema").and_then(|s| s.as_str()) == Some(lx_results::results::SCHEMA) {
+        return Ok(ResultFile::Run(Box::new(RunFile::read_bytes(&bytes, path)?)));
+    }
+    Ok(ResultFile::Study(Study::from_json(file, path)?))
 }
 
 pub fn run(args: ShowArgs) -> anyhow::Result<i32> {
-    let mut runs = args.runs.iter().map(|p| RunFile::read(p)).collect::<anyhow::Result<Vec<_>>>()?.into_iter();
-    let mut all = runs.next().expect("clap requires a run");
+    let files = args.runs.iter().map(|p| read(p)).collect::<anyhow::Result<Vec<_>>>()?;
+    let (mut runs, mut found) = (Vec::new(), Vec::new());
+    for f in files {
+        match f {
+            ResultFile::Run(r) => runs.push(*r),
+            ResultFile::Study(s) => found.push(s),
+        }
+    }
+    if !found.is_empty() {
+        if !runs.is_empty() {
+            bail!("these are run files and a {} file: show each on its own", found[0].kind());
+        }
+        if args.columns.is_some() || args.repetitions {
+            bail!("--columns and --repetitions are for run files; a {} file has tables (--table {})", found[0].kind(), found[0].tables().join(", "));
+        }
+        let lines = match &args.table {
+            Some(t) => studies::table(&found, Some(t))?,
+            None => studies::all_tables(&found)?,
+        };
+        for line in lines {
+            println!("{line}");
+        }
+        return Ok(0);
+    }
+    let demos = runs.iter().filter(|r| lx_drivers::demo::judge_run(r).is_some()).count();
+    let as_demo = match args.table.as_deref() {
+        Some("demo") => true,
+        Some("points") => false,
+        Some(other) => bail!("run files have no table '{other}' (their tables: points, demo)"),
+        None => demos == runs.len() && args.columns.is_none() && !args.repetitions,
+    };
+    if as_demo {
+        if demos < runs.len() {
+            bail!("--table demo: not every file is a demo's run (`lx demo NAME --out FILE`)");
+        }
+        let reports = runs.iter().filter_map(lx_drivers::demo::judge_run).collect::<Result<Vec<_>, String>>().map_err(anyhow::Error::msg)?;
+        for line in lx_drivers::demo::checks_table(&reports) {
+            println!("{line}");
+        }
+        return Ok(0);
+    }
+    let mut runs = runs.into_iter();
+    let mut all = runs.next().expect("clap requires a file");
     for r in runs {
         all.points.extend(r.points);
         all.backends.extend(r.backends);
@@ -32,7 +99,7 @@ pub fn run(args: ShowArgs) -> anyhow::Result<i32> {
     if args.repetitions {
         let table = repetitions_table(&all.points);
         if table.is_empty() {
-            anyhow::bail!("no point of these runs was repeated (lx sweep --repetitions)");
+            bail!("no point of these runs was repeated (lx sweep --repetitions)");
         }
         // The table without the blank lines and caption that separate it from the rows.
         for line in table.iter().filter(|l| l.starts_with('|')) {

@@ -1,0 +1,188 @@
+//! Result files that are not run files: the studies that hold our engine against other
+//! tools and measure the harness itself, each written by its own script or example and
+//! printed by `lx show` as the table docs/MEASUREMENTS.md shows. One kind per module; each
+//! reads its own file's schema (old files included) and computes its table from the raw
+//! per-round figures.
+//!
+//! A file says its kind in a top-level `kind`; files written before that are recognised by
+//! their shape.
+
+pub mod numbers;
+pub mod reference;
+pub mod aiperf;
+pub mod scale;
+pub mod batching_bench;
+pub mod overhead;
+
+use std::path::Path;
+
+use anyhow::{anyhow, bail};
+
+/// One study's result file, read.
+#[derive(Debug)]
+pub enum Study {
+    Reference(reference::ReferenceBench),
+    Aiperf(aiperf::AiperfCompare),
+    Scale(scale::ClientScale),
+    BatchingBench(batching_bench::BatchingBench),
+    Overhead(overhead::HarnessOverhead),
+}
+
+/// Every kind `lx show` prints, as files name them.
+pub const KINDS: [&str; 5] = [reference::KIND, aiperf::KIND, scale::KIND, batching_bench::KIND, overhead::KIND];
+
+impl Study {
+    /// The study in `file` (read from `path`, which names it in messages).
+    pub fn from_json(file: serde_json::Value, path: &Path) -> anyhow::Result<Study> {
+        let kind = match file.get("kind") {
+            Some(k) => k.as_str().ok_or_else(|| anyhow!("{}: `kind` is not a string", path.display()))?.to_string(),
+            None => shape_of(&file).ok_or_else(|| unknown(path, "no `kind`, and not the shape of a study written before files said their kind"))?.to_string(),
+        };
+        let parsed = match kind.as_str() {
+            reference::KIND => serde_json::from_value(file).map(Study::Reference),
+            aiperf::KIND => serde_json::from_value(file).map(Study::Aiperf),
+            scale::KIND => serde_json::from_value(file).map(Study::Scale),
+            batching_bench::KIND => serde_json::from_value(file).map(Study::BatchingBench),
+            overhead::KIND => serde_json::from_value(file).map(Study::Overhead),
+            other => return Err(unknown(path, &format!("its kind is '{other}'"))),
+        };
+        parsed.map_err(|e| anyhow!("{} (a {kind} file): {e}", path.display()))
+    }
+
+    /// As files name it.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Study::Reference(_) => reference::KIND,
+            Study::Aiperf(_) => aiperf::KIND,
+            Study::Scale(_) => scale::KIND,
+            Study::BatchingBench(_) => batching_bench::KIND,
+            Study::Overhead(_) => overhead::KIND,
+        }
+    }
+
+    /// The tables this kind prints, the default first.
+    pub fn tables(&self) -> &'static [&'static str] {
+        match self {
+            Study::Reference(_) => reference::TABLES,
+            Study::Aiperf(_) => aiperf::TABLES,
+            Study::Scale(_) => scale::TABLES,
+            Study::BatchingBench(_) => batching_bench::TABLES,
+            Study::Overhead(_) => overhead::TABLES,
+        }
+    }
+
+    fn header(&self, table: &str) -> [String; 2] {
+        match self {
+            Study::Reference(_) => reference::header(table),
+            Study::Aiperf(_) => aiperf::header(table),
+            Study::Scale(_) => scale::header(table),
+            Study::BatchingBench(_) => batching_bench::header(table),
+            Study::Overhead(_) => overhead::header(table),
+        }
+    }
+
+    fn rows(&self, table: &str) -> Vec<String> {
+        match self {
+            Study::Reference(s) => s.rows(table),
+            Study::Aiperf(s) => s.rows(table),
+            Study::Scale(s) => s.rows(table),
+            Study::BatchingBench(s) => s.rows(table),
+            Study::Overhead(s) => s.rows(table),
+        }
+    }
+}
+
+/// A file of no kind `lx show` knows.
+fn unknown(path: &Path, why: &str) -> anyhow::Error {
+    anyhow!("{} is neither a Latency Explorer run file nor a result file `lx show` knows ({why}; the kinds: {})", path.display(), KINDS.join(", "))
+}
+
+/// The kind of a study file written before files said their kind.
+fn shape_of(file: &serde_json::Value) -> Option<&'static str> {
+    [
+        (reference::KIND, reference::looks_like as fn(&serde_json::Value) -> bool),
+        (aiperf::KIND, aiperf::looks_like),
+        (scale::KIND, scale::looks_like),
+        (batching_bench::KIND, batching_bench::looks_like),
+    ]
+    .into_iter()
+    .find(|(_, looks_like)| looks_like(file))
+    .map(|(kind, _)| kind)
+}
+
+/// The table `table` (the kind's first when `None`) of studies of one kind: its header, then
+/// each file's rows in the order given.
+pub fn table(studies: &[Study], table: Option<&str>) -> anyhow::Result<Vec<String>> {
+    let Some(first) = studies.first() else { bail!("no result file to show") };
+    if let Some(other) = studies.iter().find(|s| s.kind() != first.kind()) {
+        bail!("these files are of different kinds ({} and {}): show each kind on its own", first.kind(), other.kind());
+    }
+    let name = match table {
+        None => first.tables()[0],
+        Some(t) => *first.tables().iter().find(|n| **n == t).ok_or_else(|| anyhow!("a {} file has no table '{t}' (its tables: {})", first.kind(), first.tables().join(", ")))?,
+    };
+    let mut lines = first.header(name).to_vec();
+    for s in studies {
+        lines.extend(s.rows(name));
+    }
+    Ok(lines)
+}
+
+/// [`table`] of every table the files hold, each after a blank line but the first.
+pub fn all_tables(studies: &[Study]) -> anyhow::Result<Vec<String>> {
+    let Some(first) = studies.first() else { bail!("no result file to show") };
+    let mut lines = Vec::new();
+    for name in first.tables() {
+        if !lines.is_empty() {
+            lines.push(String::new());
+        }
+        lines.extend(table(studies, Some(name))?);
+    }
+    Ok(lines)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(v: serde_json::Value) -> anyhow::Result<Study> {
+        Study::from_json(v, Path::new("f.json"))
+    }
+
+    #[test]
+    fn a_file_is_read_by_its_kind_or_by_its_shape() {
+        let scale = serde_json::json!({"streams": 2, "tokens": 3, "gap_ms_asked": 20, "chunks_per_s": 100.0,
+            "truth_itl_ms": {"p50": 20.0, "p90": 20.0, "p99": 21.0}, "ours_itl_ms": {"p50": 20.0, "p90": 20.5, "p99": 21.5}});
+        assert_eq!(read(scale.clone()).unwrap().kind(), "client-scale");
+        let mut labelled = scale.clone();
+        labelled["kind"] = "client-scale".into();
+        assert_eq!(read(labelled).unwrap().kind(), "client-scale");
+        let aiperf = serde_json::json!({"aiperf_version": "0.13.0", "medians": []});
+        assert_eq!(read(aiperf.clone()).unwrap().kind(), "aiperf-compare");
+        let batching = serde_json::json!({"decode": [], "serving": []});
+        assert_eq!(read(batching.clone()).unwrap().kind(), "batching-bench");
+        let reference = serde_json::json!({"model": "m", "figures": [], "ratios": []});
+        assert_eq!(read(reference).unwrap().kind(), "reference-bench");
+
+        // Unknown kinds and shapes, and a known kind with its fields missing, say so.
+        let e = read(serde_json::json!({"kind": "weather"})).unwrap_err().to_string();
+        assert!(e.contains("f.json is neither a Latency Explorer run file") && e.contains("its kind is 'weather'") && e.contains("client-scale"), "{e}");
+        let e = read(serde_json::json!({"points": []})).unwrap_err().to_string();
+        assert!(e.contains("no `kind`"), "{e}");
+        let e = read(serde_json::json!({"kind": "client-scale"})).unwrap_err().to_string();
+        assert!(e.contains("f.json (a client-scale file): missing field"), "{e}");
+
+        // One table per kind, rows of every file in order; tables by name; kinds not mixed.
+        let two = [read(scale.clone()).unwrap(), read(scale).unwrap()];
+        let t = table(&two, None).unwrap();
+        assert_eq!(t.len(), 4);
+        assert!(t[0].starts_with("| streams |") && t[2].starts_with("| 2 | 20 ms | 100 |"), "{t:?}");
+        let e = table(&[read(batching.clone()).unwrap()], Some("nope")).unwrap_err().to_string();
+        assert_eq!(e, "a batching-bench file has no table 'nope' (its tables: decode, serving)");
+        let both = all_tables(&[read(batching.clone()).unwrap()]).unwrap();
+        assert_eq!(both.len(), 5, "two headers, a blank line between: {both:?}");
+        assert!(both[3].starts_with("| c | figure |"));
+        let e = table(&[read(batching).unwrap(), read(aiperf).unwrap()], None).unwrap_err().to_string();
+        assert!(e.contains("different kinds (batching-bench and aiperf-compare)"), "{e}");
+    }
+}
