@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lx_backends::model::OpenModel;
-use lx_core::coordinator::WorkerCommand;
+use lx_core::child::WorkerCommand;
 use lx_core::target::process_spawner;
 use lx_drivers::live::{BackendState, LiveEvent, LiveModel, LiveSession, LiveSettings};
 use lx_format::workload::PromptBuilder;

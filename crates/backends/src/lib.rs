@@ -13,7 +13,7 @@ pub mod tune;
 pub mod worker;
 
 use lx_core::backend::{Backend, BackendError, LoadSpec};
-use lx_core::coordinator::WorkerCommand;
+use lx_core::child::WorkerCommand;
 use lx_core::worker::Loader;
 
 /// Canonical backend names, in the order `lx hw` lists them.

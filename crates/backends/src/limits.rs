@@ -2,10 +2,10 @@
 //! machine and build in a child process (`lx worker --probe`, so that llama.cpp's library
 //! never runs inside the app or the measuring process), then read from the cache.
 
-use std::io::{BufRead, Write};
-use std::process::Child;
-use std::sync::mpsc::{self, RecvTimeoutError};
+use std::io::Write;
 use std::time::{Duration, Instant};
+
+use lx_core::child::{LineChild, Next};
 
 use lx_machine::probe::{self, Probe};
 use lx_machine::roofline::Limits;
@@ -38,21 +38,10 @@ pub fn limits(refresh: bool, measuring: &mut dyn FnMut()) -> anyhow::Result<Prob
         }
     }
     measuring();
-    let mut command = crate::worker::WorkerRole::Probe.command();
-    let mut child = std::process::Command::new(&command.program)
-        .args(&command.args)
-        .envs(command.env.drain(..))
-        .stdin(std::process::Stdio::null())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::inherit())
-        .spawn()
-        .map_err(|e| anyhow::anyhow!("cannot start the probe ({}): {e}", command.program.display()))?;
+    let command = crate::worker::WorkerRole::Probe.command();
+    let mut child = LineChild::spawn(&command, false).map_err(|e| anyhow::anyhow!("cannot start the probe ({}): {e}", command.program.display()))?;
+    // An answer that made no sense leaves no child running: dropping it stops it.
     let measured = collect(&mut child, STAGE_TIMEOUT);
-    if measured.is_err() {
-        // An answer that made no sense: the child is not left running.
-        let _ = child.kill();
-        let _ = child.wait();
-    }
     let mut measured = measured?;
     measured.key = key;
     // Kept even when other work ran beside it (its tables say so, `Probe::busy_note`): a
@@ -64,30 +53,17 @@ pub fn limits(refresh: bool, measuring: &mut dyn FnMut()) -> anyhow::Result<Prob
 /// The probe from the child's lines ([`ProbeLine`]), each stage given `stage_timeout`. The
 /// child is stopped when a stage overruns; a GPU it did not finish is listed as not
 /// measured, with why. Without the CPU's limits there is no probe.
-fn collect(child: &mut Child, stage_timeout: Duration) -> anyhow::Result<Probe> {
+fn collect(child: &mut LineChild, stage_timeout: Duration) -> anyhow::Result<Probe> {
     let started = Instant::now();
-    let stdout = child.stdout.take().ok_or_else(|| anyhow::anyhow!("the probe's output is not piped"))?;
-    let (lines, received) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout).lines() {
-            if lines.send(line).is_err() {
-                break;
-            }
-        }
-    });
     let (mut cpu, mut gpus, mut done): (Option<Probe>, Option<Vec<String>>, usize) = (None, None, 0);
     let stopped = loop {
-        let line = match received.recv_timeout(stage_timeout) {
-            Ok(line) => line?,
-            Err(RecvTimeoutError::Timeout) => {
-                let _ = child.kill();
-                let _ = child.wait();
+        let line = match child.next(stage_timeout) {
+            Next::Line(_, line) => line,
+            Next::Quiet => {
+                child.kill();
                 break Some(format!("took over {} s and was stopped", stage_timeout.as_secs_f64()));
             }
-            Err(RecvTimeoutError::Disconnected) => {
-                let status = child.wait()?;
-                break (!status.success()).then(|| format!("stopped ({status})"));
-            }
+            Next::Closed => break (!child.exit_status().is_some_and(|s| s.success())).then(|| child.exit_reason()),
         };
         let line: ProbeLine = serde_json::from_str(&line).map_err(|e| anyhow::anyhow!("the probe's answer is not a probe: {e}: {line}"))?;
         match (line, cpu.as_mut()) {
@@ -160,17 +136,12 @@ mod tests {
 
     /// A fake probe child: prints `lines` (as the real one would, one JSON value each),
     /// then runs `then` (a shell command: how it ends).
-    fn child(lines: &[ProbeLine], then: &str) -> (tempfile::TempDir, Child) {
+    fn child(lines: &[ProbeLine], then: &str) -> (tempfile::TempDir, LineChild) {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("lines");
         std::fs::write(&file, lines.iter().map(|l| serde_json::to_string(l).unwrap() + "\n").collect::<String>()).unwrap();
-        let child = std::process::Command::new("sh")
-            .arg("-c")
-            .arg(format!("cat '{}'; {then}", file.display()))
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        (dir, child)
+        let command = lx_core::child::WorkerCommand { program: "sh".into(), args: vec!["-c".into(), format!("cat '{}'; {then}", file.display())], env: Vec::new() };
+        (dir, LineChild::spawn(&command, false).unwrap())
     }
 
     fn cpu() -> ProbeLine {
@@ -205,17 +176,17 @@ mod tests {
 
     #[test]
     fn a_crash_on_a_gpu_is_said_with_the_exit_status() {
-        let (_dir, mut c) = child(&[cpu(), gpus(&["GPU0 crashes"])], "exit 3");
+        let (_dir, mut c) = child(&[cpu(), gpus(&["GPU0 crashes"])], "echo 'out of luck' >&2; exit 3");
         let p = collect(&mut c, Duration::from_secs(60)).unwrap();
         assert_eq!(p.devices, vec![limits("CPU (2 threads)")]);
-        assert_eq!(p.unmeasured, vec!["GPU0 crashes: not measured: the probe stopped (exit status: 3)".to_string()]);
+        assert_eq!(p.unmeasured, vec!["GPU0 crashes: not measured: the probe exited with status 3; last stderr: out of luck".to_string()]);
     }
 
     /// Without the CPU's limits there is nothing to keep: an error that says what happened.
     #[test]
     fn no_cpu_limits_is_an_error_that_says_why() {
         let (_dir, mut c) = child(&[], "exit 1");
-        assert_eq!(collect(&mut c, Duration::from_secs(60)).unwrap_err().to_string(), "the probe of this machine's limits stopped (exit status: 1)");
+        assert_eq!(collect(&mut c, Duration::from_secs(60)).unwrap_err().to_string(), "the probe of this machine's limits exited with status 1");
         let (_dir, mut c) = child(&[], "sleep 60");
         assert_eq!(collect(&mut c, Duration::from_millis(300)).unwrap_err().to_string(), "the probe of this machine's limits took over 0.3 s and was stopped");
         let (_dir, mut c) = child(&[cpu(), ProbeLine::Measured(limits("GPU0"))], "exit 0");

@@ -4,7 +4,7 @@
 //! runs inside the measuring process); both binaries read their arguments with
 //! [`WorkerRole::from_args`] before anything else ([`crate::serve_if_asked`]).
 
-use lx_core::coordinator::WorkerCommand;
+use lx_core::child::WorkerCommand;
 
 /// What a worker process is asked to be.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -2,7 +2,8 @@
 //!
 //! Backends (llama.cpp, candle, MLX) implement the small [`backend::Backend`] step
 //! interface in their own crates; this crate schedules requests over it ([`scheduler`]),
-//! runs it in a worker process ([`worker`], [`protocol`], [`coordinator`]), drives any
+//! runs it in a worker process ([`worker`], [`protocol`], [`coordinator`], over a
+//! [`child`] process that answers in lines), drives any
 //! [`target::Target`] through one client loop ([`client`]), generates traffic
 //! ([`traffic`]), stamps every reply on the client side ([`records`]) and turns the stamps
 //! into distributions ([`stats`]). It knows nothing of the machine, run files or printing.
@@ -11,6 +12,7 @@ pub mod defaults;
 pub mod backend;
 pub mod scheduler;
 pub mod stats;
+pub mod child;
 pub mod coordinator;
 pub mod protocol;
 pub mod worker;

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::backend::{BackendInfo, LoadSpec};
-use crate::coordinator::{Worker, WorkerCommand, WorkerError};
+use crate::child::WorkerCommand;
+use crate::coordinator::{Worker, WorkerError};
 use crate::protocol::{Command, Reply};
 use crate::scheduler::{SchedulerConfig, WorkRequest};
 
