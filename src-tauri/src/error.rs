@@ -38,6 +38,11 @@ impl CmdError {
     pub fn model(e: anyhow::Error) -> Self {
         CmdError::Model(format!("{e:#}"))
     }
+
+    /// Live mode's refusal (settings it cannot use, a session that has ended), as said.
+    pub fn live(e: impl std::fmt::Display) -> Self {
+        CmdError::Live(e.to_string())
+    }
 }
 
 #[cfg(test)]

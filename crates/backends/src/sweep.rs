@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use lx_core::target::Spawner;
 use lx_core::traffic::RunControl;
-use lx_drivers::sweep::{run_sweep, SweepObserver, SweepPlan};
+use lx_drivers::sweep::{run_sweep, SweepError, SweepObserver, SweepPlan};
 use lx_format::workload::PromptBuilder;
 use lx_results::printers::Printer;
 use lx_results::results::RunFile;
@@ -35,7 +35,7 @@ impl SweepJob {
     /// Checks `plan` against `model` (a typo or a prompt longer than the context is refused
     /// before anything loads) and begins the run file, recording `command` as what made it.
     pub fn new(model: Arc<OpenModel>, plan: SweepPlan, command: Vec<String>, spawn: Spawner) -> anyhow::Result<SweepJob> {
-        plan.validate(Some(model.context_length)).map_err(anyhow::Error::msg)?;
+        plan.validate(Some(model.context_length))?;
         let run = RunFile::new(command, crate::hardware_report(), model.record(), serde_json::to_value(&plan)?);
         Ok(SweepJob { model, plan, run, out: None, control: RunControl::default(), ceilings: true, spawn })
     }
@@ -49,7 +49,7 @@ impl SweepJob {
     /// device is not this machine). Returns the run file as it stands (every completed point,
     /// marked stopped when the control was raised) and how many points had errors, or what
     /// ended the sweep.
-    pub fn run(self, printer: &mut dyn Printer, observer: &mut dyn SweepObserver) -> (RunFile, anyhow::Result<usize>) {
+    pub fn run(self, printer: &mut dyn Printer, observer: &mut dyn SweepObserver) -> (RunFile, Result<usize, SweepError>) {
         let SweepJob { model, plan, mut run, out, control, ceilings, spawn } = self;
         if ceilings && plan.has_workers() {
             match crate::limits::ceilings_basis(&model.path, &mut || observer.probing()) {

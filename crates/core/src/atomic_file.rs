@@ -6,22 +6,25 @@ use std::path::Path;
 /// Replace `path` with `bytes` so that readers never see a partial file. The file gets the
 /// permissions a plain create would give it (the umask's), or keeps those of the file it
 /// replaces: a temporary file's owner-only mode must not leak into results people share.
-pub fn write(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
+pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    std::fs::create_dir_all(dir).map_err(|e| anyhow::anyhow!("cannot create {}: {e}", dir.display()))?;
+    std::fs::create_dir_all(dir).map_err(at("create", dir))?;
     let mut builder = tempfile::Builder::new();
     #[cfg(unix)]
     builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
-    let mut tmp = builder.tempfile_in(dir).map_err(|e| anyhow::anyhow!("cannot write in {}: {e}", dir.display()))?;
+    let mut tmp = builder.tempfile_in(dir).map_err(at("write in", dir))?;
     if let Ok(old) = std::fs::metadata(path) {
         let _ = tmp.as_file().set_permissions(old.permissions());
     }
-    tmp.write_all(bytes)
-        .and_then(|()| tmp.as_file().sync_all())
-        .map_err(|e| anyhow::anyhow!("cannot write {}: {e}", path.display()))?;
-    tmp.persist(path).map_err(|e| anyhow::anyhow!("cannot write {}: {}", path.display(), e.error))?;
+    tmp.write_all(bytes).and_then(|()| tmp.as_file().sync_all()).map_err(at("write", path))?;
+    tmp.persist(path).map_err(|e| e.error).map_err(at("write", path))?;
     Ok(())
+}
+
+/// The path in every message: "permission denied" alone does not say which file.
+fn at<'a>(what: &'a str, path: &'a Path) -> impl Fn(std::io::Error) -> std::io::Error + 'a {
+    move |e| std::io::Error::new(e.kind(), format!("cannot {what} {}: {e}", path.display()))
 }
 
 #[cfg(test)]

@@ -21,5 +21,6 @@ pub mod client;
 pub mod records;
 pub mod traffic;
 pub mod atomic_file;
+pub mod invalid;
 pub mod stamp;
 pub mod date;

@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{Backend, Batch, Choice, Chunk, Outputs, Scored, Slot, TokenId};
+use crate::invalid::Invalid;
 
 /// How requests share the backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
@@ -89,15 +90,15 @@ impl SchedulerConfig {
         Self { policy, max_batch_seqs, max_batch_tokens, chunk_tokens: crate::defaults::CHUNK_TOKENS, static_form_up_ms: 50, prefix_cache: false }
     }
 
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), Invalid> {
         if self.max_batch_seqs == 0 {
-            return Err("the batch size limit must be at least 1".into());
+            return Err(Invalid::new("max_batch_seqs", "the batch size limit must be at least 1"));
         }
         if self.max_batch_tokens == 0 {
-            return Err("the tokens-per-step limit must be at least 1".into());
+            return Err(Invalid::new("max_batch_tokens", "the tokens-per-step limit must be at least 1"));
         }
         if self.chunk_tokens == 0 {
-            return Err("the prefill chunk size must be at least 1 token".into());
+            return Err(Invalid::new("chunk_tokens", "the prefill chunk size must be at least 1 token"));
         }
         Ok(())
     }

@@ -246,7 +246,10 @@ fn policy_names_round_trip_and_bad_limits_are_refused() {
     assert!("fifo".parse::<Policy>().unwrap_err().contains("serial, static, continuous, chunked"));
     let mut c = SchedulerConfig::new(Policy::Chunked, 4, 512);
     c.chunk_tokens = 0;
-    assert!(c.validate().unwrap_err().contains("chunk"));
+    assert_eq!(c.validate().unwrap_err().field, "chunk_tokens");
+    c.chunk_tokens = 1;
+    c.max_batch_seqs = 0;
+    assert_eq!(c.validate().unwrap_err().to_string(), "the batch size limit must be at least 1");
 }
 
 /// Requests whose first `prefix` tokens are the same for all.

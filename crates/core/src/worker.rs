@@ -70,7 +70,7 @@ pub fn serve(loader: Loader, input: impl BufRead + Send + 'static, mut output: i
                 }
                 Ok(Command::Load { spec, scheduler: config }) => match (loader.take(), config.validate()) {
                     (None, _) => events.push(Reply::Error { error: "model already loaded".into() }),
-                    (Some(_), Err(error)) => events.push(Reply::LoadFailed { error }),
+                    (Some(_), Err(invalid)) => events.push(Reply::LoadFailed { error: invalid.to_string() }),
                     (Some(load), Ok(())) => {
                         let t0 = Instant::now();
                         match load(&spec) {
@@ -89,7 +89,7 @@ pub fn serve(loader: Loader, input: impl BufRead + Send + 'static, mut output: i
                     Some(s) => match cmd {
                         Command::Configure { scheduler: config } => match config.validate() {
                             Ok(()) => s.configure(config),
-                            Err(error) => events.push(Reply::Error { error }),
+                            Err(invalid) => events.push(Reply::Error { error: invalid.to_string() }),
                         },
                         Command::Submit { request } => s.submit(request, &mut |e| events.push(Reply::Event(e))),
                         Command::Cancel { id } => s.cancel(id, &mut |e| events.push(Reply::Event(e))),

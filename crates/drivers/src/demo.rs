@@ -13,7 +13,7 @@ use lx_core::traffic::{Arrivals, Traffic, PointSpec, Scripted};
 use lx_results::printers::Printer;
 use lx_results::results::{PointResult, RunFile};
 use lx_core::scheduler::Policy;
-use crate::sweep::{run_points, SweepContext, SweepObserver, SweepPlan, SweepPoint};
+use crate::sweep::{run_points, SweepContext, SweepError, SweepObserver, SweepPlan, SweepPoint};
 
 /// A demo's name and what it shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -31,12 +31,14 @@ pub const DEMOS: [Demo; 5] = [
     Demo { name: "prefix-cache", shows: "prefix caching removes the cost of a stable prompt prefix" },
 ];
 
+/// A demo name that is not one of [`DEMOS`]; the message lists those.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown demo '{}' (expected one of: {})", .0, DEMOS.iter().map(|d| d.name).collect::<Vec<_>>().join(", "))]
+pub struct UnknownDemo(pub String);
+
 /// Find a demo by name, or say which exist.
-pub fn find(name: &str) -> Result<Demo, String> {
-    DEMOS.iter().copied().find(|d| d.name == name).ok_or_else(|| {
-        let names: Vec<&str> = DEMOS.iter().map(|d| d.name).collect();
-        format!("unknown demo '{name}' (expected one of: {})", names.join(", "))
-    })
+pub fn find(name: &str) -> Result<Demo, UnknownDemo> {
+    DEMOS.iter().copied().find(|d| d.name == name).ok_or_else(|| UnknownDemo(name.to_string()))
 }
 
 /// What a demo runs: points on one backend, each with a label for the table.
@@ -305,7 +307,7 @@ pub fn judge(demo: Demo, labels: &[String], points: &[PointResult]) -> Report {
 /// The demo a run file measured (`lx demo NAME --out FILE` records it in its settings,
 /// with the backend and threads), judged again from its points: what `lx show` prints for
 /// it. `None` for a run that is not a demo's.
-pub fn judge_run(run: &RunFile) -> Option<Result<Report, String>> {
+pub fn judge_run(run: &RunFile) -> Option<Result<Report, UnknownDemo>> {
     let name = run.settings.get("demo")?.as_str()?;
     let backend = run.settings.get("backend").and_then(|b| b.as_str()).unwrap_or("llama");
     let threads = run.settings.get("threads").and_then(|t| t.as_u64()).unwrap_or(0) as usize;
@@ -341,7 +343,7 @@ impl Printer for Silent {
 }
 
 /// Run demo `demo` on `backend` and judge it. The points land in `run` (and `ctx.out`).
-pub fn run_demo(demo: Demo, backend: &str, threads: usize, ctx: &SweepContext<'_>, run: &mut RunFile, observer: &mut dyn SweepObserver) -> anyhow::Result<Report> {
+pub fn run_demo(demo: Demo, backend: &str, threads: usize, ctx: &SweepContext<'_>, run: &mut RunFile, observer: &mut dyn SweepObserver) -> Result<Report, SweepError> {
     let plan = plan(demo, backend, threads);
     let first = run.points.len();
     let mut points = plan.points;
@@ -404,7 +406,7 @@ mod tests {
             assert!(p.points.len() >= 2);
             assert!(p.points.iter().all(|pt| pt.backend == "candle"));
         }
-        assert!(find("nope").unwrap_err().contains("prompt-length, batching"));
+        assert!(find("nope").unwrap_err().to_string().contains("prompt-length, batching"));
         assert_eq!(find("batching").unwrap().name, "batching");
         // Prefix caching needs a slot for the cache; the long prompt fits its context.
         let p = plan(find("prefix-cache").unwrap(), "llama", 2);
@@ -516,6 +518,6 @@ mod tests {
         let r = judge_run(&run).unwrap().unwrap();
         assert!(r.demo == "prefix-cache" && !r.held && r.checks.is_empty(), "one point of the two: {r:?}");
         run.settings["demo"] = "nope".into();
-        assert!(judge_run(&run).unwrap().unwrap_err().contains("unknown demo 'nope'"));
+        assert_eq!(judge_run(&run).unwrap().unwrap_err(), UnknownDemo("nope".into()));
     }
 }

@@ -18,6 +18,7 @@ use lx_core::traffic::{run_point, Arrivals, Draw, Observer, Traffic, PointRun, P
 use lx_results::printers::Printer;
 use lx_results::results::{PointResult, RunFile, Slo};
 use lx_core::scheduler::{Policy, SchedulerConfig};
+use lx_core::invalid::Invalid;
 use lx_core::target::{Spawner, Target};
 
 /// A prompt or output length in tokens: fixed (`64`), or drawn for each request uniformly
@@ -157,75 +158,75 @@ pub struct SweepPoint {
 impl SweepPlan {
     /// Checks the plan, against the model's context when it is known (`None`: everything
     /// that does not depend on the model, so a typo is reported before a model loads).
-    pub fn validate(&self, model_context: Option<usize>) -> Result<(), String> {
-        let nonempty = |name: &str, len: usize| if len == 0 { Err(format!("{name}: give at least one value")) } else { Ok(()) };
-        nonempty("--backend", self.backends.len())?;
-        nonempty("--policy", self.policies.len())?;
-        nonempty("--prompt-tokens", self.prompt_tokens.len())?;
-        nonempty("--concurrency", self.concurrency.len())?;
-        nonempty("--max-tokens", self.max_tokens.len())?;
-        nonempty("--prefix-cache: give on, off or both;", self.prefix_cache.len())?;
-        nonempty("--depth", self.depths.len())?;
+    pub fn validate(&self, model_context: Option<usize>) -> Result<(), Invalid> {
+        let nonempty = |field: &'static str, flag: &str, len: usize| if len == 0 { Err(Invalid::new(field, format!("{flag}: give at least one value"))) } else { Ok(()) };
+        nonempty("backends", "--backend", self.backends.len())?;
+        nonempty("policies", "--policy", self.policies.len())?;
+        nonempty("prompt_tokens", "--prompt-tokens", self.prompt_tokens.len())?;
+        nonempty("concurrency", "--concurrency", self.concurrency.len())?;
+        nonempty("max_tokens", "--max-tokens", self.max_tokens.len())?;
+        nonempty("prefix_cache", "--prefix-cache: give on, off or both;", self.prefix_cache.len())?;
+        nonempty("depths", "--depth", self.depths.len())?;
         if self.depths.iter().any(|&d| d > 0) && (self.prefix_tokens > 0 || self.prefix_cache.contains(&true)) {
-            return Err("--depth caches the context it fills itself: give it without --prefix-tokens and --prefix-cache".into());
+            return Err(Invalid::new("depths", "--depth caches the context it fills itself: give it without --prefix-tokens and --prefix-cache"));
         }
-        let at_least_1 = |name: &str, v: usize| if v == 0 { Err(format!("{name} must be at least 1")) } else { Ok(()) };
+        let at_least_1 = |field: &'static str, flag: &str, v: usize| if v == 0 { Err(Invalid::new(field, format!("{flag} must be at least 1"))) } else { Ok(()) };
         if self.concurrency.contains(&0) {
-            return Err("--concurrency must be at least 1".into());
+            return Err(Invalid::new("concurrency", "--concurrency must be at least 1"));
         }
-        at_least_1("--requests", self.requests)?;
-        at_least_1("--repetitions", self.repetitions)?;
-        at_least_1("--chunk-tokens", self.chunk_tokens)?;
-        at_least_1("--max-concurrency", self.max_in_flight.unwrap_or(1))?;
-        at_least_1("--max-batch (sequences per pass)", self.max_batch_seqs.unwrap_or(1))?;
-        at_least_1("--max-batch-tokens", self.max_batch_tokens.unwrap_or(1))?;
-        for (name, lengths) in [("--prompt-tokens", &self.prompt_tokens), ("--max-tokens", &self.max_tokens)] {
+        at_least_1("requests", "--requests", self.requests)?;
+        at_least_1("repetitions", "--repetitions", self.repetitions)?;
+        at_least_1("chunk_tokens", "--chunk-tokens", self.chunk_tokens)?;
+        at_least_1("max_in_flight", "--max-concurrency", self.max_in_flight.unwrap_or(1))?;
+        at_least_1("max_batch_seqs", "--max-batch (sequences per pass)", self.max_batch_seqs.unwrap_or(1))?;
+        at_least_1("max_batch_tokens", "--max-batch-tokens", self.max_batch_tokens.unwrap_or(1))?;
+        for (field, flag, lengths) in [("prompt_tokens", "--prompt-tokens", &self.prompt_tokens), ("max_tokens", "--max-tokens", &self.max_tokens)] {
             for l in lengths {
                 match l.from {
                     Some(f) if f == 0 || f > l.to => {
-                        return Err(format!("{name} range {l}: the low end must be at least 1 and at most the high end"));
+                        return Err(Invalid::new(field, format!("{flag} range {l}: the low end must be at least 1 and at most the high end")));
                     }
-                    _ if l.to == 0 && name == "--prompt-tokens" => {
-                        return Err("--prompt-tokens must be at least 1 (the BOS token counts)".into())
+                    _ if l.to == 0 && field == "prompt_tokens" => {
+                        return Err(Invalid::new(field, "--prompt-tokens must be at least 1 (the BOS token counts)"));
                     }
-                    _ if l.to == 0 => return Err(format!("{name} must be at least 1")),
+                    _ if l.to == 0 => return Err(Invalid::new(field, format!("{flag} must be at least 1"))),
                     _ => {}
                 }
             }
         }
         for &r in &self.rates {
             if !(r.is_finite() && r > 0.0) {
-                return Err(format!("--rate must be a positive number of requests per second, not {r}"));
+                return Err(Invalid::new("rates", format!("--rate must be a positive number of requests per second, not {r}")));
             }
         }
-        let positive = |name: &str, v: Option<f64>| match v {
-            Some(x) if !(x.is_finite() && x > 0.0) => Err(format!("{name} must be a positive number, not {x}")),
-            _ => Ok(()),
-        };
         if let Some(d) = self.duration_s {
             if !(d.is_finite() && d > 0.0) {
-                return Err(format!("--duration must be a positive number of seconds, not {d}"));
+                return Err(Invalid::new("duration_s", format!("--duration must be a positive number of seconds, not {d}")));
             }
         }
-        positive("--slo-ttft-ms", self.slo.ttft_ms)?;
-        positive("--slo-decode-tps", self.slo.decode_tps)?;
+        for (flag, v) in [("--slo-ttft-ms", self.slo.ttft_ms), ("--slo-decode-tps", self.slo.decode_tps)] {
+            if let Some(x) = v.filter(|x| !(x.is_finite() && *x > 0.0)) {
+                return Err(Invalid::new("slo", format!("{flag} must be a positive number, not {x}")));
+            }
+        }
         let p = self.prefix_tokens as usize;
         if p > 0 {
             if let Some(ctx) = model_context.filter(|&ctx| p >= ctx) {
-                return Err(format!("--prefix-tokens {p} is longer than the model's context of {ctx} tokens"));
+                return Err(Invalid::new("prefix_tokens", format!("--prefix-tokens {p} is longer than the model's context of {ctx} tokens")));
             }
             let shortest = self.prompt_tokens.iter().map(Length::shortest).min().unwrap_or(0) as usize;
             if p >= shortest {
-                return Err(format!(
-                    "--prefix-tokens {p} must be shorter than every prompt (the shortest is {shortest} tokens): --prompt-tokens counts the prefix too"
+                return Err(Invalid::new(
+                    "prefix_tokens",
+                    format!("--prefix-tokens {p} must be shorter than every prompt (the shortest is {shortest} tokens): --prompt-tokens counts the prefix too"),
                 ));
             }
         } else if self.prefix_cache.contains(&true) {
-            return Err("--prefix-cache on needs a shared prefix: give --prefix-tokens".into());
+            return Err(Invalid::new("prefix_cache", "--prefix-cache on needs a shared prefix: give --prefix-tokens"));
         }
         let longest = self.ctx_per_slot();
         if let Some(ctx) = model_context.filter(|&ctx| longest > ctx) {
-            return Err(format!("depth + prompt tokens + max tokens = {longest} exceeds the model's context of {ctx} tokens"));
+            return Err(Invalid::new("prompt_tokens", format!("depth + prompt tokens + max tokens = {longest} exceeds the model's context of {ctx} tokens")));
         }
         Ok(())
     }
@@ -357,6 +358,16 @@ pub trait SweepObserver: Observer {
     fn run_file_unsaved(&mut self, _why: &str) {}
 }
 
+/// Why a sweep ended without all it measured kept. A point that fails does not end a
+/// sweep: it is a row with its errors.
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    #[error("the table could not be printed: {0}")]
+    Print(#[from] std::io::Error),
+    #[error("the run file {} could not be written ({why}); it holds the first {kept} of the {total} points, and the table above has them all", .path.display())]
+    Unsaved { path: PathBuf, why: String, kept: usize, total: usize },
+}
+
 /// Run the sweep, filling `run` and printing rows as points finish. Returns the number
 /// of points that had errors (0 means a clean run).
 pub fn run_sweep(
@@ -365,7 +376,7 @@ pub fn run_sweep(
     run: &mut RunFile,
     printer: &mut dyn Printer,
     observer: &mut dyn SweepObserver,
-) -> anyhow::Result<usize> {
+) -> Result<usize, SweepError> {
     run_points(plan, plan.points(), ctx, run, printer, observer)
 }
 
@@ -379,7 +390,7 @@ pub fn run_points(
     run: &mut RunFile,
     printer: &mut dyn Printer,
     observer: &mut dyn SweepObserver,
-) -> anyhow::Result<usize> {
+) -> Result<usize, SweepError> {
     printer.header(run)?;
     let total = points.len();
     let mut worker: Option<(String, Box<dyn Target>)> = None;
@@ -516,11 +527,7 @@ pub fn run_points(
     saver.settle(run, observer);
     if let (Some(why), Some(path)) = (saver.unsaved, ctx.out.as_ref()) {
         let kept = RunFile::read(path).map(|r| r.points.len()).unwrap_or(0);
-        anyhow::bail!(
-            "the run file {} could not be written ({why}); it holds the first {kept} of the {} points, and the table above has them all",
-            path.display(),
-            run.points.len()
-        );
+        return Err(SweepError::Unsaved { path: path.clone(), why, kept, total: run.points.len() });
     }
     Ok(failed_points)
 }
@@ -744,9 +751,9 @@ mod tests {
         assert_eq!(s.ctx_per_slot(), 4096 + 64 + 16);
         let load = s.load_spec_for("m".into(), &points);
         assert_eq!((load.ctx_per_slot, load.slots), (4096 + 64 + 16, 2));
-        assert!(s.validate(Some(4096)).unwrap_err().contains("depth + prompt tokens + max tokens = 4176"));
+        assert!(s.validate(Some(4096)).unwrap_err().why.contains("depth + prompt tokens + max tokens = 4176"));
         s.prefix_tokens = 8;
-        assert!(s.validate(None).unwrap_err().contains("--depth caches the context it fills itself"));
+        assert!(s.validate(None).unwrap_err().why.contains("--depth caches the context it fills itself"));
     }
 
     #[test]
@@ -776,7 +783,7 @@ mod tests {
             ["llama", "candle"].iter().flat_map(|&b| (1..=3).flat_map(move |r| std::iter::repeat_n((b, Some(r)), 4))).collect();
         assert_eq!(order, expect);
         s.repetitions = 0;
-        assert!(s.validate(None).unwrap_err().contains("--repetitions"));
+        assert!(s.validate(None).unwrap_err().why.contains("--repetitions"));
     }
 
     #[test]
@@ -784,24 +791,26 @@ mod tests {
         let ok = plan(&["64..512", "1024"]);
         assert_eq!(ok.validate(None), Ok(()));
         assert_eq!(ok.validate(Some(2048)), Ok(()));
-        assert!(ok.validate(Some(1024)).unwrap_err().contains("exceeds the model's context of 1024"));
-        let bad = |f: fn(&mut SweepPlan), needle: &str| {
+        assert!(ok.validate(Some(1024)).unwrap_err().why.contains("exceeds the model's context of 1024"));
+        // Each refusal names the field it is about, and says why in the CLI's words.
+        let bad = |f: fn(&mut SweepPlan), field: &str, needle: &str| {
             let mut p = plan(&["64"]);
             f(&mut p);
             let e = p.validate(None).unwrap_err();
-            assert!(e.contains(needle), "{e} lacks {needle}");
+            assert_eq!(e.field, field, "{e}");
+            assert!(e.why.contains(needle), "{e} lacks {needle}");
         };
-        bad(|p| p.prompt_tokens = vec![Length { from: Some(600), to: 512 }], "range 600..512");
-        bad(|p| p.prompt_tokens = vec![Length::fixed(0)], "BOS token counts");
-        bad(|p| p.max_tokens = vec![Length::fixed(0)], "--max-tokens must be at least 1");
-        bad(|p| p.concurrency = vec![], "--concurrency: give at least one value");
-        bad(|p| p.rates = vec![0.0], "--rate must be a positive number");
-        bad(|p| p.prefix_tokens = 64, "must be shorter than every prompt");
-        bad(|p| p.prefix_cache = vec![true], "needs a shared prefix");
-        bad(|p| p.duration_s = Some(-1.0), "--duration");
-        bad(|p| p.max_batch_tokens = Some(0), "--max-batch-tokens");
+        bad(|p| p.prompt_tokens = vec![Length { from: Some(600), to: 512 }], "prompt_tokens", "range 600..512");
+        bad(|p| p.prompt_tokens = vec![Length::fixed(0)], "prompt_tokens", "BOS token counts");
+        bad(|p| p.max_tokens = vec![Length::fixed(0)], "max_tokens", "--max-tokens must be at least 1");
+        bad(|p| p.concurrency = vec![], "concurrency", "--concurrency: give at least one value");
+        bad(|p| p.rates = vec![0.0], "rates", "--rate must be a positive number");
+        bad(|p| p.prefix_tokens = 64, "prefix_tokens", "must be shorter than every prompt");
+        bad(|p| p.prefix_cache = vec![true], "prefix_cache", "needs a shared prefix");
+        bad(|p| p.duration_s = Some(-1.0), "duration_s", "--duration");
+        bad(|p| p.max_batch_tokens = Some(0), "max_batch_tokens", "--max-batch-tokens");
         let mut long_prefix = plan(&["4096"]);
         long_prefix.prefix_tokens = 3000;
-        assert!(long_prefix.validate(Some(2048)).unwrap_err().contains("--prefix-tokens 3000 is longer than the model's context"));
+        assert!(long_prefix.validate(Some(2048)).unwrap_err().why.contains("--prefix-tokens 3000 is longer than the model's context"));
     }
 }

@@ -193,7 +193,7 @@ pub fn cached(path: &Path, key: &str) -> Option<Probe> {
 
 /// Measure this machine's CPU with `threads` threads; `compute` gives the matrix-product
 /// rate (FLOP/s) and what measured it.
-pub fn measure(key: String, threads: usize, compute: &dyn Fn() -> anyhow::Result<(f64, String)>) -> anyhow::Result<Probe> {
+pub fn measure<E>(key: String, threads: usize, compute: &dyn Fn() -> Result<(f64, String), E>) -> Result<Probe, E> {
     let started = Instant::now();
     let ticks = cpu_ticks();
     let memory = read_bandwidth(threads, BANDWIDTH_BUFFER_BYTES, Duration::from_millis(1500));
@@ -210,7 +210,7 @@ pub fn measure(key: String, threads: usize, compute: &dyn Fn() -> anyhow::Result
 
 /// Keep `probe` at `path` for the next run on this machine and build, in place of the one
 /// it measures again (atomically).
-pub fn save(path: &Path, probe: &Probe) -> anyhow::Result<()> {
+pub fn save(path: &Path, probe: &Probe) -> std::io::Result<()> {
     let mut all = kept(path);
     all.retain(|p| p.key != probe.key);
     all.push(probe.clone());

@@ -2,7 +2,7 @@
 //! measurement (hardware, model, backend, settings, per-point figures, raw samples).
 //! Written atomically: a reader sees the previous file or the new one, never half.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -341,29 +341,46 @@ impl RunFile {
     }
 
     /// Read a run file, refusing other schemas and newer versions.
-    pub fn read(path: &Path) -> anyhow::Result<Self> {
-        let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+    pub fn read(path: &Path) -> Result<Self, RunFileError> {
+        let bytes = std::fs::read(path).map_err(|source| RunFileError::Unreadable { path: path.to_path_buf(), source })?;
         Self::read_bytes(&bytes, path)
     }
 
     /// [`read`](Self::read) for a file's contents; `path` names it in messages.
-    pub fn read_bytes(bytes: &[u8], path: &Path) -> anyhow::Result<Self> {
-        let head: serde_json::Value = serde_json::from_slice(bytes).map_err(|e| anyhow::anyhow!("{} is not JSON: {e}", path.display()))?;
+    pub fn read_bytes(bytes: &[u8], path: &Path) -> Result<Self, RunFileError> {
+        let path = || path.to_path_buf();
+        let head: serde_json::Value = serde_json::from_slice(bytes).map_err(|source| RunFileError::NotJson { path: path(), source })?;
         if head.get("schema").and_then(|s| s.as_str()) != Some(SCHEMA) {
-            anyhow::bail!("{} is not a Latency Explorer run file", path.display());
+            return Err(RunFileError::NotARunFile { path: path(), json: head });
         }
         // Versions only ever add optional fields, so anything up to ours reads.
         let version = head.get("schema_version").and_then(|v| v.as_u64()).unwrap_or(0);
         if version > SCHEMA_VERSION as u64 {
-            anyhow::bail!("{} has schema version {version}; this build reads up to {SCHEMA_VERSION}", path.display());
+            return Err(RunFileError::Newer { path: path(), version });
         }
-        serde_json::from_value(head).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+        serde_json::from_value(head).map_err(|source| RunFileError::Malformed { path: path(), source })
     }
 
     /// Write atomically (temp file in the same directory, then rename).
-    pub fn write_atomic(&self, path: &Path) -> anyhow::Result<()> {
+    pub fn write_atomic(&self, path: &Path) -> std::io::Result<()> {
         lx_core::atomic_file::write(path, &serde_json::to_vec_pretty(self)?)
     }
+}
+
+/// Why a file could not be read as a run file.
+#[derive(Debug, thiserror::Error)]
+pub enum RunFileError {
+    #[error("cannot read {}: {source}", .path.display())]
+    Unreadable { path: PathBuf, source: std::io::Error },
+    #[error("{} is not JSON: {source}", .path.display())]
+    NotJson { path: PathBuf, source: serde_json::Error },
+    /// JSON of another kind: kept, so a caller that reads other result files can try them.
+    #[error("{} is not a Latency Explorer run file", .path.display())]
+    NotARunFile { path: PathBuf, json: serde_json::Value },
+    #[error("{} has schema version {version}; this build reads up to {SCHEMA_VERSION}", .path.display())]
+    Newer { path: PathBuf, version: u64 },
+    #[error("{}: {source}", .path.display())]
+    Malformed { path: PathBuf, source: serde_json::Error },
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ pub async fn live_start(state: State<'_, AppState>, settings: LiveSettings, on_e
         return Err(CmdError::Busy("a sweep is running: cancel it or wait for it to finish first".into()));
     }
     let model = state.model.locked().clone().ok_or(CmdError::NoModel)?;
-    settings.validate(model.open.context_length).map_err(CmdError::Live)?;
+    settings.validate(model.open.context_length).map_err(CmdError::live)?;
     stop_session(&state).await?;
     // The ceilings' basis, before any request is sent: the probe of this machine's limits
     // runs once per machine and build (a few seconds, then cached), and never beside a
@@ -49,7 +49,7 @@ pub async fn live_start(state: State<'_, AppState>, settings: LiveSettings, on_e
         let _ = on_event.send(batch);
     });
     let spawner = state.spawner(&model, lx_backends::tune::Use::Interactive);
-    let session = LiveSession::start(settings.clone(), model.open.live_model(), spawner, sink).map_err(CmdError::Live)?;
+    let session = LiveSession::start(settings.clone(), model.open.live_model(), spawner, sink).map_err(CmdError::live)?;
     *state.live.locked() = Some(Live { session, settings, model, backends, ceilings });
     Ok(())
 }
@@ -59,7 +59,7 @@ pub async fn live_start(state: State<'_, AppState>, settings: LiveSettings, on_e
 pub async fn live_update(state: State<'_, AppState>, settings: LiveSettings) -> CmdResult<()> {
     let mut live = state.live.locked();
     let live = live.as_mut().ok_or_else(|| CmdError::Live("live mode is not running".into()))?;
-    live.session.update(settings.clone()).map_err(CmdError::Live)?;
+    live.session.update(settings.clone()).map_err(CmdError::live)?;
     live.settings = settings;
     Ok(())
 }
@@ -82,7 +82,7 @@ pub async fn live_ceiling(state: State<'_, AppState>, backend: String) -> CmdRes
 #[tauri::command]
 pub async fn live_retry(state: State<'_, AppState>) -> CmdResult<()> {
     let live = state.live.locked();
-    live.as_ref().ok_or_else(|| CmdError::Live("live mode is not running".into()))?.session.retry().map_err(CmdError::Live)
+    live.as_ref().ok_or_else(|| CmdError::Live("live mode is not running".into()))?.session.retry().map_err(CmdError::live)
 }
 
 /// Stream the next request as the preview (the UI has shown the last one).
@@ -90,7 +90,7 @@ pub async fn live_retry(state: State<'_, AppState>) -> CmdResult<()> {
 pub async fn live_preview_next(state: State<'_, AppState>) -> CmdResult<()> {
     let live = state.live.locked();
     match live.as_ref() {
-        Some(l) => l.session.next_preview().map_err(CmdError::Live),
+        Some(l) => l.session.next_preview().map_err(CmdError::live),
         None => Ok(()),
     }
 }
@@ -116,7 +116,7 @@ async fn stop_session(state: &State<'_, AppState>) -> CmdResult<()> {
 /// Live results so far (running session first, else the last one), with what produced them.
 pub(crate) fn live_results(state: &AppState) -> CmdResult<crate::state::LiveResults> {
     if let Some(l) = state.live.locked().as_ref() {
-        let points = l.session.results().map_err(CmdError::Live)?;
+        let points = l.session.results().map_err(CmdError::live)?;
         let backends = l.backends.locked().clone();
         return Ok(crate::state::LiveResults { points, model: Arc::clone(&l.model), settings: l.settings.clone(), backends, ceilings: l.ceilings.clone() });
     }

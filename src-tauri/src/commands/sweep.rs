@@ -245,7 +245,7 @@ mod tests {
         assert_eq!(p.slo, Slo { ttft_ms: Some(500.0), decode_tps: Some(10.0) });
         assert_eq!((p.depths.clone(), p.gpu_layers), (vec![0, 256], Some(0)));
         // A depth fills and caches its own prefix: not with a shared prefix as well.
-        assert!(p.validate(Some(4096)).unwrap_err().contains("--depth"));
+        assert!(p.validate(Some(4096)).unwrap_err().why.contains("--depth"));
         let p = SweepPlan { prefix_tokens: 0, prefix_cache: vec![false], ..p };
         assert_eq!(p.validate(Some(4096)), Ok(()));
         let options: SweepOptions = serde_json::from_value(serde_json::json!({ "hangTimeoutS": 30.0, "noCeilings": true })).unwrap();

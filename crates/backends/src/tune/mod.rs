@@ -290,7 +290,7 @@ pub fn save_profile(path: &Path, profile: &Profile) -> anyhow::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    lx_core::atomic_file::write(path, serde_json::to_string_pretty(profile)?.as_bytes())
+    Ok(lx_core::atomic_file::write(path, serde_json::to_string_pretty(profile)?.as_bytes())?)
 }
 
 /// What a worker of one backend starts with.

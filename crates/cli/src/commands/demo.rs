@@ -42,7 +42,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<i32> {
         }
         return Ok(0);
     }
-    let demo = find(args.name.as_deref().unwrap_or_default()).map_err(anyhow::Error::msg)?;
+    let demo = find(args.name.as_deref().unwrap_or_default())?;
     let backend = lx_backends::canonical(args.backend.trim())?.to_string();
     let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
     let prompts = PromptBuilder::new(&model.tokenizer);

@@ -92,9 +92,9 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
         ..LiveSettings::default()
     };
     // Cheap checks first, so a typo never waits for a model load; then against the model.
-    settings.validate(usize::MAX).map_err(anyhow::Error::msg)?;
+    settings.validate(usize::MAX)?;
     let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
-    settings.validate(model.context_length).map_err(anyhow::Error::msg)?;
+    settings.validate(model.context_length)?;
 
     let control = lx_core::traffic::RunControl::default();
     crate::commands::stop_on_ctrl_c(&control);
@@ -110,7 +110,7 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
         let _ = tx.send(batch);
     });
     let spawner = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::tune::Use::Interactive, 0);
-    let session = LiveSession::start(settings, live_model, spawner, sink).map_err(anyhow::Error::msg)?;
+    let session = LiveSession::start(settings, live_model, spawner, sink)?;
 
     let started = Instant::now();
     let every = Duration::from_secs_f64(args.every);

@@ -4,7 +4,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use clap::Args;
 use lx_core::atomic_file;
 use lx_results::results::RunFile;
@@ -23,7 +22,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     let out = args.out.unwrap_or_else(|| args.run.with_extension("html"));
     let source = args.run.file_name().map_or_else(|| args.run.display().to_string(), |f| f.to_string_lossy().into_owned());
     let page = lx_results::report::html(&run, &source);
-    atomic_file::write(&out, page.as_bytes()).with_context(|| format!("cannot write {}", out.display()))?;
+    atomic_file::write(&out, page.as_bytes())?;
     eprintln!("wrote {} ({} points, {:.0} KB)", out.display(), run.points.len(), page.len() as f64 / 1e3);
     Ok(0)
 }

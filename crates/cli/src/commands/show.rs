@@ -8,10 +8,10 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, bail};
+use anyhow::bail;
 use clap::Args;
 use lx_results::printers::{markdown_columns, markdown_with_columns, printer, repetitions_table, Format};
-use lx_results::results::RunFile;
+use lx_results::results::{RunFile, RunFileError};
 use lx_results::studies::{self, Study};
 
 #[derive(Args)]
@@ -40,12 +40,11 @@ enum ResultFile {
 }
 
 fn read(path: &Path) -> anyhow::Result<ResultFile> {
-    let bytes = std::fs::read(path).map_err(|e| anyhow!("cannot read {}: {e}", path.display()))?;
-    let file: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| anyhow!("{} is not JSON: {e}", path.display()))?;
-    if file.get("schema").and_then(|s| s.as_str()) == Some(lx_results::results::SCHEMA) {
-        return Ok(ResultFile::Run(Box::new(RunFile::read_bytes(&bytes, path)?)));
+    match RunFile::read(path) {
+        Ok(run) => Ok(ResultFile::Run(Box::new(run))),
+        Err(RunFileError::NotARunFile { json, .. }) => Ok(ResultFile::Study(Study::from_json(json, path)?)),
+        Err(e) => Err(e.into()),
     }
-    Ok(ResultFile::Study(Study::from_json(file, path)?))
 }
 
 pub fn run(args: ShowArgs) -> anyhow::Result<i32> {
@@ -84,7 +83,7 @@ pub fn run(args: ShowArgs) -> anyhow::Result<i32> {
         if demos < runs.len() {
             bail!("--table demo: not every file is a demo's run (`lx demo NAME --out FILE`)");
         }
-        let reports = runs.iter().filter_map(lx_drivers::demo::judge_run).collect::<Result<Vec<_>, String>>().map_err(anyhow::Error::msg)?;
+        let reports = runs.iter().filter_map(lx_drivers::demo::judge_run).collect::<Result<Vec<_>, _>>()?;
         for line in lx_drivers::demo::checks_table(&reports) {
             println!("{line}");
         }

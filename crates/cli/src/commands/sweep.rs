@@ -163,7 +163,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
         std::env::set_var(lx_backends::tune::UNTUNED_ENV, "1");
     }
     // Cheap checks first, so a typo never waits for a model load; then against the model.
-    plan.validate(None).map_err(anyhow::Error::msg)?;
+    plan.validate(None)?;
     let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
     let spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::tune::Use::Measure, 0);
     let mut job = SweepJob::new(std::sync::Arc::new(model), plan, std::env::args().collect(), spawn)?;

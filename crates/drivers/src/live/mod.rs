@@ -99,6 +99,19 @@ enum Control {
     Stop,
 }
 
+/// Why a live session refused or could not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveError {
+    #[error(transparent)]
+    Invalid(#[from] lx_core::invalid::Invalid),
+    #[error("cannot start the live session thread: {0}")]
+    Thread(std::io::Error),
+    #[error("the live session has ended")]
+    Ended,
+    #[error("the live session did not answer")]
+    NoAnswer,
+}
+
 /// A running live session. Dropping it stops it.
 pub struct LiveSession {
     tx: Sender<Control>,
@@ -108,38 +121,38 @@ pub struct LiveSession {
 
 impl LiveSession {
     /// Validate `settings` and start measuring on a new thread. Events go to `sink` in batches.
-    pub fn start(settings: LiveSettings, model: LiveModel, spawner: Spawner, sink: EventSink) -> Result<LiveSession, String> {
+    pub fn start(settings: LiveSettings, model: LiveModel, spawner: Spawner, sink: EventSink) -> Result<LiveSession, LiveError> {
         settings.validate(model.context_length)?;
         let context_length = model.context_length;
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
             .name("lx-live".into())
             .spawn(move || Session::new(settings, model, spawner, sink, rx).run())
-            .map_err(|e| format!("cannot start the live session thread: {e}"))?;
+            .map_err(LiveError::Thread)?;
         Ok(LiveSession { tx, thread: Some(thread), context_length })
     }
 
     /// Apply new settings to the next requests. Refused (and nothing changes) when they are invalid.
-    pub fn update(&self, settings: LiveSettings) -> Result<(), String> {
+    pub fn update(&self, settings: LiveSettings) -> Result<(), LiveError> {
         settings.validate(self.context_length)?;
-        self.tx.send(Control::Update(settings)).map_err(|_| "the live session has ended".to_string())
+        self.tx.send(Control::Update(settings)).map_err(|_| LiveError::Ended)
     }
 
     /// Start fresh workers for the backends that failed or crashed, and carry on.
-    pub fn retry(&self) -> Result<(), String> {
-        self.tx.send(Control::Retry).map_err(|_| "the live session has ended".to_string())
+    pub fn retry(&self) -> Result<(), LiveError> {
+        self.tx.send(Control::Retry).map_err(|_| LiveError::Ended)
     }
 
     /// Stream the next submitted request as the preview (the previous preview has been read).
-    pub fn next_preview(&self) -> Result<(), String> {
-        self.tx.send(Control::Preview).map_err(|_| "the live session has ended".to_string())
+    pub fn next_preview(&self) -> Result<(), LiveError> {
+        self.tx.send(Control::Preview).map_err(|_| LiveError::Ended)
     }
 
     /// Everything measured so far, one point per setting, in the run-file schema.
-    pub fn results(&self) -> Result<Vec<PointResult>, String> {
+    pub fn results(&self) -> Result<Vec<PointResult>, LiveError> {
         let (tx, rx) = mpsc::channel();
-        self.tx.send(Control::Results(tx)).map_err(|_| "the live session has ended".to_string())?;
-        rx.recv_timeout(Duration::from_secs(10)).map_err(|_| "the live session did not answer".to_string())
+        self.tx.send(Control::Results(tx)).map_err(|_| LiveError::Ended)?;
+        rx.recv_timeout(Duration::from_secs(10)).map_err(|_| LiveError::NoAnswer)
     }
 
     /// Stop: cancel what is in flight, shut the workers down, and return the results.

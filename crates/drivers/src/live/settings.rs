@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 
 use lx_core::backend::LoadSpec;
 use lx_core::scheduler::{Policy, SchedulerConfig};
+use lx_core::invalid::Invalid;
 
 /// What live mode runs. Every field can change while it runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
@@ -64,33 +65,31 @@ impl LiveSettings {
     }
 
     /// Check the settings against the model's context. The message names the field.
-    pub fn validate(&self, model_context: usize) -> Result<(), String> {
+    pub fn validate(&self, model_context: usize) -> Result<(), Invalid> {
         if self.backends.is_empty() {
-            return Err("select at least one backend".into());
+            return Err(Invalid::new("backends", "select at least one backend"));
         }
         if self.prompt_tokens == 0 {
-            return Err("prompt tokens must be at least 1 (the BOS token counts)".into());
+            return Err(Invalid::new("prompt_tokens", "prompt tokens must be at least 1 (the BOS token counts)"));
         }
         if self.concurrency == 0 || self.concurrency > MAX_CONCURRENCY {
-            return Err(format!("concurrency must be between 1 and {MAX_CONCURRENCY}"));
+            return Err(Invalid::new("concurrency", format!("concurrency must be between 1 and {MAX_CONCURRENCY}")));
         }
         if self.max_tokens == 0 {
-            return Err("output tokens must be at least 1".into());
+            return Err(Invalid::new("max_tokens", "output tokens must be at least 1"));
         }
         if self.chunk_tokens == 0 {
-            return Err("the prefill chunk must be at least 1 token".into());
+            return Err(Invalid::new("chunk_tokens", "the prefill chunk must be at least 1 token"));
         }
         if self.rotate_after_s.is_nan() || self.rotate_after_s <= 0.0 {
-            return Err("the rotation period must be positive".into());
+            return Err(Invalid::new("rotate_after_s", "the rotation period must be positive"));
         }
         if self.hang_timeout_s.is_nan() || self.hang_timeout_s <= 0.0 {
-            return Err("the hang timeout must be positive".into());
+            return Err(Invalid::new("hang_timeout_s", "the hang timeout must be positive"));
         }
         let need = self.prompt_tokens as usize + self.max_tokens as usize;
         if need > model_context {
-            return Err(format!(
-                "prompt tokens + output tokens = {need} exceeds the model's context of {model_context} tokens"
-            ));
+            return Err(Invalid::new("prompt_tokens", format!("prompt tokens + output tokens = {need} exceeds the model's context of {model_context} tokens")));
         }
         Ok(())
     }

@@ -14,9 +14,24 @@ pub mod scale;
 pub mod batching_bench;
 pub mod overhead;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use anyhow::{anyhow, bail};
+/// Why a result file cannot be shown as a study's table.
+#[derive(Debug, thiserror::Error)]
+pub enum StudyError {
+    #[error("{}: `kind` is not a string", .0.display())]
+    KindNotText(PathBuf),
+    #[error("{} is neither a Latency Explorer run file nor a result file `lx show` knows ({why}; the kinds: {})", .path.display(), KINDS.join(", "))]
+    Unknown { path: PathBuf, why: String },
+    #[error("{} (a {kind} file): {source}", .path.display())]
+    Malformed { path: PathBuf, kind: String, source: serde_json::Error },
+    #[error("no result file to show")]
+    Nothing,
+    #[error("these files are of different kinds ({0} and {1}): show each kind on its own")]
+    MixedKinds(&'static str, &'static str),
+    #[error("a {kind} file has no table '{table}' (its tables: {})", .tables.join(", "))]
+    NoSuchTable { kind: &'static str, table: String, tables: &'static [&'static str] },
+}
 
 /// One study's result file, read.
 #[derive(Debug)]
@@ -33,9 +48,9 @@ pub const KINDS: [&str; 5] = [reference::KIND, aiperf::KIND, scale::KIND, batchi
 
 impl Study {
     /// The study in `file` (read from `path`, which names it in messages).
-    pub fn from_json(file: serde_json::Value, path: &Path) -> anyhow::Result<Study> {
+    pub fn from_json(file: serde_json::Value, path: &Path) -> Result<Study, StudyError> {
         let kind = match file.get("kind") {
-            Some(k) => k.as_str().ok_or_else(|| anyhow!("{}: `kind` is not a string", path.display()))?.to_string(),
+            Some(k) => k.as_str().ok_or_else(|| StudyError::KindNotText(path.to_path_buf()))?.to_string(),
             None => shape_of(&file).ok_or_else(|| unknown(path, "no `kind`, and not the shape of a study written before files said their kind"))?.to_string(),
         };
         let parsed = match kind.as_str() {
@@ -46,7 +61,7 @@ impl Study {
             overhead::KIND => serde_json::from_value(file).map(Study::Overhead),
             other => return Err(unknown(path, &format!("its kind is '{other}'"))),
         };
-        parsed.map_err(|e| anyhow!("{} (a {kind} file): {e}", path.display()))
+        parsed.map_err(|source| StudyError::Malformed { path: path.to_path_buf(), kind, source })
     }
 
     /// As files name it.
@@ -93,8 +108,8 @@ impl Study {
 }
 
 /// A file of no kind `lx show` knows.
-fn unknown(path: &Path, why: &str) -> anyhow::Error {
-    anyhow!("{} is neither a Latency Explorer run file nor a result file `lx show` knows ({why}; the kinds: {})", path.display(), KINDS.join(", "))
+fn unknown(path: &Path, why: &str) -> StudyError {
+    StudyError::Unknown { path: path.to_path_buf(), why: why.to_string() }
 }
 
 /// The kind of a study file written before files said their kind.
@@ -112,14 +127,18 @@ fn shape_of(file: &serde_json::Value) -> Option<&'static str> {
 
 /// The table `table` (the kind's first when `None`) of studies of one kind: its header, then
 /// each file's rows in the order given.
-pub fn table(studies: &[Study], table: Option<&str>) -> anyhow::Result<Vec<String>> {
-    let Some(first) = studies.first() else { bail!("no result file to show") };
+pub fn table(studies: &[Study], table: Option<&str>) -> Result<Vec<String>, StudyError> {
+    let first = studies.first().ok_or(StudyError::Nothing)?;
     if let Some(other) = studies.iter().find(|s| s.kind() != first.kind()) {
-        bail!("these files are of different kinds ({} and {}): show each kind on its own", first.kind(), other.kind());
+        return Err(StudyError::MixedKinds(first.kind(), other.kind()));
     }
     let name = match table {
         None => first.tables()[0],
-        Some(t) => *first.tables().iter().find(|n| **n == t).ok_or_else(|| anyhow!("a {} file has no table '{t}' (its tables: {})", first.kind(), first.tables().join(", ")))?,
+        Some(t) => *first
+            .tables()
+            .iter()
+            .find(|n| **n == t)
+            .ok_or_else(|| StudyError::NoSuchTable { kind: first.kind(), table: t.to_string(), tables: first.tables() })?,
     };
     let mut lines = first.header(name).to_vec();
     for s in studies {
@@ -129,8 +148,8 @@ pub fn table(studies: &[Study], table: Option<&str>) -> anyhow::Result<Vec<Strin
 }
 
 /// [`table`] of every table the files hold, each after a blank line but the first.
-pub fn all_tables(studies: &[Study]) -> anyhow::Result<Vec<String>> {
-    let Some(first) = studies.first() else { bail!("no result file to show") };
+pub fn all_tables(studies: &[Study]) -> Result<Vec<String>, StudyError> {
+    let first = studies.first().ok_or(StudyError::Nothing)?;
     let mut lines = Vec::new();
     for name in first.tables() {
         if !lines.is_empty() {
@@ -145,7 +164,7 @@ pub fn all_tables(studies: &[Study]) -> anyhow::Result<Vec<String>> {
 mod tests {
     use super::*;
 
-    fn read(v: serde_json::Value) -> anyhow::Result<Study> {
+    fn read(v: serde_json::Value) -> Result<Study, StudyError> {
         Study::from_json(v, Path::new("f.json"))
     }
 

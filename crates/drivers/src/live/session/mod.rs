@@ -161,8 +161,8 @@ impl Session {
     }
 
     fn apply(&mut self, new: LiveSettings) {
-        if let Err(message) = new.validate(self.model.context_length) {
-            self.emit(LiveEvent::Rejected { message });
+        if let Err(invalid) = new.validate(self.model.context_length) {
+            self.emit(LiveEvent::Rejected { message: invalid.to_string() });
             return;
         }
         let old = std::mem::replace(&mut self.settings, new);

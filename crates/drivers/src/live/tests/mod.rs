@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::{BackendState, Capacity, EventBatcher, EventSink, LiveEvent, LiveSession, LiveSettings};
+use super::{BackendState, Capacity, EventBatcher, EventSink, LiveError, LiveEvent, LiveSession, LiveSettings};
 use lx_core::scheduler::Policy;
 
 mod fake;
@@ -54,10 +54,11 @@ fn done_settled(prompt: u32) -> impl Fn(&LiveEvent) -> bool {
 fn settings_are_checked_against_the_context() {
     let s = LiveSettings::default();
     assert!(s.validate(2048).is_ok());
-    assert!(LiveSettings { prompt_tokens: 2000, ..s.clone() }.validate(2048).unwrap_err().contains("context"));
-    assert!(LiveSettings { concurrency: 0, ..s.clone() }.validate(2048).unwrap_err().contains("concurrency"));
-    assert!(LiveSettings { backends: vec![], ..s.clone() }.validate(2048).unwrap_err().contains("backend"));
-    assert!(LiveSettings { max_tokens: 0, ..s }.validate(2048).unwrap_err().contains("output"));
+    let too_long = LiveSettings { prompt_tokens: 2000, ..s.clone() }.validate(2048).unwrap_err();
+    assert_eq!((too_long.field, too_long.why.as_str()), ("prompt_tokens", "prompt tokens + output tokens = 2064 exceeds the model's context of 2048 tokens"));
+    assert_eq!(LiveSettings { concurrency: 0, ..s.clone() }.validate(2048).unwrap_err().field, "concurrency");
+    assert_eq!(LiveSettings { backends: vec![], ..s.clone() }.validate(2048).unwrap_err().field, "backends");
+    assert_eq!(LiveSettings { max_tokens: 0, ..s }.validate(2048).unwrap_err().field, "max_tokens");
 }
 
 #[test]
@@ -291,7 +292,7 @@ fn invalid_updates_are_refused_and_change_nothing() {
     let log = Log::default();
     let session = LiveSession::start(LiveSettings::default(), model(), spawner, log.sink()).unwrap();
     let err = session.update(LiveSettings { prompt_tokens: 9000, ..Default::default() }).unwrap_err();
-    assert!(err.contains("context"), "{err}");
+    assert!(matches!(&err, LiveError::Invalid(i) if i.field == "prompt_tokens" && i.why.contains("context")), "{err}");
     drop(session);
 }
 
