@@ -206,6 +206,10 @@ fn main() -> anyhow::Result<()> {
     let lx = exe.parent().and_then(|d| d.parent()).map(|d| d.join("lx")).filter(|p| p.is_file()).ok_or_else(|| anyhow::anyhow!("build lx first: cargo build --release -p lx-cli"))?;
     let mut cmd = lx_backends::worker_command(backend);
     cmd.program = lx;
+    // candle: the bare loop and the worker run the same layer weights (`LX_CANDLE_WEIGHTS`,
+    // else the CPU default); a comparison across formats would measure the format.
+    let candle_weights = lx_backend_candle::Options::from_env()?.layer_weights.unwrap_or(lx_backend_candle::CPU_DEFAULT_WEIGHTS);
+    cmd.env.push(("LX_CANDLE_WEIGHTS".into(), candle_weights.to_string()));
     let load = LoadSpec { model_path: model_spec.path.clone(), threads, slots: 1, ctx_per_slot: long + gen, max_batch_tokens: long.max(512), gpu_layers: None };
     let mut worker = Worker::spawn(&cmd, &load, &SchedulerConfig::new(Policy::Serial, 1, load.max_batch_tokens), Duration::from_secs(300))?;
 
@@ -230,10 +234,10 @@ fn main() -> anyhow::Result<()> {
         Reference::Bare(Box::new(LlamaBare { ctx: model.new_context(&rt, params)?, batch: LlamaBatch::new(load.max_batch_tokens, 1) }))
     } else {
         lx_backend_candle::set_thread_env(threads);
-        // The worker's weight format on the CPU.
-        Reference::Bare(Box::new(BareLoop::load(&model_spec.path, load.ctx_per_slot, lx_backend_candle::WeightFormat::F16)?))
+        Reference::Bare(Box::new(BareLoop::load(&model_spec.path, load.ctx_per_slot, candle_weights)?))
     };
     let (reference_name, reference_about) = match &reference {
+        Reference::Bare(_) if backend == "candle" => (format!("bare loop, {candle_weights} layers"), None),
         Reference::Bare(_) => ("bare loop".to_string(), None),
         Reference::Python(p) => {
             println!("reference: {}", p.about);
