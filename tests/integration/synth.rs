@@ -9,6 +9,7 @@ use lx_backend_llamacpp::LlamaCppBackend;
 use lx_core::backend::{Backend, Batch, Chunk, LoadSpec, Outputs, TokenId};
 use lx_format::gguf::synth::{self, SYNTHETIC_KEY};
 use lx_format::gguf::{GgmlType, GgufFile, ModelFacts};
+use lx_core::stats::median;
 
 type Tensors = Vec<(String, Vec<u64>, Option<GgmlType>)>;
 
@@ -42,11 +43,6 @@ fn pass(backend: &mut LlamaCppBackend, pos: usize, tokens: &[TokenId]) -> (f64, 
     let started = Instant::now();
     let out = backend.step(&Batch { chunks: vec![Chunk { slot: 0, pos: pos as u32, tokens: tokens.to_vec(), outputs: Outputs::Last }], top_logprobs: 0 }).unwrap();
     (started.elapsed().as_secs_f64(), out[0].choices[0].token)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 #[test]
@@ -103,7 +99,7 @@ fn a_synthetic_twin_times_like_the_real_model_on_llama_cpp() {
             decode.push(t.1 / r.1);
         }
     }
-    let (p, d) = (median(prefill), median(decode));
+    let (p, d) = (median(&prefill), median(&decode));
     eprintln!("synthetic twin / real file, median of {ROUNDS} rounds: prefill {p:.3}, decode {d:.3}");
     // Within 10%: a fresh-clone CI run here measured decode 1.055, the twin faster in every
     // round for a reason not found (README, "Shape-only models").

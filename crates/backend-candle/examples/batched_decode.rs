@@ -22,6 +22,7 @@ use candle_core::Tensor;
 use lx_backend_candle::{set_thread_env, CandleBackend, DeviceChoice, KvCache, Options, Rows, WeightFormat};
 use lx_core::backend::{choose_greedy, Backend, Batch, Chunk, LoadSpec, Outputs, Slot, TokenId};
 use std::time::Instant;
+use lx_core::stats::median;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Way {
@@ -32,11 +33,6 @@ enum Way {
 }
 
 const WAYS: [(Way, &str); 4] = [(Way::Together, "together"), (Way::ApartSharedProjection, "apart, shared projection"), (Way::Apart, "apart"), (Way::BackendStep, "backend step")];
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (mut threads, mut prompt, mut steps, mut rounds) = (2usize, 128usize, 32usize, 3usize);
@@ -128,7 +124,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     emitted.extend_from_slice(&chosen);
                     next = chosen;
                 }
-                ms[wi].push(median(per_step));
+                ms[wi].push(median(&per_step));
                 if round == 0 {
                     tokens[wi] = emitted;
                 }
@@ -145,11 +141,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 out.push(t.elapsed().as_secs_f64() * 1e3);
             }
         }
-        let apart = median(ms[2].clone());
+        let apart = median(&ms[2]);
         for (wi, &(_, name)) in WAYS.iter().enumerate() {
-            let m = median(ms[wi].clone());
+            let m = median(&ms[wi]);
             let same = tokens[wi].iter().zip(&tokens[0]).filter(|(a, b)| a == b).count();
-            let proj = if wi == 1 { format!("{:.1} | {:.1}", median(proj_1.clone()), median(proj_b.clone())) } else { " | ".into() };
+            let proj = if wi == 1 { format!("{:.1} | {:.1}", median(&proj_1), median(&proj_b)) } else { " | ".into() };
             println!("| {b} | {name} | {m:.1} | {:.1} | {:.2} | {same}/{} | {proj} |", b as f64 / (m / 1e3), apart / m, tokens[0].len());
         }
     }

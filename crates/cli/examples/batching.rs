@@ -55,6 +55,7 @@ use lx_core::scheduler::{Policy, SchedulerConfig};
 use lx_core::stats::Distribution;
 use lx_format::workload::PromptBuilder;
 use serde_json::{json, Value};
+use lx_core::stats::median;
 
 struct Args {
     tools: PathBuf,
@@ -102,11 +103,6 @@ fn parse_args() -> anyhow::Result<Args> {
         python: value("--python").unwrap_or_else(|| "python3".into()),
         kv: value("--kv").map_or(Ok(KvLayout::PerSequence), |v| v.parse().map_err(|e: String| anyhow!("--kv: {e}")))?,
     })
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// The same figures of one side of a comparison, in every round.
@@ -173,7 +169,7 @@ fn bare_pass(rt: &LlamaBackend, model: &LlamaModel, a: &Args, prompts: &[Vec<Tok
             next[s] = choose_greedy(ctx.get_logits_ith(row as i32), 0).token;
         }
     }
-    Ok(median(decode_ms))
+    Ok(median(&decode_ms))
 }
 
 /// Our engine through a worker process: `clients` closed-loop clients over `clients` slots,
@@ -201,7 +197,7 @@ fn decode_pass_ms(point: &PointResult, b: usize) -> [f64; 3] {
     if passes.is_empty() {
         return [f64::NAN; 3];
     }
-    let of = |f: &dyn Fn(f64, f64) -> f64| median(passes.iter().map(|s| f(s.end_ms - s.start_ms, s.compute_ms.unwrap_or(f64::NAN))).collect());
+    let of = |f: &dyn Fn(f64, f64) -> f64| median(&passes.iter().map(|s| f(s.end_ms - s.start_ms, s.compute_ms.unwrap_or(f64::NAN))).collect::<Vec<_>>());
     [of(&|wall, _| wall), of(&|_, compute| compute), of(&|wall, compute| wall - compute)]
 }
 

@@ -122,19 +122,7 @@ pub struct Ratio {
     pub same_first_tokens: usize,
 }
 
-pub fn median(v: &[f64]) -> f64 {
-    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
-    if s.is_empty() {
-        return f64::NAN;
-    }
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
-}
+pub use lx_core::stats::median;
 
 /// The rounds: every contender at every batch size, once a round, in rotating order. A
 /// contender that fails at a batch size is recorded with the reason and not tried again there.

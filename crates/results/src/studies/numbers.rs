@@ -1,21 +1,7 @@
 //! How the study tables compute and write their figures: medians over rounds, ratios taken
 //! per round, and numbers rounded for a table.
 
-/// The median of the finite values (the mean of the middle two for an even count); NaN when
-/// there are none.
-pub fn median(values: &[f64]) -> f64 {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    }
-}
+pub use lx_core::stats::median;
 
 /// Each round's `ours ÷ theirs`, in round order (as many as both sides have).
 pub fn per_round(ours: &[f64], theirs: &[f64]) -> Vec<f64> {
