@@ -75,6 +75,18 @@ impl std::str::FromStr for DeviceChoice {
     }
 }
 
+impl DeviceChoice {
+    /// The name `LX_CANDLE_DEVICE` takes for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Auto => "auto",
+            Self::Cpu => "cpu",
+            Self::Metal => "metal",
+            Self::Cuda => "cuda",
+        }
+    }
+}
+
 /// Backend options beyond the engine's [`LoadSpec`].
 #[derive(Debug, Clone, Default)]
 pub struct Options {
@@ -172,6 +184,11 @@ pub fn devices() -> Vec<String> {
     // its window needs a core (the app's threads::beside_a_window).
     found.push(format!("CPU ({}, {} physical cores)", cpu_features(), lx_machine::hardware::physical_cores()));
     found
+}
+
+/// The GPU API this build of candle can use, if any (its name: `CUDA`, `Metal`).
+pub fn gpu_build() -> Option<&'static str> {
+    GPU_BUILD.map(|(_, api)| api)
 }
 
 /// The GPU API this build of candle can use, if any.
@@ -347,7 +364,12 @@ impl CandleBackend {
                 ctx_per_slot: ctx,
                 prefix_copy: true,
             },
-            settings: [("weights".to_string(), layer_weights.name().to_string())].into(),
+            // The device is a setting only where there is a choice: a CPU build's settings
+            // stay as they were.
+            settings: [("weights".to_string(), layer_weights.name().to_string())]
+                .into_iter()
+                .chain(GPU_BUILD.map(|_| ("device".to_string(), opts.device.name().to_string())))
+                .collect(),
             settings_from: None,
         };
         Ok(Self {

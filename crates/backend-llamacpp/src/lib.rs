@@ -67,8 +67,8 @@ pub fn devices() -> Vec<String> {
         .collect()
 }
 
-/// GPU back ends this build of llama.cpp was compiled with.
-const GPU_BUILD: Option<&str> = if cfg!(feature = "cuda") {
+/// The GPU back end this build of llama.cpp was compiled with, if any.
+pub const GPU_BUILD: Option<&str> = if cfg!(feature = "cuda") {
     Some("CUDA")
 } else if cfg!(feature = "metal") {
     Some("Metal")
@@ -81,11 +81,12 @@ const GPU_BUILD: Option<&str> = if cfg!(feature = "cuda") {
 /// Where the layers went, from llama.cpp's own account of placing them (`placement`: one
 /// device name per layer, e.g. "CPU" or "Vulkan0"), as the device line of the backend's
 /// info and, when a GPU could have taken layers the CPU got, the note that says so.
+/// `gpu_layers`: where a layer count was asked for ("--gpu-layers 0"), if one was.
 fn describe_placement(
     placement: &[String],
     threads: usize,
     accel: Option<&(String, String)>,
-    gpu_layers: Option<u32>,
+    gpu_layers: Option<&str>,
 ) -> (String, Option<String>) {
     let cpu = format!("CPU ({threads} threads)");
     let total = placement.len();
@@ -116,7 +117,7 @@ fn describe_placement(
     let offloaded = total - on_cpu;
     let why = match (accel, gpu_layers) {
         _ if on_cpu == 0 => return (device, None),
-        (Some(_), Some(n)) => format!("--gpu-layers {n}"),
+        (Some(_), Some(asked)) => asked.to_string(),
         (Some(_), None) => "llama.cpp kept them there".to_string(),
         (None, _) => match GPU_BUILD {
             Some(api) => format!("this build has {api} but llama.cpp found no {api} device"),
@@ -146,6 +147,27 @@ fn micro_batch(n_batch: u32) -> Result<u32, BackendError> {
         Ok(s) => s.parse::<u32>().ok().filter(|&n| n > 0).ok_or_else(|| BackendError::Load(format!("LX_LLAMA_UBATCH {s:?}: a number of tokens, at least 1")))?,
     };
     Ok(asked.min(n_batch))
+}
+
+/// How many layers to offload: `--gpu-layers` (`LoadSpec::gpu_layers`) when the run gives
+/// it, else `LX_LLAMA_GPU_LAYERS` (a count, or `all`: what `lx tune` sets), else llama.cpp's
+/// own default (every layer on the GPU it finds). Returns the count asked for, with where it
+/// was asked (what a CPU fallback's note gives as the reason).
+fn gpu_layers(spec: &LoadSpec) -> Result<Option<(u32, String)>, BackendError> {
+    gpu_layers_from(spec.gpu_layers, std::env::var("LX_LLAMA_GPU_LAYERS").ok().as_deref())
+}
+
+fn gpu_layers_from(run: Option<u32>, env: Option<&str>) -> Result<Option<(u32, String)>, BackendError> {
+    if let Some(n) = run {
+        return Ok(Some((n, format!("--gpu-layers {n}"))));
+    }
+    match env {
+        None | Some("all") => Ok(None),
+        Some(s) => match s.parse::<u32>() {
+            Ok(n) => Ok(Some((n, format!("LX_LLAMA_GPU_LAYERS={n}")))),
+            Err(_) => Err(BackendError::Load(format!("LX_LLAMA_GPU_LAYERS {s:?}: a number of layers, or all"))),
+        },
+    }
 }
 
 /// How llama.cpp lays out the KV cache of the context's sequences.
@@ -222,8 +244,9 @@ impl LlamaCppBackend {
         }
         let threads = if spec.threads == 0 { lx_machine::hardware::physical_cores() } else { spec.threads };
         let slots = spec.slots.max(1);
+        let gpu_layers = gpu_layers(spec)?;
         let mut model_params = LlamaModelParams::default();
-        if let Some(layers) = spec.gpu_layers {
+        if let Some((layers, _)) = gpu_layers {
             model_params = model_params.with_n_gpu_layers(layers);
         }
         logs::take_recent();
@@ -260,8 +283,8 @@ impl LlamaCppBackend {
             .with_flash_attention_policy(flash_attn)
             // A GPU build otherwise hands large batches' matrix products to the GPU even
             // with every layer on the CPU (ggml's op offload): --gpu-layers 0 means the CPU.
-            .with_op_offload(spec.gpu_layers != Some(0))
-            .with_offload_kqv(spec.gpu_layers != Some(0));
+            .with_op_offload(!matches!(gpu_layers, Some((0, _))))
+            .with_offload_kqv(!matches!(gpu_layers, Some((0, _))));
         let ctx = model.new_context(rt, params).map_err(|e| {
             let why = logs::take_recent().join("; ");
             BackendError::Load(format!("llama.cpp could not create a context: {e} {why}"))
@@ -271,7 +294,7 @@ impl LlamaCppBackend {
 
         let accel = accelerator().map(|d| (d.name, d.description.trim().to_string()));
         let (device, cpu_fallback) =
-            describe_placement(&placement, threads, accel.as_ref(), spec.gpu_layers);
+            describe_placement(&placement, threads, accel.as_ref(), gpu_layers.as_ref().map(|(_, asked)| asked.as_str()));
         let info = BackendInfo {
             name: "llama".into(),
             version: format!("llama.cpp ({BINDINGS_VERSION}); KV cache {}", kv.name()),
@@ -288,6 +311,8 @@ impl LlamaCppBackend {
             settings: [("flash_attn", flash_attn_name.to_string()), ("kv", kv.name().to_string()), ("ubatch", n_ubatch.to_string())]
                 .into_iter()
                 .map(|(k, v)| (k.to_string(), v))
+                // Only a GPU build has layers to place: a CPU build's settings stay as they were.
+                .chain(GPU_BUILD.map(|_| ("gpu_layers".to_string(), gpu_layers.as_ref().map_or("all".to_string(), |(n, _)| n.to_string()))))
                 .collect(),
             settings_from: None,
         };
@@ -400,7 +425,7 @@ impl Backend for LlamaCppBackend {
 
 #[cfg(test)]
 mod tests {
-    use super::{describe_placement, KvLayout};
+    use super::{describe_placement, gpu_layers_from, KvLayout};
 
     #[test]
     fn kv_layouts_are_named_and_a_wrong_name_is_refused() {
@@ -432,12 +457,22 @@ mod tests {
     #[test]
     fn layers_kept_on_the_cpu_beside_a_gpu_are_flagged_with_the_reason() {
         let gpu = ("CUDA0".to_string(), "NVIDIA H200".to_string());
-        let (device, note) = describe_placement(&layers(&[("CPU", 19)]), 8, Some(&gpu), Some(0));
+        let (device, note) = describe_placement(&layers(&[("CPU", 19)]), 8, Some(&gpu), Some("--gpu-layers 0"));
         assert_eq!(device, "CPU (8 threads): all 19 layers");
         assert_eq!(note.as_deref(), Some("llama.cpp ran on the CPU: 0 of 19 layers offloaded to CUDA0 (--gpu-layers 0)"));
-        let (device, note) = describe_placement(&layers(&[("CPU", 9), ("CUDA0", 10)]), 8, Some(&gpu), Some(10));
+        let (device, note) = describe_placement(&layers(&[("CPU", 9), ("CUDA0", 10)]), 8, Some(&gpu), Some("LX_LLAMA_GPU_LAYERS=10"));
         assert_eq!(device, "CPU (8 threads): 9 of 19 layers; CUDA0 NVIDIA H200: 10 of 19 layers");
-        assert_eq!(note.as_deref(), Some("llama.cpp ran on the CPU: 10 of 19 layers offloaded to CUDA0 (--gpu-layers 10)"));
+        assert_eq!(note.as_deref(), Some("llama.cpp ran on the CPU: 10 of 19 layers offloaded to CUDA0 (LX_LLAMA_GPU_LAYERS=10)"));
+    }
+
+    #[test]
+    fn the_run_s_gpu_layers_come_before_the_environment_s() {
+        assert_eq!(gpu_layers_from(Some(0), Some("all")).unwrap(), Some((0, "--gpu-layers 0".to_string())));
+        assert_eq!(gpu_layers_from(None, Some("12")).unwrap(), Some((12, "LX_LLAMA_GPU_LAYERS=12".to_string())));
+        assert_eq!(gpu_layers_from(None, Some("all")).unwrap(), None);
+        assert_eq!(gpu_layers_from(None, None).unwrap(), None);
+        let e = gpu_layers_from(None, Some("most")).unwrap_err().to_string();
+        assert!(e.contains("LX_LLAMA_GPU_LAYERS \"most\"") && e.contains("or all"), "{e}");
     }
 
     #[test]

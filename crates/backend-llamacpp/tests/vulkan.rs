@@ -105,6 +105,9 @@ fn offloaded_greedy_matches_cpu_and_names_the_device() {
     assert_eq!(vk.info().cpu_fallback, None);
     assert_eq!(cpu.info().device, format!("CPU (2 threads): all {layers} layers"));
     assert_eq!(cpu.info().cpu_fallback.as_deref(), Some(format!("llama.cpp ran on the CPU: 0 of {layers} layers offloaded to Vulkan0 (--gpu-layers 0)").as_str()));
+    // A GPU build reports its layer count as a setting (what `lx tune` measures).
+    assert_eq!(vk.info().settings.get("gpu_layers").map(String::as_str), Some("all"));
+    assert_eq!(cpu.info().settings.get("gpu_layers").map(String::as_str), Some("0"));
 
     let clock = std::time::Instant::now();
     let want = greedy(&mut cpu, &prompt, NEW_TOKENS);

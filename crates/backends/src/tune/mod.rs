@@ -82,8 +82,8 @@ pub fn nothing_to_tune(backend: &str) -> Option<&'static str> {
     }
 }
 
-/// The settings `lx tune` measures for `backend`, threads first (none for a backend with
-/// [`nothing_to_tune`]). Only settings that run the model file's own weights: a comparison
+/// The settings `lx tune` measures for `backend`: the GPU or the CPU first where the build
+/// has a GPU, then threads (none for a backend with [`nothing_to_tune`]). Only settings that run the model file's own weights: a comparison
 /// compares backends on the same model, so MLX's `q4` (every matrix re-quantized to 4 bits, a
 /// coarser model than the file) is never chosen for the user; it is measured on request
 /// (`LX_MLX_WEIGHTS=q4`) and against mlx-lm (`scripts/reference-bench mlx`). candle's formats
@@ -93,7 +93,17 @@ pub fn knobs(backend: &str, cores: usize) -> Vec<Knob> {
         return Vec::new();
     }
     let knob = |name, env, values: &[&str]| Knob { name, env: Some(env), values: values.iter().map(|s| s.to_string()).collect() };
-    let mut out = vec![Knob { name: "threads", env: None, values: thread_values(cores) }];
+    let mut out = Vec::new();
+    // Where the build has a GPU, whether to use it comes first: every later setting is then
+    // measured where the model runs. The default is the GPU (every layer on it); the CPU is
+    // the other value. On a machine where the build finds no GPU both run on the CPU, and
+    // the CPU is not kept unless it scores 5% higher.
+    match backend {
+        "llama" if lx_backend_llamacpp::GPU_BUILD.is_some() => out.push(knob("gpu_layers", "LX_LLAMA_GPU_LAYERS", &["0"])),
+        "candle" if lx_backend_candle::gpu_build().is_some() => out.push(knob("device", "LX_CANDLE_DEVICE", &["cpu"])),
+        _ => {}
+    }
+    out.push(Knob { name: "threads", env: None, values: thread_values(cores) });
     match backend {
         "llama" => {
             out.push(knob("flash_attn", "LX_LLAMA_FLASH_ATTN", &["on", "off"]));

@@ -221,13 +221,29 @@ fn every_backend_tunes_threads_and_its_own_settings_by_their_variables() {
     assert_eq!(thread_values(16), ["16", "8"]);
     assert_eq!(thread_values(1), ["1"]);
     let names = |b: &str| knobs(b, 4).iter().map(|k| (k.name, k.env)).collect::<Vec<_>>();
-    assert_eq!(names("candle"), [("threads", None), ("weights", Some("LX_CANDLE_WEIGHTS"))]);
+    // A GPU build first chooses between the GPU and the CPU; a CPU build has no such choice.
+    let gpu = |b: &str, knob| match b {
+        "llama" => lx_backend_llamacpp::GPU_BUILD.map(|_| knob),
+        _ => lx_backend_candle::gpu_build().map(|_| knob),
+    };
+    let with_gpu = |b: &str, knob, rest: &[(&'static str, Option<&'static str>)]| gpu(b, knob).into_iter().chain(rest.iter().copied()).collect::<Vec<_>>();
+    assert_eq!(names("candle"), with_gpu("candle", ("device", Some("LX_CANDLE_DEVICE")), &[("threads", None), ("weights", Some("LX_CANDLE_WEIGHTS"))]));
     assert!(names("mlx").is_empty(), "MLX takes no thread count, and q4 is a coarser model than the file");
     assert!(nothing_to_tune("mlx").is_some_and(|why| why.contains("q4")) && nothing_to_tune("candle").is_none());
     assert_eq!(
         names("llama"),
-        [("threads", None), ("flash_attn", Some("LX_LLAMA_FLASH_ATTN")), ("kv", Some("LX_LLAMA_KV")), ("ubatch", Some("LX_LLAMA_UBATCH"))]
+        with_gpu(
+            "llama",
+            ("gpu_layers", Some("LX_LLAMA_GPU_LAYERS")),
+            &[("threads", None), ("flash_attn", Some("LX_LLAMA_FLASH_ATTN")), ("kv", Some("LX_LLAMA_KV")), ("ubatch", Some("LX_LLAMA_UBATCH"))]
+        )
     );
+    // The GPU's one other value is the CPU: 0 layers offloaded, or candle's CPU device.
+    for (b, value) in [("llama", "0"), ("candle", "cpu")] {
+        if let Some(k) = knobs(b, 4).into_iter().find(|k| matches!(k.name, "gpu_layers" | "device")) {
+            assert_eq!(k.values, [value], "{b}");
+        }
+    }
 }
 
 #[test]
