@@ -95,8 +95,9 @@ pub fn tune(request: &Request<'_>, on: &mut dyn FnMut(Event<'_>)) -> anyhow::Res
             note(on, &mut notes, backend, format!("the budget ended the search after {} trials: settings not tried keep the best so far", trials.len()));
         }
         let load = CompetingLoad::start(competing);
+        let defaults = trials.first().map(|t| t.settings.clone()).unwrap_or_default();
         let (contended, under_load) =
-            search_contended(&idle, &super::thread_values(cores), &trials.clone(), &mut |asked: &Settings| trials_of.run(on, backend, asked, true, Some(share_end), share_end));
+            search_contended(&idle, &knobs(backend, cores), &defaults, &mut |asked: &Settings| trials_of.run(on, backend, asked, true, Some(share_end), share_end));
         drop(load);
         anyhow::ensure!(!stopped(), "tuning was stopped: nothing saved (the previous profile, if any, is kept)");
         if contended.is_none() {

@@ -363,8 +363,34 @@ pub fn applied(backend: &str, profile: &Result<Profile, ProfileError>, usage: Us
 /// `measure` runs one trial (`None`: the budget is spent, stop). Returns the best settings
 /// and every trial.
 pub fn search(knobs: &[Knob], measure: &mut dyn FnMut(&Settings) -> Option<Trial>) -> (Option<Settings>, Vec<Trial>) {
+    search_from(&Settings::new(), knobs, measure)
+}
+
+/// The same search under the competing load, from the idle `choice` rather than the
+/// defaults, threads first (a competing load takes cores: fewer threads is what most often
+/// wins then), and each other setting then tried at the best thread count so far: a format
+/// that only wins on fewer threads is found. Each knob also tries its value in `defaults`
+/// (the first idle trial's settings), which its list leaves out when it is the default.
+pub fn search_contended(choice: &Settings, knobs: &[Knob], defaults: &Settings, measure: &mut dyn FnMut(&Settings) -> Option<Trial>) -> (Option<Settings>, Vec<Trial>) {
+    let (threads, rest): (Vec<&Knob>, Vec<&Knob>) = knobs.iter().partition(|k| k.name == "threads");
+    let order: Vec<Knob> = threads
+        .into_iter()
+        .chain(rest)
+        .map(|k| {
+            let mut k = k.clone();
+            if let Some(d) = defaults.get(k.name).filter(|d| !k.values.contains(d)) {
+                k.values.insert(0, d.clone());
+            }
+            k
+        })
+        .collect();
+    search_from(choice, &order, measure)
+}
+
+/// The coordinate search from `start` (empty: the backend's defaults).
+fn search_from(start: &Settings, knobs: &[Knob], measure: &mut dyn FnMut(&Settings) -> Option<Trial>) -> (Option<Settings>, Vec<Trial>) {
     let mut trials: Vec<Trial> = Vec::new();
-    let Some(first) = measure(&Settings::new()) else { return (None, trials) };
+    let Some(first) = measure(start) else { return (None, trials) };
     if first.error.is_some() {
         trials.push(first);
         return (None, trials);
@@ -389,42 +415,6 @@ pub fn search(knobs: &[Knob], measure: &mut dyn FnMut(&Settings) -> Option<Trial
         }
     }
     (Some(best.settings), trials)
-}
-
-/// The idle `choice` measured again under the competing load, then the choice with each
-/// other of `threads` (a competing load takes cores: fewer threads is what most often wins
-/// then), then the other idle `candidates`, best idle score first, as far as the budget goes
-/// (`measure` gives `None`); another replaces the choice only when it scores at least
-/// [`KEEP_MARGIN`] times higher.
-pub fn search_contended(choice: &Settings, threads: &[String], candidates: &[Trial], measure: &mut dyn FnMut(&Settings) -> Option<Trial>) -> (Option<Settings>, Vec<Trial>) {
-    let mut order: Vec<Settings> = vec![choice.clone()];
-    for t in threads {
-        let mut s = choice.clone();
-        s.insert("threads".into(), t.clone());
-        order.push(s);
-    }
-    let mut others: Vec<&Trial> = candidates.iter().filter(|t| t.error.is_none()).collect();
-    others.sort_by(|a, b| b.score.total_cmp(&a.score));
-    order.extend(others.into_iter().map(|t| t.settings.clone()));
-    let mut seen: Vec<&Settings> = Vec::new();
-    let mut trials = Vec::new();
-    for settings in &order {
-        if seen.contains(&settings) {
-            continue;
-        }
-        seen.push(settings);
-        match measure(settings) {
-            Some(m) => trials.push(m),
-            None => break,
-        }
-    }
-    let mut best: Option<&Trial> = None;
-    for t in trials.iter().filter(|t| t.error.is_none()) {
-        if best.is_none_or(|b| t.score > b.score * KEEP_MARGIN) {
-            best = Some(t);
-        }
-    }
-    (best.map(|t| t.settings.clone()), trials)
 }
 
 /// Busy threads that compete with a worker for the cores, as a window, a browser or a

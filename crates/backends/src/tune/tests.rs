@@ -66,26 +66,41 @@ fn a_failing_default_is_no_profile_and_a_failing_setting_is_never_chosen() {
 }
 
 #[test]
-fn under_load_the_idle_candidates_are_measured_again_best_first() {
-    let mut calls = Vec::new();
-    let (_, idle) = search(&knobs("candle", 2), &mut |asked| Some(fake(asked, &mut calls)));
-    // Under load the spinning formats collapse: f16 wins.
-    let mut order = Vec::new();
-    // The idle choice first, even where another idle trial scored a little higher.
-    let choice = s(&[("threads", "2"), ("weights", "dual")]);
-    let (best, trials) = search_contended(&choice, &thread_values(2), &idle, &mut |settings| {
-        order.push(settings["weights"].clone());
-        if order.len() == 2 {
-            assert_eq!(settings["threads"], "1");
-        }
+fn under_load_the_search_starts_from_the_idle_choice_and_tries_threads_first() {
+    // Under load the spinning formats collapse and one thread beats two: the best is f16 on
+    // one thread, a pair no idle trial measured.
+    let under_load = |settings: &Settings| {
         let collapse = if settings["weights"] == "f16" { 1.0 } else { 0.1 };
-        let mut t = Trial::new(settings.clone(), true, 10.0 * collapse, 100.0, 20.0 * collapse, 1.0);
+        let threads = if settings["threads"] == "1" { 1.5 } else { 1.0 };
+        let mut t = Trial::new(settings.clone(), true, 10.0 * collapse * threads, 100.0 * threads, 20.0 * collapse * threads, 1.0);
         t.contended = true;
-        Some(t)
+        t
+    };
+    // The CPU's settings only (a GPU build's first choice, GPU or CPU, is another test's).
+    let cpu_knobs = |b: &str| knobs(b, 2).into_iter().filter(|k| !matches!(k.name, "gpu_layers" | "device")).collect::<Vec<_>>();
+    let choice = s(&[("threads", "2"), ("weights", "dual")]);
+    let defaults = s(&[("threads", "2"), ("weights", "f16")]);
+    let mut order = Vec::new();
+    let (best, trials) = search_contended(&choice, &cpu_knobs("candle"), &defaults, &mut |settings| {
+        order.push(settings.clone());
+        Some(under_load(settings))
     });
-    assert_eq!(order[..3], ["dual", "dual", "q8_0"], "the choice, the choice with 1 thread, then the best idle");
-    assert_eq!(trials.len(), idle.len() + 1, "each distinct idle setting once, and the choice with 1 thread");
-    assert_eq!(best.unwrap()["weights"], "f16");
+    assert_eq!(order[0], choice, "the idle choice first");
+    assert_eq!(order[1], s(&[("threads", "1"), ("weights", "dual")]), "then its other thread count");
+    assert!(order[2..].iter().all(|o| o["threads"] == "1"), "every format at the thread count that won: {order:?}");
+    assert_eq!(best, Some(s(&[("threads", "1"), ("weights", "f16")])));
+    assert_eq!(trials.len(), 5, "the choice, 1 thread, then q8_0, f16, quantized at 1 thread: {order:?}");
+
+    // A knob whose list leaves out its default (flash attention's `auto`) tries it too.
+    let llama = cpu_knobs("llama");
+    let choice = s(&[("threads", "2"), ("flash_attn", "on"), ("kv", "per-sequence"), ("ubatch", "512")]);
+    let defaults = s(&[("threads", "2"), ("flash_attn", "auto"), ("kv", "per-sequence"), ("ubatch", "512")]);
+    let mut asked = Vec::new();
+    search_contended(&choice, &llama, &defaults, &mut |settings| {
+        asked.push(settings["flash_attn"].clone());
+        Some(Trial::new(settings.clone(), true, 10.0, 100.0, 20.0, 1.0))
+    });
+    assert!(asked.contains(&"auto".to_string()) && asked.contains(&"off".to_string()), "{asked:?}");
 }
 
 #[test]
