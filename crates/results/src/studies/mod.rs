@@ -4,8 +4,8 @@
 //! reads its own file's schema (old files included) and computes its table from the raw
 //! per-round figures.
 //!
-//! A file says its kind in a top-level `kind`; files written before that are recognised by
-//! their shape.
+//! A file says its kind in a top-level `kind`; files written before that, and `lx tune`'s
+//! profiles (cache files, copied here as evidence), are recognised by their shape.
 
 pub mod numbers;
 pub mod reference;
@@ -13,6 +13,7 @@ pub mod aiperf;
 pub mod scale;
 pub mod batching_bench;
 pub mod overhead;
+pub mod tune_profile;
 
 use std::path::{Path, PathBuf};
 
@@ -41,10 +42,11 @@ pub enum Study {
     Scale(scale::ClientScale),
     BatchingBench(batching_bench::BatchingBench),
     Overhead(overhead::HarnessOverhead),
+    TuneProfile(tune_profile::TuneProfile),
 }
 
 /// Every kind `lx show` prints, as files name them.
-pub const KINDS: [&str; 5] = [reference::KIND, aiperf::KIND, scale::KIND, batching_bench::KIND, overhead::KIND];
+pub const KINDS: [&str; 6] = [reference::KIND, aiperf::KIND, scale::KIND, batching_bench::KIND, overhead::KIND, tune_profile::KIND];
 
 impl Study {
     /// The study in `file` (read from `path`, which names it in messages).
@@ -59,6 +61,7 @@ impl Study {
             scale::KIND => serde_json::from_value(file).map(Study::Scale),
             batching_bench::KIND => serde_json::from_value(file).map(Study::BatchingBench),
             overhead::KIND => serde_json::from_value(file).map(Study::Overhead),
+            tune_profile::KIND => serde_json::from_value(file).map(Study::TuneProfile),
             other => return Err(unknown(path, &format!("its kind is '{other}'"))),
         };
         parsed.map_err(|source| StudyError::Malformed { path: path.to_path_buf(), kind, source })
@@ -72,6 +75,7 @@ impl Study {
             Study::Scale(_) => scale::KIND,
             Study::BatchingBench(_) => batching_bench::KIND,
             Study::Overhead(_) => overhead::KIND,
+            Study::TuneProfile(_) => tune_profile::KIND,
         }
     }
 
@@ -83,6 +87,7 @@ impl Study {
             Study::Scale(_) => scale::TABLES,
             Study::BatchingBench(_) => batching_bench::TABLES,
             Study::Overhead(_) => overhead::TABLES,
+            Study::TuneProfile(_) => tune_profile::TABLES,
         }
     }
 
@@ -93,6 +98,7 @@ impl Study {
             Study::Scale(_) => scale::header(table),
             Study::BatchingBench(_) => batching_bench::header(table),
             Study::Overhead(_) => overhead::header(table),
+            Study::TuneProfile(_) => tune_profile::header(table),
         }
     }
 
@@ -103,6 +109,7 @@ impl Study {
             Study::Scale(s) => s.rows(table),
             Study::BatchingBench(s) => s.rows(table),
             Study::Overhead(s) => s.rows(table),
+            Study::TuneProfile(s) => s.rows(table),
         }
     }
 }
@@ -119,6 +126,7 @@ fn shape_of(file: &serde_json::Value) -> Option<&'static str> {
         (aiperf::KIND, aiperf::looks_like),
         (scale::KIND, scale::looks_like),
         (batching_bench::KIND, batching_bench::looks_like),
+        (tune_profile::KIND, tune_profile::looks_like),
     ]
     .into_iter()
     .find(|(_, looks_like)| looks_like(file))
