@@ -45,11 +45,14 @@ fn a_tuned_profile_is_what_the_next_sweep_runs_with_and_a_damaged_one_is_measure
     let trials = llama["trials"].as_array().unwrap();
     let idle_trials: Vec<&Value> = trials.iter().filter(|t| t["contended"] == false && t["error"].is_null()).collect();
     assert!(idle_trials.len() >= 2, "the defaults and at least one change in half a minute: {profile}");
-    // The choice is a setting measured idle, and none measured idle beat it by the margin a
-    // change must clear; every trial's figures are real rates.
+    // The choice is a setting measured idle; where it is not the defaults, its best trial
+    // beat the defaults' best by the margin a change must clear; every trial's figures are
+    // real rates.
     let score = |t: &Value| t["score"].as_f64().unwrap();
-    let chosen = idle_trials.iter().find(|t| t["settings"] == llama["idle"]).unwrap_or_else(|| panic!("the choice was measured: {profile}"));
-    assert!(idle_trials.iter().all(|t| score(t) <= score(chosen) * lx_backends::tune::KEEP_MARGIN), "{profile}");
+    let best_of = |settings: &Value| idle_trials.iter().filter(|t| &t["settings"] == settings).map(|t| score(t)).fold(0.0, f64::max);
+    assert!(idle_trials.iter().any(|t| t["settings"] == llama["idle"]), "the choice was measured: {profile}");
+    let defaults = &idle_trials[0]["settings"];
+    assert!(&llama["idle"] == defaults || best_of(&llama["idle"]) > best_of(defaults) * lx_backends::tune::KEEP_MARGIN, "{profile}");
     for t in trials.iter().filter(|t| t["error"].is_null()) {
         for f in ["decode_tps", "prefill_tps", "batched_tps", "score"] {
             assert!(t[f].as_f64().unwrap() > 0.5, "{f} in {t}");

@@ -25,12 +25,34 @@ fn the_search_keeps_each_change_that_scores_higher_and_tries_each_setting_once()
     let mut calls = Vec::new();
     let (best, trials) = search(&knobs("candle", 2), &mut |asked| Some(fake(asked, &mut calls)));
     assert_eq!(best, Some(s(&[("threads", "2"), ("weights", "q8_0")])));
-    // Defaults, threads 1, then the three other formats (f16 is the default's): 5 trials.
-    assert_eq!(trials.len(), 5);
-    let mut distinct = calls.clone();
+    // Defaults, threads 1, then the three other formats (f16 is the default's): 5 trials,
+    // each setting once; then the defaults and the choice again, to confirm the change.
+    assert_eq!(trials.len(), 7);
+    let mut distinct = calls[..5].to_vec();
     distinct.sort();
     distinct.dedup();
-    assert_eq!(distinct.len(), calls.len(), "a setting was measured twice: {calls:?}");
+    assert_eq!(distinct.len(), 5, "the search measured a setting twice: {calls:?}");
+    assert_eq!(calls[5..], [calls[0].clone(), best.unwrap()], "then the defaults and the choice again");
+}
+
+#[test]
+fn one_slow_trial_of_the_defaults_does_not_make_a_change_look_better() {
+    // The machine was busy during the defaults' first trial only: every setting really
+    // scores the same, so the search finds "better" ones, and measuring again undoes it.
+    let mut defaults_seen = 0;
+    let (best, trials) = search(&knobs("candle", 2), &mut |asked| {
+        let mut ran = s(&[("threads", "2"), ("weights", "dual")]);
+        ran.extend(asked.clone());
+        let busy = if ran == s(&[("threads", "2"), ("weights", "dual")]) {
+            defaults_seen += 1;
+            if defaults_seen == 1 { 0.7 } else { 1.0 }
+        } else {
+            1.0
+        };
+        Some(Trial::new(ran, false, 10.0 * busy, 100.0 * busy, 20.0 * busy, 1.0))
+    });
+    assert_eq!(best, Some(s(&[("threads", "2"), ("weights", "dual")])), "{trials:?}");
+    assert_eq!(defaults_seen, 2, "the defaults were measured again");
 }
 
 #[test]
@@ -87,9 +109,10 @@ fn under_load_the_search_starts_from_the_idle_choice_and_tries_threads_first() {
     });
     assert_eq!(order[0], choice, "the idle choice first");
     assert_eq!(order[1], s(&[("threads", "1"), ("weights", "dual")]), "then its other thread count");
-    assert!(order[2..].iter().all(|o| o["threads"] == "1"), "every format at the thread count that won: {order:?}");
+    assert!(order[2..5].iter().all(|o| o["threads"] == "1"), "every format at the thread count that won: {order:?}");
     assert_eq!(best, Some(s(&[("threads", "1"), ("weights", "f16")])));
-    assert_eq!(trials.len(), 5, "the choice, 1 thread, then q8_0, f16, quantized at 1 thread: {order:?}");
+    assert_eq!(order[5..], [choice, best.clone().unwrap()], "then the idle choice and the winner again, to confirm it");
+    assert_eq!(trials.len(), 7, "the choice, 1 thread, q8_0, f16, quantized at 1 thread, two confirmations: {order:?}");
 
     // A knob whose list leaves out its default (flash attention's `auto`) tries it too.
     let llama = cpu_knobs("llama");
