@@ -132,14 +132,25 @@ struct NoProgress;
 impl Observer for NoProgress {}
 impl SweepObserver for NoProgress {}
 
+/// What a trial's length is expected from: the backend and where the model runs (a GPU
+/// build's `gpu_layers` or `device`). The same model can take minutes a trial on one device
+/// and seconds on the other (lavapipe against the CPU): a GPU trial's length must not keep
+/// the CPU's from starting.
+pub(super) fn duration_key(backend: &str, settings: &Settings) -> String {
+    match settings.get("gpu_layers").or_else(|| settings.get("device")) {
+        Some(device) => format!("{backend} on {device}"),
+        None => backend.to_string(),
+    }
+}
+
 /// Runs trials against the budget: what each needs that does not change between trials.
 struct Trials<'a> {
     request: &'a Request<'a>,
     prompt: &'a dyn Fn(u32, usize) -> Vec<lx_core::backend::TokenId>,
     hardware: &'a lx_machine::hardware::HardwareReport,
     budget: Budget,
-    /// Each backend's last trial's length: how long its next one is expected to take (a
-    /// first one is guessed).
+    /// The last trial's length for each backend and device ([`duration_key`]): how long the
+    /// next one there is expected to take (a first one is guessed).
     expected: HashMap<String, Duration>,
 }
 
@@ -148,7 +159,7 @@ impl Trials<'_> {
     /// end before `until` of the budget (`None`: whenever `share_end` is still ahead); it is
     /// stopped at `share_end`. `None` when it does not fit or the user stopped.
     fn run(&mut self, on: &mut dyn FnMut(Event<'_>), backend: &str, asked: &Settings, contended: bool, until: Option<f64>, share_end: f64) -> Option<Trial> {
-        let guess = self.expected.get(backend).copied().unwrap_or(Duration::from_secs(20));
+        let guess = self.expected.get(&duration_key(backend, asked)).copied().unwrap_or(Duration::from_secs(20));
         let fits = match until {
             Some(until) => self.budget.fits(guess, until),
             None => self.budget.fits(Duration::ZERO, share_end),
@@ -158,7 +169,7 @@ impl Trials<'_> {
         }
         on(Event::Trial { backend, asked, contended, elapsed: self.budget.elapsed(), budget: self.budget.total() });
         let t = self.stopped_at(backend, asked, contended, self.budget.at(share_end));
-        self.expected.insert(backend.to_string(), Duration::from_secs_f64(t.seconds));
+        self.expected.insert(duration_key(backend, &t.settings), Duration::from_secs_f64(t.seconds));
         on(Event::Measured { backend, trial: &t });
         Some(t)
     }

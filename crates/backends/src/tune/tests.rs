@@ -308,3 +308,15 @@ fn a_change_within_the_noise_does_not_replace_the_default() {
         assert_eq!(best.unwrap()["weights"], chosen, "gain {gain}");
     }
 }
+
+#[test]
+fn a_trial_s_length_is_expected_from_the_same_device_only() {
+    use super::measure::duration_key;
+    // The defaults' trial is asked with nothing and reports where it ran; a later trial asks.
+    let on_gpu = duration_key("llama", &s(&[("gpu_layers", "all"), ("threads", "2")]));
+    let on_cpu = duration_key("llama", &s(&[("gpu_layers", "0"), ("threads", "2")]));
+    assert_ne!(on_gpu, on_cpu);
+    assert_eq!(on_cpu, duration_key("llama", &s(&[("gpu_layers", "0"), ("threads", "1")])), "threads do not change the device");
+    assert_eq!(duration_key("candle", &s(&[("device", "cpu")])), "candle on cpu");
+    assert_eq!(duration_key("candle", &s(&[("weights", "dual")])), "candle", "a CPU build has one device");
+}
