@@ -92,7 +92,7 @@ pub fn tune(request: &Request<'_>, on: &mut dyn FnMut(Event<'_>)) -> anyhow::Res
             continue;
         };
         if cut {
-            note(on, &mut notes, backend, format!("the budget ended the search after {} trials: settings not tried keep the best so far", trials.len()));
+            note(on, &mut notes, backend, format!("the budget ended the search after {} trials: settings not tried, or a change not measured again, keep the best so far", trials.len()));
         }
         let load = CompetingLoad::start(competing);
         let defaults = trials.first().map(|t| t.settings.clone()).unwrap_or_default();
