@@ -1,12 +1,10 @@
 //! A profile and its trials in words: what `lx tune` prints, `lx tune --show` prints again,
 //! and the app shows.
 
-use super::{Profile, Settings, Trial};
+use super::{Profile, Trial};
 
-/// `threads=2 weights=dual`.
-pub fn settings_text(s: &Settings) -> String {
-    s.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
-}
+/// One setting list on one line: the same text `lx show` prints from a saved profile.
+pub use lx_results::studies::tune_profile::settings_text;
 
 /// A trial's figures on one line, or why it failed.
 pub fn trial_text(t: &Trial) -> String {

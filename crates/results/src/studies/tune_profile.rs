@@ -58,8 +58,8 @@ pub fn header(_table: &str) -> [String; 2] {
     ]
 }
 
-/// `threads=2 weights=dual`, in name order.
-fn settings_text(s: &BTreeMap<String, String>) -> String {
+/// `threads=2 weights=dual`, in name order (how `lx tune` prints settings too).
+pub fn settings_text(s: &BTreeMap<String, String>) -> String {
     s.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(" ")
 }
 
