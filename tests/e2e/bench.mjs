@@ -7,13 +7,19 @@
 //
 // Environment: LX_APP and LX_CLI (binaries, required); BENCH_PROMPT (256), BENCH_CONC (1),
 // BENCH_MAX (64), BENCH_REQUESTS (24), BENCH_THREADS (default: what the app's "auto" takes),
-// BENCH_ROUNDS (5), BENCH_TOLERANCE (0.05), TAURI_DRIVER.
+// BENCH_ROUNDS (5), BENCH_TOLERANCE (0.05), BENCH_OUT (the result file; a temporary one
+// without it), TAURI_DRIVER.
+//
+// It writes every run's figures and the app's CPU use per process while it drew to one
+// `app-bench` file, prints its tables with `lx show` (the same ones docs/APP.md shows) and
+// exits by the verdict.
 
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import path from "node:path";
 import { goLiveOnLlama, openApp, sleep } from "./driver.mjs";
+import { appProcesses, coresBetween } from "./processes.mjs";
 
 const APP = process.env.LX_APP;
 const CLI = process.env.LX_CLI;
@@ -36,10 +42,11 @@ for (const [name, file] of [["LX_APP", APP], ["LX_CLI", CLI]]) {
 // Both sides get the thread count explicitly, so they measure the same setting. Default: the
 // app's "auto" (lx_machine::hardware::threads_leaving_a_core: the physical cores, less one for
 // the window when there are no spare hyper-threads), from this machine's `lx hw` report.
+const hw = spawnSync(CLI, ["hw", "--json"], { encoding: "utf8" });
+if (hw.status !== 0) throw new Error(`lx hw failed with status ${hw.status}`);
+const HARDWARE = JSON.parse(hw.stdout);
 function autoThreads() {
-  const r = spawnSync(CLI, ["hw", "--json"], { encoding: "utf8" });
-  if (r.status !== 0) throw new Error(`lx hw failed with status ${r.status}`);
-  const { physical_cores: physical, logical_cores: logical } = JSON.parse(r.stdout);
+  const { physical_cores: physical, logical_cores: logical } = HARDWARE;
   return logical > physical ? physical : Math.max(1, logical - 1);
 }
 const T = process.env.BENCH_THREADS ? Number(process.env.BENCH_THREADS) : autoThreads();
@@ -51,7 +58,7 @@ function headless(label) {
   const r = spawnSync(CLI, args, { stdio: ["ignore", "ignore", "inherit"] });
   if (r.status !== 0) throw new Error(`lx sweep failed with status ${r.status}`);
   const p = JSON.parse(readFileSync(out, "utf8")).points[0];
-  return { ttft: p.ttft_ms.p50, decode: p.decode_tps.p50, throughput: p.throughput_tps, requests: p.requests };
+  return { ttft_ms: p.ttft_ms.p50, decode_tok_s: p.decode_tps.p50, throughput_tok_s: p.throughput_tps, requests: p.requests };
 }
 
 async function live() {
@@ -59,18 +66,24 @@ async function live() {
   try {
     await goLiveOnLlama(b, { prompt: P, concurrency: C, maxTokens: M, threads: T });
     const start = Date.now();
+    // CPU time per process from the first settled request (the model loaded, the window
+    // drawing) to the last one counted.
+    let from = null;
     let s = null;
     while (!s || s.requests < R) {
       if (Date.now() - start > 30 * 60_000) throw new Error("live mode did not settle enough requests in 30 minutes");
       await sleep(1000);
       s = await b.execute((p, c, m) => {
         const v = [...window.__lx.store.summaries.values()].find((x) => x.key.backend === "llama" && x.key.promptTokens === p && x.key.concurrency === c && x.key.maxTokens === m && x.key.policy === "continuous");
-        return v ? { ttft: v.ttftMs.p50, decode: v.decodeTps.p50, throughput: v.throughputTps, requests: v.requests } : null;
+        return v ? { ttft_ms: v.ttftMs.p50, decode_tok_s: v.decodeTps.p50, throughput_tok_s: v.throughputTps, requests: v.requests } : null;
       }, P, C, M);
+      if (s && !from) from = { at: Date.now(), found: appProcesses(APP) ?? [] };
     }
+    const seconds = (Date.now() - from.at) / 1000;
+    const cores = coresBetween(from.found, appProcesses(APP) ?? [], seconds);
     await b.execute(() => document.querySelector('[data-testid="go-live"]').click());
     await sleep(2000);
-    return s;
+    return { ...s, cpu_cores: cores, cpu_seconds: seconds };
   } finally {
     await b.deleteSession().catch(() => undefined);
     driver.kill();
@@ -79,15 +92,13 @@ async function live() {
   }
 }
 
-const FIGURES = ["ttft", "decode", "throughput"];
-const UNIT = { ttft: "TTFT p50 (ms)", decode: "decode p50 (tok/s)", throughput: "throughput (tok/s)" };
-const fmt = (v) => (Math.abs(v) >= 100 ? v.toFixed(0) : v.toFixed(2));
-const pct = (v) => `${v >= 0 ? "+" : ""}${(v * 100).toFixed(1)}%`;
+const FIGURES = ["ttft_ms", "decode_tok_s", "throughput_tok_s"];
 const median = (xs) => {
   const s = [...xs].sort((a, b) => a - b);
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
 
+const began = new Date().toISOString();
 const heads = [headless(`headless 1 of ${ROUNDS + 1}`)];
 const apps = [];
 const loads = [];
@@ -98,37 +109,39 @@ for (let i = 0; i < ROUNDS; i++) {
   loads.push(loadavg()[0]);
 }
 
-// Per round: the app against the mean of the headless runs before and after it, and how far
-// those two headless runs were apart (the machine's own noise over the same stretch).
-const rounds = apps.map((app, i) =>
-  Object.fromEntries(
-    FIGURES.map((k) => {
-      const before = heads[i][k];
-      const after = heads[i + 1][k];
-      const base = (before + after) / 2;
-      return [k, { before, app: app[k], after, deviation: (app[k] - base) / base, noise: Math.abs(before - after) / base }];
-    }),
-  ),
-);
+// The command as a user would type it again: the knobs that were set, then the script.
+const knobs = Object.entries(process.env).filter(([k]) => k.startsWith("BENCH_") && k !== "BENCH_OUT").sort();
+const version = spawnSync(APP, ["--version"], { encoding: "utf8" }).stdout.trim();
+const file = {
+  kind: "app-bench",
+  command: [...knobs.map(([k, v]) => `${k}=${v}`), "scripts/app-bench"],
+  date: began,
+  hardware: HARDWARE,
+  app: version,
+  setting: { backend: "llama", policy: "continuous", prompt_tokens: P, concurrency: C, max_tokens: M, requests: R, threads: T, threads_auto: !process.env.BENCH_THREADS },
+  tolerance: TOL,
+  headless: heads,
+  app_runs: apps,
+  load_average: loads,
+};
+const OUT = process.env.BENCH_OUT ?? path.join(mkdtempSync(path.join(tmpdir(), "lx-bench-")), "app-bench.json");
+writeFileSync(`${OUT}.tmp`, JSON.stringify(file, null, 2) + "\n");
+renameSync(`${OUT}.tmp`, OUT);
+console.log(`\nwritten to ${OUT}; its tables (\`lx show ${OUT}\`):\n`);
+spawnSync(CLI, ["show", OUT], { stdio: "inherit" });
 
-console.log(`\nsetting: llama.cpp, continuous, ${P}-token prompts, ${C} client(s), ${M} output tokens, ${T} thread(s), ${R} requests per run, ${ROUNDS} rounds`);
-console.log("\n| round | figure | lx sweep before | app, drawing live | lx sweep after | app vs headless mean | headless before vs after |");
-console.log("| ---: | --- | ---: | ---: | ---: | ---: | ---: |");
-rounds.forEach((r, i) => {
-  for (const k of FIGURES) console.log(`| ${i + 1} | ${UNIT[k]} | ${fmt(r[k].before)} | ${fmt(r[k].app)} | ${fmt(r[k].after)} | ${pct(r[k].deviation)} | ${(r[k].noise * 100).toFixed(1)}% |`);
+// The verdict (lx show's `verdict` table says the same): each app run against the mean of
+// the headless runs around it, and those two runs' own distance, as medians over rounds.
+const perFigure = FIGURES.map((k) => {
+  const base = apps.map((_, i) => (heads[i][k] + heads[i + 1][k]) / 2);
+  return {
+    dev: median(apps.map((a, i) => (a[k] - base[i]) / base[i])),
+    noise: median(apps.map((_, i) => Math.abs(heads[i][k] - heads[i + 1][k]) / base[i])),
+  };
 });
-console.log("\n| figure | median app vs headless | per round | median headless noise |");
-console.log("| --- | ---: | --- | ---: |");
-const verdict = FIGURES.map((k) => {
-  const devs = rounds.map((r) => r[k].deviation);
-  const noise = median(rounds.map((r) => r[k].noise));
-  const dev = median(devs);
-  console.log(`| ${UNIT[k]} | ${pct(dev)} | ${devs.map(pct).join(", ")} | ${(noise * 100).toFixed(1)}% |`);
-  return { dev, noise };
-});
-const worst = Math.max(...verdict.map((v) => Math.abs(v.dev)));
-const noise = Math.max(...verdict.map((v) => v.noise));
-console.log(`\nworst median deviation ${pct(worst)} (tolerance ${(TOL * 100).toFixed(0)}%); median headless noise up to ${(noise * 100).toFixed(1)}%; 1-minute load average after each round ${loads.map((l) => l.toFixed(2)).join(", ")}`);
+const worst = Math.max(...perFigure.map((v) => Math.abs(v.dev)));
+const noise = Math.max(...perFigure.map((v) => v.noise));
+console.log(`\nworst median deviation ${(worst * 100).toFixed(1)}% (tolerance ${(TOL * 100).toFixed(0)}%); 1-minute load average after each round ${loads.map((l) => l.toFixed(2)).join(", ")}`);
 if (worst <= TOL) process.exit(0);
 // When the headless runs around the app's typically disagree by more than the tolerance, the
 // machine itself moved (other processes: llama.cpp's threads spin-wait, so any neighbour

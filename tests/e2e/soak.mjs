@@ -19,8 +19,9 @@
 // file SOAK_OUT wrote: judge it again, measure nothing), TAURI_DRIVER.
 
 import { spawnSync } from "node:child_process";
-import { existsSync, readFileSync, readdirSync, renameSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { goLiveOnLlama, openApp, sleep } from "./driver.mjs";
+import { appProcesses, perRole } from "./processes.mjs";
 
 const APP = process.env.LX_APP;
 const N = Number(process.env.SOAK_REQUESTS ?? 40000);
@@ -36,37 +37,10 @@ if (!JUDGE && (!APP || !existsSync(APP))) {
   process.exit(2);
 }
 
-/** Every process's parent and command line, from /proc. */
-function processes() {
-  const out = [];
-  for (const pid of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      const cmd = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter(Boolean);
-      const rss = readFileSync(`/proc/${pid}/status`, "utf8").match(/^VmRSS:\s+(\d+) kB/m);
-      out.push({ pid: Number(pid), ppid, cmd, rssBytes: rss ? Number(rss[1]) * 1024 : 0 });
-    } catch {
-      // exited while we looked
-    }
-  }
-  return out;
-}
-
-/** The app (its binary, not a worker), and everything it started, named by role. */
+/** The app's resident memory per role, or none when it is gone. */
 function sample() {
-  const all = processes();
-  const app = all.find((p) => p.cmd[0] === APP && !p.cmd.includes("worker"));
-  if (!app) return null;
-  const rss = { app: app.rssBytes };
-  const below = (pid) => all.filter((p) => p.ppid === pid);
-  for (const child of below(app.pid)) {
-    const name = child.cmd.includes("worker") ? `worker ${child.cmd[child.cmd.indexOf("--backend") + 1] ?? ""}`.trim() : child.cmd[0].split("/").pop();
-    rss[name] = (rss[name] ?? 0) + child.rssBytes;
-    // WebKit starts its web process through a helper on some versions.
-    for (const grandchild of below(child.pid)) rss[grandchild.cmd[0].split("/").pop()] = (rss[grandchild.cmd[0].split("/").pop()] ?? 0) + grandchild.rssBytes;
-  }
-  return rss;
+  const found = appProcesses(APP);
+  return found ? perRole(found, "rssBytes") : null;
 }
 
 const mib = (b) => `${(b / 2 ** 20).toFixed(1)} MiB`;

@@ -14,6 +14,7 @@ pub mod scale;
 pub mod batching_bench;
 pub mod overhead;
 pub mod tune_profile;
+pub mod app_bench;
 
 use std::path::{Path, PathBuf};
 
@@ -43,10 +44,11 @@ pub enum Study {
     BatchingBench(batching_bench::BatchingBench),
     Overhead(overhead::HarnessOverhead),
     TuneProfile(tune_profile::TuneProfile),
+    AppBench(app_bench::AppBench),
 }
 
 /// Every kind `lx show` prints, as files name them.
-pub const KINDS: [&str; 6] = [reference::KIND, aiperf::KIND, scale::KIND, batching_bench::KIND, overhead::KIND, tune_profile::KIND];
+pub const KINDS: [&str; 7] = [reference::KIND, aiperf::KIND, scale::KIND, batching_bench::KIND, overhead::KIND, tune_profile::KIND, app_bench::KIND];
 
 impl Study {
     /// The study in `file` (read from `path`, which names it in messages).
@@ -62,6 +64,7 @@ impl Study {
             batching_bench::KIND => serde_json::from_value(file).map(Study::BatchingBench),
             overhead::KIND => serde_json::from_value(file).map(Study::Overhead),
             tune_profile::KIND => serde_json::from_value(file).map(Study::TuneProfile),
+            app_bench::KIND => serde_json::from_value(file).map(Study::AppBench),
             other => return Err(unknown(path, &format!("its kind is '{other}'"))),
         };
         parsed.map_err(|source| StudyError::Malformed { path: path.to_path_buf(), kind, source })
@@ -76,6 +79,7 @@ impl Study {
             Study::BatchingBench(_) => batching_bench::KIND,
             Study::Overhead(_) => overhead::KIND,
             Study::TuneProfile(_) => tune_profile::KIND,
+            Study::AppBench(_) => app_bench::KIND,
         }
     }
 
@@ -88,6 +92,7 @@ impl Study {
             Study::BatchingBench(_) => batching_bench::TABLES,
             Study::Overhead(_) => overhead::TABLES,
             Study::TuneProfile(_) => tune_profile::TABLES,
+            Study::AppBench(_) => app_bench::TABLES,
         }
     }
 
@@ -99,6 +104,7 @@ impl Study {
             Study::BatchingBench(_) => batching_bench::header(table),
             Study::Overhead(_) => overhead::header(table),
             Study::TuneProfile(_) => tune_profile::header(table),
+            Study::AppBench(_) => app_bench::header(table),
         }
     }
 
@@ -110,6 +116,7 @@ impl Study {
             Study::BatchingBench(s) => s.rows(table),
             Study::Overhead(s) => s.rows(table),
             Study::TuneProfile(s) => s.rows(table),
+            Study::AppBench(s) => s.rows(table),
         }
     }
 }
