@@ -13,6 +13,7 @@ mod serve;
 mod server_target;
 mod serving;
 mod serving_input;
+mod speculative;
 mod synth;
 mod tokenizer;
 mod tokenizer_bpe;

@@ -241,3 +241,10 @@ fn demo_prefix_cache() {
     let _lock = heavy();
     demo("prefix-cache");
 }
+
+#[test]
+fn demo_speculative() {
+    let _lock = heavy();
+    let out = demo("speculative").stdout();
+    assert!(out.contains("ok   decode tok/s p50 per request, prompt lookup ÷ plain, copying a passage"), "{out}");
+}

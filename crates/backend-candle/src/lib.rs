@@ -519,6 +519,13 @@ impl Backend for CandleBackend {
         }
     }
 
+    fn truncate(&mut self, slot: Slot, len: u32) -> Result<(), BackendError> {
+        // Positions are written in place: what lies past `len` is never read again.
+        let c = self.caches.get_mut(slot as usize).ok_or_else(|| BackendError::Step(format!("truncate: no slot {slot}")))?;
+        c.len = c.len.min(len as usize);
+        Ok(())
+    }
+
     fn copy_prefix(&mut self, from: Slot, to: Slot, len: u32) -> Result<(), BackendError> {
         let (f, t, len) = (from as usize, to as usize, len as usize);
         let n = self.caches.len();

@@ -400,6 +400,21 @@ impl Backend for LlamaCppBackend {
         }
     }
 
+    fn truncate(&mut self, slot: Slot, len: u32) -> Result<(), BackendError> {
+        let have = self.cached.get(slot as usize).copied().ok_or_else(|| BackendError::Step(format!("truncate: no slot {slot}")))?;
+        if len as usize >= have {
+            return Ok(());
+        }
+        match self.ctx.clear_kv_cache_seq(Some(slot), Some(len), None) {
+            Ok(true) => {
+                self.cached[slot as usize] = len as usize;
+                Ok(())
+            }
+            Ok(false) => Err(BackendError::Step(format!("llama.cpp could not remove positions {len}.. of slot {slot}"))),
+            Err(e) => Err(BackendError::Step(format!("truncate slot {slot}: {e}"))),
+        }
+    }
+
     fn copy_prefix(&mut self, from: Slot, to: Slot, len: u32) -> Result<(), BackendError> {
         self.clear(to);
         // With a stream per slot llama.cpp copies across streams only whole (a partial range

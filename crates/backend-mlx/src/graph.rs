@@ -549,6 +549,13 @@ impl Backend for MlxBackend {
         }
     }
 
+    fn truncate(&mut self, slot: Slot, len: u32) -> Result<(), BackendError> {
+        // Positions are written in place: what lies past `len` is never read again.
+        let l = self.lens.get_mut(slot as usize).ok_or_else(|| BackendError::Step(format!("truncate: no slot {slot}")))?;
+        *l = (*l).min(len as usize);
+        Ok(())
+    }
+
     fn copy_prefix(&mut self, from: Slot, to: Slot, len: u32) -> Result<(), BackendError> {
         let (f, t, n) = (from as usize, to as usize, len as usize);
         if f >= self.caches.len() || t >= self.caches.len() {

@@ -3,7 +3,6 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use lx_core::backend::TokenId;
 use lx_format::gguf::{GgufFile, ModelFacts};
 use lx_drivers::live::{LiveModel, LiveSettings};
 use lx_core::traffic::RunControl;
@@ -52,11 +51,11 @@ impl OpenModel {
     /// What a sweep of this model needs: `lx sweep`, `lx demo`, `lx tune` and the app's sweeps
     /// differ only in their prompts, how they start workers, where the run file goes and how
     /// they stop.
-    pub fn sweep_context<'a>(&self, prompt: &'a dyn Fn(u32, usize) -> Vec<TokenId>, spawn: Spawner, out: Option<PathBuf>, control: RunControl) -> SweepContext<'a> {
+    pub fn sweep_context<'a>(&self, prompts: &'a PromptBuilder, spawn: Spawner, out: Option<PathBuf>, control: RunControl) -> SweepContext<'a> {
         SweepContext {
             model_path: self.path.clone(),
             model_stamp: self.stamp.clone(),
-            prompt,
+            prompts,
             stop_tokens: self.tokenizer.eos_tokens().to_vec(),
             spawn,
             out,

@@ -61,8 +61,7 @@ impl SweepJob {
             }
         }
         let prompts = PromptBuilder::new(&model.tokenizer);
-        let prompt = |n: u32, i: usize| prompts.prompt(n as usize, i as u64);
-        let ctx = model.sweep_context(&prompt, spawn, out, control);
+        let ctx = model.sweep_context(&prompts, spawn, out, control);
         let failed = run_sweep(&plan, &ctx, &mut run, printer, observer);
         (run, failed)
     }

@@ -216,6 +216,11 @@ pub trait Backend {
     /// Forget everything cached for `slot`, so it can serve a new request.
     fn clear(&mut self, slot: Slot);
 
+    /// Forget `slot`'s cached positions from `len` on: a speculative pass wrote drafted
+    /// tokens the target rejected, and the cache must hold exactly what plain decoding
+    /// would have written.
+    fn truncate(&mut self, slot: Slot, len: u32) -> Result<(), BackendError>;
+
     /// Make `to` start with the first `len` cached positions of `from` (prefix caching).
     fn copy_prefix(&mut self, from: Slot, to: Slot, len: u32) -> Result<(), BackendError> {
         let _ = (from, to, len);

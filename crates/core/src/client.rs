@@ -116,6 +116,7 @@ impl<T> Clients<T> {
             | SchedEvent::Prefill { id, .. }
             | SchedEvent::PrefixReused { id, .. }
             | SchedEvent::Token { id, .. }
+            | SchedEvent::Verified { id, .. }
             | SchedEvent::Finished { id, .. }
             | SchedEvent::Failed { id, .. }
             | SchedEvent::Warning { id, .. } => *id,
@@ -200,7 +201,7 @@ mod tests {
     }
 
     fn token(id: u64, index: u32) -> Reply {
-        Reply::Event(SchedEvent::Token { id, step: 1, index, token: 40 + index, t: 0, top: Vec::new() })
+        Reply::Event(SchedEvent::Token { id, step: 1, index, token: 40 + index, t: 0, top: Vec::new(), drafted: false })
     }
 
     #[test]
@@ -211,7 +212,7 @@ mod tests {
         submit(&mut clients, &mut target, 2, "second");
         assert_eq!((target.submitted.clone(), clients.len()), (vec![1, 2], 2));
         target.replies = VecDeque::from([
-            Reply::Event(SchedEvent::Step { step: 1, seqs: 2, prefill_tokens: 6, decode_tokens: 0, t_start: 0, t_end: 0, compute: None }),
+            Reply::Event(SchedEvent::Step { step: 1, seqs: 2, prefill_tokens: 6, decode_tokens: 0, draft_tokens: 0, t_start: 0, t_end: 0, compute: None }),
             token(1, 0),
             token(7, 0),
             Reply::Pong { nonce: 1, t: 0 },

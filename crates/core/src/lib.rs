@@ -11,6 +11,7 @@
 pub mod defaults;
 pub mod backend;
 pub mod scheduler;
+pub mod speculative;
 pub mod stats;
 pub mod child;
 pub mod coordinator;

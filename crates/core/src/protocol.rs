@@ -63,7 +63,7 @@ mod tests {
             assert!(!line.contains('\n'));
             assert_eq!(serde_json::from_str::<Command>(&line).unwrap(), c);
         }
-        let r = Reply::Event(SchedEvent::Token { id: 1, step: 2, index: 0, token: 9, t: 5, top: vec![] });
+        let r = Reply::Event(SchedEvent::Token { id: 1, step: 2, index: 0, token: 9, t: 5, top: vec![], drafted: false });
         let line = serde_json::to_string(&r).unwrap();
         assert_eq!(serde_json::from_str::<Reply>(&line).unwrap(), r);
     }
@@ -75,7 +75,7 @@ mod tests {
         let lines: Vec<String> = [
             serde_json::to_string(&Command::Submit { request: WorkRequest { id: 3, prompt: vec![2, 5, 7], max_tokens: 4, stop_tokens: vec![1], top_logprobs: 2, prefix_tokens: 0 } }),
             serde_json::to_string(&Command::Configure { scheduler: SchedulerConfig::new(Policy::Chunked, 4, 512) }),
-            serde_json::to_string(&Reply::Event(SchedEvent::Step { step: 4, seqs: 2, prefill_tokens: 16, decode_tokens: 1, t_start: 10, t_end: 20, compute: Some(9) })),
+            serde_json::to_string(&Reply::Event(SchedEvent::Step { step: 4, seqs: 2, prefill_tokens: 16, decode_tokens: 1, draft_tokens: 0, t_start: 10, t_end: 20, compute: Some(9) })),
             serde_json::to_string(&Reply::Event(SchedEvent::Failed { id: 9, error: "backend step failed".into() })),
         ]
         .into_iter()

@@ -53,6 +53,33 @@ pub struct RequestRecord {
     /// Where its time went, pass by pass (filled in when the point is summarised).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeline: Option<Timeline>,
+    /// Speculative decoding's account of it: none when nothing was drafted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub spec: Option<SpecTally>,
+    /// Which of its tokens (indices into `tokens`) came from an accepted draft.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drafted: Vec<u32>,
+}
+
+/// One request's drafts: how many tokens were proposed, how many the target accepted, over
+/// how many verify passes, and the time spent drafting them (outside the passes).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct SpecTally {
+    pub drafted: u32,
+    pub accepted: u32,
+    pub passes: u32,
+    pub draft_ms: f64,
+}
+
+impl SpecTally {
+    /// Accepted ÷ drafted.
+    pub fn acceptance(&self) -> Option<f64> {
+        (self.drafted > 0).then(|| f64::from(self.accepted) / f64::from(self.drafted))
+    }
+    /// Accepted drafted tokens per verify pass.
+    pub fn accepted_per_pass(&self) -> Option<f64> {
+        (self.passes > 0).then(|| f64::from(self.accepted) / f64::from(self.passes))
+    }
 }
 
 pub(crate) fn is_zero(n: &u32) -> bool {
@@ -105,6 +132,8 @@ impl RequestRecord {
             error: None,
             warnings: Vec::new(),
             timeline: None,
+            spec: None,
+            drafted: Vec::new(),
         }
     }
 
@@ -122,7 +151,10 @@ impl RequestRecord {
                 end_ms: since(submitted, to_local(*t_end)),
             }),
             SchedEvent::PrefixReused { tokens, .. } => self.cached_tokens = *tokens,
-            SchedEvent::Token { step, token, top, .. } => {
+            SchedEvent::Token { step, token, top, drafted, .. } => {
+                if *drafted {
+                    self.drafted.push(self.tokens.len() as u32);
+                }
                 self.token_ms.push(since(submitted, received));
                 self.token_steps.push(*step);
                 self.tokens.push(*token);
@@ -139,6 +171,13 @@ impl RequestRecord {
                 return true;
             }
             SchedEvent::Warning { message, .. } => self.warnings.push(message.clone()),
+            SchedEvent::Verified { drafted, accepted, draft_ns, .. } => {
+                let s = self.spec.get_or_insert_with(SpecTally::default);
+                s.drafted += drafted;
+                s.accepted += accepted;
+                s.passes += 1;
+                s.draft_ms += *draft_ns as f64 / 1e6;
+            }
             SchedEvent::Step { .. } => {}
         }
         false
@@ -216,6 +255,9 @@ pub struct StepRecord {
     pub seqs: u32,
     pub prefill_tokens: u32,
     pub decode_tokens: u32,
+    /// Drafted tokens it verified (beside one decode token per decoding sequence).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub draft_tokens: u32,
     pub start_ms: f64,
     pub end_ms: f64,
     /// The part of the pass spent inside the backend's library (llama.cpp's `llama_decode`),

@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::backend::{Backend, Batch, Choice, Chunk, Outputs, Scored, Slot, TokenId};
 use crate::invalid::Invalid;
+use crate::speculative::{self, DraftLength, Speculation};
 
 /// How requests share the backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
@@ -75,6 +76,10 @@ pub struct SchedulerConfig {
     /// that starts with it, instead of computing it again. Costs one slot.
     #[serde(default)]
     pub prefix_cache: bool,
+    /// Speculative decoding: draft tokens for each decoding sequence and verify them in the
+    /// pass that would have decoded one.
+    #[serde(default)]
+    pub spec: Speculation,
 }
 
 
@@ -87,7 +92,7 @@ pub fn batch_tokens_for(tokens_per_slot: usize, slots: usize) -> usize {
 
 impl SchedulerConfig {
     pub fn new(policy: Policy, max_batch_seqs: usize, max_batch_tokens: usize) -> Self {
-        Self { policy, max_batch_seqs, max_batch_tokens, chunk_tokens: crate::defaults::CHUNK_TOKENS, static_form_up_ms: 50, prefix_cache: false }
+        Self { policy, max_batch_seqs, max_batch_tokens, chunk_tokens: crate::defaults::CHUNK_TOKENS, static_form_up_ms: 50, prefix_cache: false, spec: Speculation::default() }
     }
 
     pub fn validate(&self) -> Result<(), Invalid> {
@@ -100,7 +105,7 @@ impl SchedulerConfig {
         if self.chunk_tokens == 0 {
             return Err(Invalid::new("chunk_tokens", "the prefill chunk size must be at least 1 token"));
         }
-        Ok(())
+        self.spec.validate()
     }
 }
 
@@ -142,8 +147,22 @@ pub enum SchedEvent {
     Prefill { id: u64, step: u64, tokens: u32, t_start: u64, t_end: u64 },
     /// The first `tokens` of the prompt were copied from the prefix cache, not computed.
     PrefixReused { id: u64, tokens: u32, t: u64 },
-    /// A generated token. `index` 0 is the token the prefill produced.
-    Token { id: u64, step: u64, index: u32, token: TokenId, t: u64, #[serde(default, skip_serializing_if = "Vec::is_empty")] top: Vec<Scored> },
+    /// A generated token. `index` 0 is the token the prefill produced. `drafted`: it was
+    /// proposed by the drafter and accepted by the target's verify pass.
+    Token {
+        id: u64,
+        step: u64,
+        index: u32,
+        token: TokenId,
+        t: u64,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        top: Vec<Scored>,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        drafted: bool,
+    },
+    /// A verify pass of this request's draft: `drafted` tokens proposed (in `draft_ns` of
+    /// drafting before the pass), the first `accepted` of them agreed with the target.
+    Verified { id: u64, step: u64, drafted: u32, accepted: u32, draft_ns: u64 },
     /// The request is done; its slot is free.
     Finished { id: u64, reason: FinishReason, t: u64 },
     /// The request failed; its slot is free.
@@ -158,6 +177,10 @@ pub enum SchedEvent {
         seqs: u32,
         prefill_tokens: u32,
         decode_tokens: u32,
+        /// Drafted tokens verified in this pass, beside the `decode_tokens` (one per decoding
+        /// sequence): a pass with any is a verify pass.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        draft_tokens: u32,
         t_start: u64,
         t_end: u64,
         #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -175,6 +198,8 @@ struct Running {
     generated: Vec<TokenId>,
     /// Its prefix is being computed into the prefix-cache slot (then copied into its own).
     fills_prefix: bool,
+    /// How many tokens to draft for it next (speculative decoding).
+    draft_len: DraftLength,
 }
 
 impl Running {
@@ -194,6 +219,30 @@ struct PrefixCache {
     ready: Option<Vec<TokenId>>,
     /// The request computing it now; others with a prefix compute their own meanwhile.
     filling: Option<u64>,
+}
+
+/// One pass as planned: the batch, and who is in it.
+#[derive(Default)]
+struct Pass {
+    batch: Batch,
+    /// Per chunk, in batch order.
+    members: Vec<Member>,
+    prefill_tokens: u32,
+    decode_tokens: u32,
+    draft_tokens: u32,
+}
+
+/// A chunk's request and, when it decodes speculatively, its draft.
+struct Member {
+    /// Index into `running`.
+    index: usize,
+    draft: Vec<TokenId>,
+    /// Time spent drafting it, before the pass.
+    draft_ns: u64,
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 /// Schedules requests over one backend.
@@ -377,7 +426,7 @@ impl<B: Backend + ?Sized> Scheduler<B> {
                 break;
             };
             sink(SchedEvent::Admitted { id: req.id, slot, t: self.now() });
-            let mut r = Running { req, slot, prefilled: 0, generated: Vec::new(), fills_prefix: false };
+            let mut r = Running { req, slot, prefilled: 0, generated: Vec::new(), fills_prefix: false, draft_len: DraftLength::new(&self.config.spec) };
             if let Err(error) = self.start_prefix(&mut r, sink) {
                 sink(SchedEvent::Failed { id: r.req.id, error });
                 self.release(r.slot);
@@ -392,27 +441,44 @@ impl<B: Backend + ?Sized> Scheduler<B> {
     }
 
     /// Build the next pass: decodes first (they are cheap and someone is waiting on each),
-    /// then prompt tokens up to the step's budget.
-    fn plan(&self) -> (Batch, Vec<usize>, u32, u32) {
-        let mut batch = Batch { chunks: Vec::new(), top_logprobs: 0 };
-        let mut members = Vec::new();
+    /// each with its draft when speculating, then prompt tokens up to the step's budget.
+    fn plan(&mut self) -> Pass {
+        let mut pass = Pass::default();
         let mut budget = self.config.max_batch_tokens;
-        let mut decode_tokens = 0u32;
-        for (i, r) in self.running.iter().enumerate() {
+        let spec = self.config.spec;
+        let decoding = self.running.iter().filter(|r| !r.prefilling()).count();
+        // Drafts take what the decodes leave of the budget, never a decode's own token.
+        let mut draft_budget = budget.saturating_sub(decoding);
+        for (i, r) in self.running.iter_mut().enumerate() {
             if !r.prefilling() && budget > 0 {
                 let pos = (r.req.prompt.len() + r.generated.len() - 1) as u32;
-                batch.chunks.push(Chunk { slot: r.slot, pos, tokens: vec![*r.generated.last().expect("decoding")], outputs: Outputs::Last });
-                batch.top_logprobs = batch.top_logprobs.max(r.req.top_logprobs);
-                members.push(i);
-                budget -= 1;
-                decode_tokens += 1;
+                let mut tokens = vec![*r.generated.last().expect("decoding")];
+                let (mut draft, mut draft_ns) = (Vec::new(), 0);
+                if spec.is_on() {
+                    // A pass yields at most the draft plus one token: never more than asked for.
+                    let room = (r.req.max_tokens as usize - r.generated.len()).saturating_sub(1).min(draft_budget);
+                    let k = (r.draft_len.allowed() as usize).min(room);
+                    if k > 0 {
+                        let started = Instant::now();
+                        draft = speculative::lookup(&r.req.prompt, &r.generated, spec.ngram_min as usize, spec.ngram_max as usize, k);
+                        draft_ns = started.elapsed().as_nanos() as u64;
+                    }
+                }
+                tokens.extend_from_slice(&draft);
+                budget -= tokens.len();
+                draft_budget -= draft.len();
+                pass.decode_tokens += 1;
+                pass.draft_tokens += draft.len() as u32;
+                let outputs = if draft.is_empty() { Outputs::Last } else { Outputs::All };
+                pass.batch.chunks.push(Chunk { slot: r.slot, pos, tokens, outputs });
+                pass.batch.top_logprobs = pass.batch.top_logprobs.max(r.req.top_logprobs);
+                pass.members.push(Member { index: i, draft, draft_ns });
             }
         }
         let mut prefill_budget = match self.config.policy {
             Policy::Chunked => self.config.chunk_tokens.min(budget),
             _ => budget,
         };
-        let mut prefill_tokens = 0u32;
         for (i, r) in self.running.iter().enumerate() {
             if r.prefilling() && prefill_budget > 0 {
                 // A request computing the shared prefix writes it into the cache slot, and
@@ -423,25 +489,25 @@ impl<B: Backend + ?Sized> Scheduler<B> {
                 };
                 let take = (end - r.prefilled).min(prefill_budget);
                 let done = r.prefilled + take == r.req.prompt.len();
-                batch.chunks.push(Chunk {
+                pass.batch.chunks.push(Chunk {
                     slot,
                     pos: r.prefilled as u32,
                     tokens: r.req.prompt[r.prefilled..r.prefilled + take].to_vec(),
                     outputs: if done { Outputs::Last } else { Outputs::None },
                 });
-                batch.top_logprobs = batch.top_logprobs.max(r.req.top_logprobs);
-                members.push(i);
+                pass.batch.top_logprobs = pass.batch.top_logprobs.max(r.req.top_logprobs);
+                pass.members.push(Member { index: i, draft: Vec::new(), draft_ns: 0 });
                 prefill_budget -= take;
-                prefill_tokens += take as u32;
+                pass.prefill_tokens += take as u32;
             }
         }
-        (batch, members, prefill_tokens, decode_tokens)
+        pass
     }
 
     /// Admit what the policy allows and run one forward pass. Does nothing when idle.
     pub fn step(&mut self, sink: &mut dyn FnMut(SchedEvent)) {
         self.admit(sink);
-        let (batch, members, prefill_tokens, decode_tokens) = self.plan();
+        let Pass { batch, members, prefill_tokens, decode_tokens, draft_tokens } = self.plan();
         if batch.chunks.is_empty() {
             return;
         }
@@ -451,14 +517,14 @@ impl<B: Backend + ?Sized> Scheduler<B> {
         let result = self.backend.step(&batch);
         let t_end = self.now();
         let compute = result.as_ref().ok().and(self.backend.last_compute()).map(|d| d.as_nanos() as u64);
-        sink(SchedEvent::Step { step, seqs: batch.chunks.len() as u32, prefill_tokens, decode_tokens, t_start, t_end, compute });
+        sink(SchedEvent::Step { step, seqs: batch.chunks.len() as u32, prefill_tokens, decode_tokens, draft_tokens, t_start, t_end, compute });
 
         let outputs = match result {
             Ok(outputs) => outputs,
             Err(e) => {
                 // A failed pass leaves every member's cache in an unknown state: fail them all.
                 let error = format!("backend step failed: {e}");
-                let mut failed: Vec<usize> = members;
+                let mut failed: Vec<usize> = members.iter().map(|m| m.index).collect();
                 failed.sort_unstable_by(|a, b| b.cmp(a));
                 for i in failed {
                     let r = self.running.swap_remove(i);
@@ -471,7 +537,8 @@ impl<B: Backend + ?Sized> Scheduler<B> {
         };
         let mut outputs = outputs.into_iter();
         let mut finished = Vec::new();
-        for (chunk, &i) in batch.chunks.iter().zip(&members) {
+        for (chunk, m) in batch.chunks.iter().zip(&members) {
+            let i = m.index;
             let r = &mut self.running[i];
             if r.prefilling() {
                 r.prefilled += chunk.tokens.len();
@@ -480,24 +547,45 @@ impl<B: Backend + ?Sized> Scheduler<B> {
             if chunk.outputs == Outputs::None {
                 continue;
             }
-            let choice: Choice = match outputs.next().and_then(|o| o.choices.into_iter().next()) {
-                Some(c) => c,
-                None => {
+            let choices: Vec<Choice> = match outputs.next() {
+                Some(o) if o.choices.len() == m.draft.len() + 1 => o.choices,
+                _ => {
                     sink(SchedEvent::Failed { id: r.req.id, error: "backend returned no token for this sequence".into() });
                     finished.push(i);
                     continue;
                 }
             };
-            let index = r.generated.len() as u32;
-            r.generated.push(choice.token);
-            let mut top = choice.top;
-            top.truncate(r.req.top_logprobs);
-            sink(SchedEvent::Token { id: r.req.id, step, index, token: choice.token, t: t_end, top });
-            let stop = r.req.stop_tokens.contains(&choice.token);
-            if stop || r.generated.len() >= r.req.max_tokens as usize {
-                let reason = if stop { FinishReason::Stop } else { FinishReason::Length };
-                sink(SchedEvent::Finished { id: r.req.id, reason, t: t_end });
-                finished.push(i);
+            // The target agrees with the draft up to its first different choice; that choice
+            // (or, when every drafted token held, the one after them) is the target's own.
+            let accepted = m.draft.iter().zip(&choices).take_while(|(d, c)| **d == c.token).count();
+            if !m.draft.is_empty() {
+                sink(SchedEvent::Verified { id: r.req.id, step, drafted: m.draft.len() as u32, accepted: accepted as u32, draft_ns: m.draft_ns });
+                r.draft_len.update(m.draft.len() as u32, accepted as u32);
+            }
+            let mut done = false;
+            for (k, choice) in choices.into_iter().take(accepted + 1).enumerate() {
+                let index = r.generated.len() as u32;
+                r.generated.push(choice.token);
+                let mut top = choice.top;
+                top.truncate(r.req.top_logprobs);
+                sink(SchedEvent::Token { id: r.req.id, step, index, token: choice.token, t: t_end, top, drafted: k < accepted });
+                let stop = r.req.stop_tokens.contains(&choice.token);
+                if stop || r.generated.len() >= r.req.max_tokens as usize {
+                    let reason = if stop { FinishReason::Stop } else { FinishReason::Length };
+                    sink(SchedEvent::Finished { id: r.req.id, reason, t: t_end });
+                    finished.push(i);
+                    done = true;
+                    break;
+                }
+            }
+            // Rejected drafts leave the cache: it holds exactly what plain decoding would
+            // have put there (everything but the newest token).
+            if !done && accepted < m.draft.len() {
+                let keep = (r.req.prompt.len() + r.generated.len() - 1) as u32;
+                if let Err(e) = self.backend.truncate(r.slot, keep) {
+                    sink(SchedEvent::Failed { id: r.req.id, error: format!("speculative decoding: {e}") });
+                    finished.push(i);
+                }
             }
         }
         // A request that has just computed the shared prefix into the cache takes a copy.

@@ -10,6 +10,11 @@ pub(crate) struct HashModel {
     pub passes: Vec<Vec<(Slot, u32, usize)>>,
     pub fail_next: bool,
     pub copies: Vec<(Slot, Slot, u32)>,
+    /// Each slot's truncations: (slot, length kept).
+    pub truncations: Vec<(Slot, u32)>,
+    /// The next token: a hash of the whole cache, or (`cycle`) the last token plus one
+    /// modulo `cycle`, a text prompt lookup can predict.
+    pub cycle: Option<u32>,
 }
 
 impl HashModel {
@@ -23,11 +28,15 @@ impl HashModel {
             capabilities: Capabilities { mixed_position_batches: true, max_batch_tokens: 4096, slots, ctx_per_slot: ctx, prefix_copy: true },
             ..Default::default()
         };
-        Self { info, caches: vec![Vec::new(); slots], passes: Vec::new(), fail_next: false, copies: Vec::new() }
+        Self { info, caches: vec![Vec::new(); slots], passes: Vec::new(), fail_next: false, copies: Vec::new(), truncations: Vec::new(), cycle: None }
     }
 
-    fn next(cache: &[TokenId]) -> TokenId {
-        cache.iter().fold(17u32, |h, &t| h.wrapping_mul(31).wrapping_add(t)) % 1000
+    fn next(&self, cache: &[TokenId]) -> TokenId {
+        match self.cycle {
+            // Ten steps of a cycle, then a hash's choice: drafts hold for a while, then fail.
+            Some(n) if cache.len() % 16 != 0 => (cache.last().copied().unwrap_or(0) + 1) % n,
+            _ => cache.iter().fold(17u32, |h, &t| h.wrapping_mul(31).wrapping_add(t)) % 1000,
+        }
     }
 }
 
@@ -42,18 +51,18 @@ impl Backend for HashModel {
         self.passes.push(batch.chunks.iter().map(|c| (c.slot, c.pos, c.tokens.len())).collect());
         let mut out = Vec::new();
         for c in &batch.chunks {
-            let cache = &mut self.caches[c.slot as usize];
-            assert_eq!(cache.len(), c.pos as usize, "chunk for slot {} at wrong position", c.slot);
+            let s = c.slot as usize;
+            assert_eq!(self.caches[s].len(), c.pos as usize, "chunk for slot {} at wrong position", c.slot);
             let mut choices = Vec::new();
             for (i, &t) in c.tokens.iter().enumerate() {
-                cache.push(t);
+                self.caches[s].push(t);
                 let wanted = match c.outputs {
                     Outputs::None => false,
                     Outputs::Last => i + 1 == c.tokens.len(),
                     Outputs::All => true,
                 };
                 if wanted {
-                    choices.push(Choice { token: Self::next(cache), top: Vec::new() });
+                    choices.push(Choice { token: self.next(&self.caches[s]), top: Vec::new() });
                 }
             }
             if !choices.is_empty() {
@@ -64,6 +73,11 @@ impl Backend for HashModel {
     }
     fn clear(&mut self, slot: Slot) {
         self.caches[slot as usize].clear();
+    }
+    fn truncate(&mut self, slot: Slot, len: u32) -> Result<(), BackendError> {
+        self.truncations.push((slot, len));
+        self.caches[slot as usize].truncate(len as usize);
+        Ok(())
     }
     fn copy_prefix(&mut self, from: Slot, to: Slot, len: u32) -> Result<(), BackendError> {
         if !self.info.capabilities.prefix_copy {
@@ -373,4 +387,124 @@ fn static_batches_wait_for_their_longest_member_and_respect_the_token_limit() {
     }
     assert!(s.backend().passes.iter().all(|p| p.iter().map(|c| c.2).sum::<usize>() <= 16));
     assert_eq!(events.iter().filter(|e| matches!(e, SchedEvent::Finished { reason: FinishReason::Length, .. })).count(), 3);
+}
+
+// -- speculative decoding ------------------------------------------------------------------
+
+fn lookup(draft_max: u32, adaptive: bool) -> Speculation {
+    Speculation { drafter: crate::speculative::Drafter::Lookup, ngram_max: 3, ngram_min: 1, draft_max, adaptive }
+}
+
+/// Run requests to completion over a model whose text is cyclic (`cycle`) or a hash, with
+/// the speculation given; every request's tokens, the events and the model.
+fn run_spec(policy: Policy, slots: usize, spec: Speculation, cycle: Option<u32>, reqs: Vec<WorkRequest>) -> (std::collections::BTreeMap<u64, Vec<TokenId>>, Vec<SchedEvent>, HashModel) {
+    let mut config = SchedulerConfig::new(policy, slots, 4096);
+    config.chunk_tokens = 8;
+    config.static_form_up_ms = 0;
+    config.spec = spec;
+    let mut model = HashModel::new(slots, 256);
+    model.cycle = cycle;
+    let mut s = Scheduler::new(Box::new(model), config, Instant::now());
+    let mut events = Vec::new();
+    for r in reqs {
+        s.submit(r, &mut |e| events.push(e));
+    }
+    while s.has_work() {
+        s.step(&mut |e| events.push(e));
+    }
+    let mut tokens = std::collections::BTreeMap::new();
+    for e in &events {
+        match e {
+            SchedEvent::Token { id, token, index, .. } => {
+                let v: &mut Vec<TokenId> = tokens.entry(*id).or_default();
+                assert_eq!(v.len(), *index as usize);
+                v.push(*token);
+            }
+            SchedEvent::Failed { id, error } => panic!("request {id} failed: {error}"),
+            _ => {}
+        }
+    }
+    let Scheduler { backend, .. } = s;
+    (tokens, events, *backend)
+}
+
+fn verified(events: &[SchedEvent]) -> (u32, u32) {
+    events.iter().fold((0, 0), |(d, a), e| match e {
+        SchedEvent::Verified { drafted, accepted, .. } => (d + drafted, a + accepted),
+        _ => (d, a),
+    })
+}
+
+/// Whatever the drafts, the tokens are plain greedy decoding's, and a rejected draft leaves
+/// the cache as plain decoding would (the model asserts every chunk starts at its slot's
+/// cached end, and its next token depends on the whole cache).
+#[test]
+fn speculation_changes_no_token_and_rolls_back_rejected_drafts() {
+    let reqs = || vec![request(1, 5, 40), request(2, 30, 25), request(3, 1, 33), request(4, 17, 50), request(5, 9, 3)];
+    for cycle in [Some(10), None] {
+        for policy in Policy::ALL {
+            let (plain, plain_events, _) = run_spec(policy, 4, Speculation::default(), cycle, reqs());
+            assert_eq!(verified(&plain_events), (0, 0));
+            for spec in [lookup(8, true), lookup(8, false), lookup(1, true), lookup(1, false)] {
+                let (spec_tokens, events, model) = run_spec(policy, 4, spec, cycle, reqs());
+                assert_eq!(spec_tokens, plain, "{policy}, {}, cycle {cycle:?}: speculation changed the tokens", spec.label());
+                let (drafted, accepted) = verified(&events);
+                if cycle.is_some() {
+                    // The cyclic text is predictable for 15 tokens in 16: drafts hold, then one fails.
+                    assert!(accepted > 0 && accepted < drafted, "{policy}, {}: {accepted} of {drafted} accepted", spec.label());
+                    assert!(!model.truncations.is_empty(), "{policy}: a rejected draft was not rolled back");
+                }
+                // Tokens marked as drafted are exactly the accepted ones.
+                let marked = events.iter().filter(|e| matches!(e, SchedEvent::Token { drafted: true, .. })).count();
+                assert_eq!(marked as u32, accepted);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_verify_pass_mixes_speculating_and_plain_sequences_and_yields_several_tokens() {
+    // Request 1's prompt is cyclic (drafts found at once); request 2's prompt is one token,
+    // with nothing to look up until its own output repeats.
+    let cyclic = WorkRequest { prompt: (0..20).map(|i| i % 10).collect(), ..request(1, 0, 30) };
+    let (_, events, model) = run_spec(Policy::Continuous, 2, lookup(4, false), Some(10), vec![cyclic, request(2, 1, 30)]);
+    let mixed = model.passes.iter().any(|p| p.len() == 2 && p.iter().any(|c| c.2 > 1) && p.iter().any(|c| c.2 == 1));
+    assert!(mixed, "no pass held one sequence's draft beside another's plain decode: {:?}", model.passes);
+    // A verify pass produces several of a request's tokens at once, and says so.
+    let step_of_many = events.iter().find_map(|e| match e {
+        SchedEvent::Verified { id: 1, step, accepted, .. } if *accepted >= 2 => Some(*step),
+        _ => None,
+    });
+    let step = step_of_many.expect("no verify pass accepted two drafted tokens");
+    let tokens_in_step = events.iter().filter(|e| matches!(e, SchedEvent::Token { id: 1, step: s, .. } if *s == step)).count();
+    assert!(tokens_in_step >= 3, "accepted drafts and the target's own token: {tokens_in_step}");
+    let draft_tokens = events.iter().find_map(|e| match e {
+        SchedEvent::Step { step: s, draft_tokens, .. } if *s == step => Some(*draft_tokens),
+        _ => None,
+    });
+    assert!(draft_tokens.unwrap_or(0) >= 2);
+}
+
+#[test]
+fn speculation_stops_at_max_tokens_and_at_a_stop_token() {
+    let cyclic = |id, max| WorkRequest { prompt: (0..20).map(|i| i % 10).collect(), ..request(id, 0, max) };
+    // Never more tokens than asked for, though a pass could yield more.
+    let (tokens, _, _) = run_spec(Policy::Continuous, 2, lookup(8, false), Some(10), vec![cyclic(1, 7), cyclic(2, 2)]);
+    assert_eq!((tokens[&1].len(), tokens[&2].len()), (7, 2));
+    // A stop token inside an accepted draft ends the request there.
+    let (plain, _, _) = run_spec(Policy::Continuous, 1, Speculation::default(), Some(10), vec![cyclic(1, 20)]);
+    let stop = plain[&1][5];
+    let with_stop = || vec![WorkRequest { stop_tokens: vec![stop], ..cyclic(1, 20) }];
+    let (plain, _, _) = run_spec(Policy::Continuous, 1, Speculation::default(), Some(10), with_stop());
+    let (spec, events, _) = run_spec(Policy::Continuous, 1, lookup(8, false), Some(10), with_stop());
+    assert_eq!(spec, plain);
+    assert_eq!(spec[&1].last(), Some(&stop));
+    assert!(events.iter().any(|e| matches!(e, SchedEvent::Finished { reason: FinishReason::Stop, .. })));
+}
+
+#[test]
+fn bad_speculation_settings_are_refused() {
+    let mut c = SchedulerConfig::new(Policy::Continuous, 2, 64);
+    c.spec = Speculation { ngram_min: 0, ..lookup(4, true) };
+    assert_eq!(c.validate().unwrap_err().field, "spec_ngram_min");
 }

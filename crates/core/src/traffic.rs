@@ -16,6 +16,8 @@ use crate::client::{Clients, Heard};
 use crate::coordinator::WorkerError;
 use crate::records::{is_zero, RequestRecord, StepRecord};
 use crate::scheduler::{SchedEvent, WorkRequest};
+use crate::speculative::Speculation;
+use lx_format::workload::PromptText;
 use crate::target::Target;
 
 /// One point of a sweep: the requests to send and how many at once.
@@ -84,6 +86,20 @@ pub struct Traffic {
     /// `spec.prompt_tokens` is depth + the prompt proper. 0: none.
     #[serde(skip_serializing_if = "is_zero")]
     pub depth: u32,
+    /// Speculative decoding in the worker's scheduler (off: plain decoding).
+    #[serde(skip_serializing_if = "is_plain")]
+    pub spec: Speculation,
+    /// What the prompts ask for: prose to continue, or a passage to copy.
+    #[serde(skip_serializing_if = "is_prose")]
+    pub prompts: PromptText,
+}
+
+fn is_plain(s: &Speculation) -> bool {
+    !s.is_on()
+}
+
+fn is_prose(p: &PromptText) -> bool {
+    *p == PromptText::Prose
 }
 
 impl Traffic {
@@ -317,10 +333,10 @@ fn run_phase(
             }
         };
         match heard {
-            Heard::Step(SchedEvent::Step { step, seqs, prefill_tokens, decode_tokens, t_start, t_end, compute }) => {
+            Heard::Step(SchedEvent::Step { step, seqs, prefill_tokens, decode_tokens, draft_tokens, t_start, t_end, compute }) => {
                 let (start_ms, end_ms) = (ms(worker.to_local(t_start)), ms(worker.to_local(t_end)));
                 let compute_ms = compute.map(|ns| ns as f64 / 1e6);
-                run.steps.push(StepRecord { step, seqs, prefill_tokens, decode_tokens, start_ms, end_ms, compute_ms });
+                run.steps.push(StepRecord { step, seqs, prefill_tokens, decode_tokens, draft_tokens, start_ms, end_ms, compute_ms });
             }
             Heard::Booked { id, event: SchedEvent::Token { index, token, .. } } => {
                 if let Some(at_ms) = clients.get(id).and_then(|f| f.record.token_ms.last()) {
@@ -390,7 +406,7 @@ mod tests {
             for i in 0..r.max_tokens {
                 let at = now + Duration::from_millis(self.first_ms + self.gap_ms * i as u64);
                 let t = (at - self.epoch).as_nanos() as u64;
-                self.due.push((at, Reply::Event(SchedEvent::Token { id: r.id, step: 0, index: i, token: 7, t, top: Vec::new() })));
+                self.due.push((at, Reply::Event(SchedEvent::Token { id: r.id, step: 0, index: i, token: 7, t, top: Vec::new(), drafted: false })));
             }
             let at = self.due.last().expect("max_tokens > 0").0;
             self.due.push((at, Reply::Event(SchedEvent::Finished { id: r.id, reason: FinishReason::Length, t: 0 })));

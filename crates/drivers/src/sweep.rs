@@ -18,6 +18,8 @@ use lx_core::traffic::{run_point, Arrivals, Draw, Observer, Traffic, PointRun, P
 use lx_results::printers::Printer;
 use lx_results::results::{PointResult, RunFile, Slo};
 use lx_core::scheduler::{Policy, SchedulerConfig};
+use lx_core::speculative::{Drafter, Speculation};
+use lx_format::workload::{PromptBuilder, PromptText};
 use lx_core::invalid::Invalid;
 use lx_core::target::{Spawner, Target};
 
@@ -85,6 +87,12 @@ pub struct SweepPlan {
     pub rates: Vec<f64>,
     /// Prefix caching off and/or on.
     pub prefix_cache: Vec<bool>,
+    /// Speculative decoding's drafters: `none` (plain decoding) and/or `lookup`.
+    pub spec: Vec<Drafter>,
+    /// The drafters' settings (n-gram lengths, draft length; its own drafter is ignored).
+    pub spec_settings: Speculation,
+    /// What the prompts ask for: prose to continue, or a passage to copy.
+    pub prompts: PromptText,
     /// Measured requests per point.
     pub requests: usize,
     /// Unmeasured requests before each point.
@@ -126,6 +134,9 @@ impl Default for SweepPlan {
             depths: vec![0],
             rates: Vec::new(),
             prefix_cache: vec![false],
+            spec: vec![Drafter::None],
+            spec_settings: Speculation::default(),
+            prompts: PromptText::Prose,
             requests: 8,
             warmup: 4,
             repetitions: 1,
@@ -167,6 +178,10 @@ impl SweepPlan {
         nonempty("max_tokens", "--max-tokens", self.max_tokens.len())?;
         nonempty("prefix_cache", "--prefix-cache: give on, off or both;", self.prefix_cache.len())?;
         nonempty("depths", "--depth", self.depths.len())?;
+        nonempty("spec", "--spec", self.spec.len())?;
+        if self.spec.iter().any(|d| *d != Drafter::None) {
+            Speculation { drafter: Drafter::Lookup, ..self.spec_settings }.validate()?;
+        }
         if self.depths.iter().any(|&d| d > 0) && (self.prefix_tokens > 0 || self.prefix_cache.contains(&true)) {
             return Err(Invalid::new("depths", "--depth caches the context it fills itself: give it without --prefix-tokens and --prefix-cache"));
         }
@@ -238,7 +253,7 @@ impl SweepPlan {
     }
 
     /// Points with their loads, in the order they run: backend outermost (one load each),
-    /// then repetition, policy, prefix caching, arrival rate, concurrency, depth, prompt and
+    /// then repetition, policy, prefix caching, drafter, arrival rate, concurrency, depth, prompt and
     /// output length. A server schedules requests itself: it is measured once per point, not once
     /// per policy or prefix-cache setting.
     pub fn points(&self) -> Vec<SweepPoint> {
@@ -253,9 +268,11 @@ impl SweepPlan {
             let server = self.servers.contains(b);
             let policies = if server { &self.policies[..self.policies.len().min(1)] } else { &self.policies[..] };
             let caching = if server { &[false][..] } else { &self.prefix_cache[..] };
+            // Drafting and verifying is our scheduler's; a server decodes as it was started.
+            let drafters = if server { &[Drafter::None][..] } else { &self.spec[..] };
             for repetition in (1..=repetitions).map(|r| (repetitions > 1).then_some(r)) {
                 for &policy in policies {
-                    for &prefix_cache in caching {
+                    for (&prefix_cache, &drafter) in caching.iter().flat_map(|c| std::iter::repeat(c).zip(drafters)) {
                         for arrivals in &arrivals {
                             for &concurrency in &self.concurrency {
                                 for (&depth, prompt) in self.depths.iter().flat_map(|d| std::iter::repeat(d).zip(&self.prompt_tokens)) {
@@ -279,6 +296,8 @@ impl SweepPlan {
                                             prefix_tokens: if depth > 0 { depth } else { self.prefix_tokens },
                                             prefix_cache: prefix_cache || depth > 0,
                                             depth,
+                                            spec: Speculation { drafter, ..self.spec_settings },
+                                            prompts: self.prompts,
                                         };
                                         out.push(SweepPoint { backend: b.clone(), policy, spec, traffic, repetition });
                                     }
@@ -331,8 +350,8 @@ pub struct SweepContext<'a> {
     pub model_path: PathBuf,
     /// The model file as it was when it was opened: a run stops measuring once it differs.
     pub model_stamp: lx_core::stamp::FileStamp,
-    /// Prompt ids for (prompt tokens, request index).
-    pub prompt: &'a dyn Fn(u32, usize) -> Vec<TokenId>,
+    /// Exact-length prompts of the model's tokenizer.
+    pub prompts: &'a PromptBuilder,
     pub stop_tokens: Vec<TokenId>,
     /// Starts the target for each backend name (a worker process, or a server's client).
     pub spawn: Spawner,
@@ -412,6 +431,7 @@ pub fn run_points(
         observer.point_started(index, total, &backend, policy, &point);
         let mut config = plan.scheduler(policy, plan.max_batch_seqs.unwrap_or(point.concurrency), load_spec.max_batch_tokens);
         config.prefix_cache = traffic.prefix_cache;
+        config.spec = traffic.spec;
         let fail = |why: String| {
             let mut result = failed_point(&backend, policy, &point, why).with_traffic(&traffic);
             result.judge(plan.slo);
@@ -481,10 +501,12 @@ pub fn run_points(
             prompts_for = Some(backend.clone());
             prompts_sent.set((plan.seed as usize).wrapping_mul(1 << 20));
         }
+        let text = traffic.prompts;
+        let source = |n: u32, i: usize| ctx.prompts.of(text, n as usize, i as u64);
         let prompt = |d: &Draw, _: usize| {
             let variant = prompts_sent.get();
             prompts_sent.set(variant + 1);
-            lx_format::workload::prefixed_prompt(ctx.prompt, if shared { d.prefix_tokens } else { 0 }, d.prompt_tokens, variant)
+            lx_format::workload::prefixed_prompt(&source, if shared { d.prefix_tokens } else { 0 }, d.prompt_tokens, variant)
         };
         w.reset_peak_rss();
         let by_server = w.schedules_itself();

@@ -30,11 +30,48 @@ pub const CORPUS: &str = concat!(
     include_str!("../corpus/bread.txt"),
 );
 
+/// What a prompt asks of the model.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, ts_rs::TS)]
+#[serde(rename_all = "lowercase")]
+pub enum PromptText {
+    /// Prose to continue: the output is new text (free continuation).
+    #[default]
+    Prose,
+    /// A passage to repeat word for word: the output is grounded in the input, as in
+    /// rewriting, extraction or code editing, where speculative drafts from the prompt hold.
+    Copy,
+}
+
+impl PromptText {
+    pub fn name(self) -> &'static str {
+        match self {
+            PromptText::Prose => "prose",
+            PromptText::Copy => "copy",
+        }
+    }
+}
+
+impl std::str::FromStr for PromptText {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        [PromptText::Prose, PromptText::Copy].into_iter().find(|p| p.name() == s).ok_or_else(|| format!("unknown prompt text '{s}' (expected prose or copy)"))
+    }
+}
+
+/// The words around a copy prompt's passage; the repeat is primed with the passage's first
+/// [`COPY_PRIMED`] tokens, so that even a small model starts copying at the right place.
+const COPY_HEAD: &str = "Repeat the passage below exactly, word for word.\n\nPassage:\n";
+const COPY_TAIL: &str = "\n\nThe passage, repeated exactly:\n";
+const COPY_PRIMED: usize = 4;
+
 /// Builds exact-length prompts from the corpus's token stream.
 #[derive(Debug, Clone)]
 pub struct PromptBuilder {
     /// The corpus tokenized without BOS/EOS.
     stream: Vec<TokenId>,
+    /// [`COPY_HEAD`] and [`COPY_TAIL`], tokenized.
+    copy_head: Vec<TokenId>,
+    copy_tail: Vec<TokenId>,
     /// Token that starts every prompt, when the model adds one.
     bos: Option<TokenId>,
     /// Distance between the starting offsets of consecutive variants.
@@ -54,7 +91,35 @@ impl PromptBuilder {
         let bos = if tokenizer.add_bos() { tokenizer.bos() } else { None };
         // Golden-ratio spacing: any number of variants start at well spread-out points.
         let stride = ((stream.len() as f64 * 0.618_033_988_749_895) as usize).max(1);
-        PromptBuilder { stream, bos, stride }
+        let copy_head = tokenizer.encode_with(COPY_HEAD, false, false);
+        let copy_tail = tokenizer.encode_with(COPY_TAIL, false, false);
+        PromptBuilder { stream, bos, stride, copy_head, copy_tail }
+    }
+
+    /// Exactly `n_tokens` ids of the kind `text` asks for: [`PromptBuilder::prompt`] or
+    /// [`PromptBuilder::copy`].
+    pub fn of(&self, text: PromptText, n_tokens: usize, variant: u64) -> Vec<TokenId> {
+        match text {
+            PromptText::Prose => self.prompt(n_tokens, variant),
+            PromptText::Copy => self.copy(n_tokens, variant),
+        }
+    }
+
+    /// Exactly `n_tokens` ids asking for a passage to be repeated: BOS, an instruction, a
+    /// passage of the corpus from [`PromptBuilder::offset`]`(variant)`, then "repeated
+    /// exactly:" and the passage's first few tokens. A length too short to hold the
+    /// instruction and a passage of 8 tokens is a plain prompt.
+    pub fn copy(&self, n_tokens: usize, variant: u64) -> Vec<TokenId> {
+        let frame = usize::from(self.bos.is_some()) + self.copy_head.len() + self.copy_tail.len() + COPY_PRIMED;
+        let Some(passage) = n_tokens.checked_sub(frame).filter(|&p| p >= 8) else { return self.prompt(n_tokens, variant) };
+        let mut out = Vec::with_capacity(n_tokens);
+        out.extend(self.bos);
+        out.extend_from_slice(&self.copy_head);
+        let start = out.len();
+        self.extend_cycling(&mut out, self.offset(variant), passage);
+        out.extend_from_slice(&self.copy_tail);
+        out.extend_from_within(start..start + COPY_PRIMED);
+        out
     }
 
     /// Number of tokens in one pass over the corpus.
@@ -157,6 +222,27 @@ mod tests {
         let t = Tokenizer::from_path(&path).unwrap();
         let b = PromptBuilder::new(&t);
         (t, b)
+    }
+
+    #[test]
+    fn a_copy_prompt_holds_a_passage_and_primes_its_repeat() {
+        let (t, b) = builder();
+        for n in [64usize, 256, 1000] {
+            let p = b.copy(n, 3);
+            assert_eq!(p.len(), n);
+            assert_eq!(p, b.of(PromptText::Copy, n, 3));
+            let text = t.decode(&p);
+            assert!(text.starts_with("Repeat the passage below exactly") && text.contains("The passage, repeated exactly:"), "{text}");
+            // The repeat starts as the passage does.
+            let passage_at = 1 + b.copy_head.len();
+            assert_eq!(p[n - COPY_PRIMED..], p[passage_at..passage_at + COPY_PRIMED]);
+            assert_eq!(p[passage_at..passage_at + 8], b.corpus_tokens()[b.offset(3)..b.offset(3) + 8]);
+        }
+        // Too short for a passage: a plain prompt of the same length.
+        assert_eq!(b.copy(12, 1), b.prompt(12, 1));
+        assert_eq!(b.of(PromptText::Prose, 40, 2), b.prompt(40, 2));
+        assert_eq!("copy".parse::<PromptText>(), Ok(PromptText::Copy));
+        assert!("poem".parse::<PromptText>().unwrap_err().contains("prose or copy"));
     }
 
     #[test]

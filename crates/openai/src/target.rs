@@ -374,7 +374,7 @@ async fn stream(c: &Shared, r: &WorkRequest) -> Result<FinishReason, String> {
                     ids.push(0);
                 }
                 for token in ids {
-                    c.send(at, SchedEvent::Token { id: r.id, step: 0, index, token, t: c.ns(at), top: Vec::new() });
+                    c.send(at, SchedEvent::Token { id: r.id, step: 0, index, token, t: c.ns(at), top: Vec::new(), drafted: false });
                     index += 1;
                 }
             }

@@ -1,6 +1,7 @@
 //! What a run leaves, and everything that shows it: the run-file schema ([`results`]), the
 //! tables printed as a sweep goes and by `lx show` ([`printers`]), the HTML page
-//! ([`report`]), and comparisons of runs ([`compare`]) and of repeated runs ([`repeats`]); and the result files of
+//! ([`report`]), comparisons of runs ([`compare`]) and of repeated runs ([`repeats`]), what speculative
+//! decoding did ([`speculation`]); and the result files of
 //! the studies that are not run files, with their tables ([`studies`]).
 
 pub mod results;
@@ -8,4 +9,5 @@ pub mod printers;
 pub mod compare;
 pub mod report;
 pub mod repeats;
+pub mod speculation;
 pub mod studies;

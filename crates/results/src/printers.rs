@@ -49,14 +49,6 @@ pub fn printer<'a>(format: Format, out: Box<dyn Write + 'a>) -> Box<dyn Printer 
     }
 }
 
-/// The test name of a row: [`PointResult::test_name`], and which repetition when the sweep repeats points.
-fn row_name(p: &PointResult) -> String {
-    match p.repetition {
-        Some(r) => format!("{} #{r}", p.test_name()),
-        None => p.test_name(),
-    }
-}
-
 /// A statistic of `d`, or a dash when `d` has no samples (a server reports no prefill).
 fn num(d: &Distribution, value: f64, decimals: usize) -> String {
     if d.count == 0 {
@@ -165,7 +157,7 @@ pub fn cells(p: &PointResult) -> [String; 20] {
     [
         p.backend.clone(),
         p.policy_label(),
-        row_name(p),
+        p.row_name(),
         num(&p.ttft_ms, p.ttft_ms.p50, 1),
         num(&p.ttft_ms, p.ttft_ms.p95, 1),
         num(&p.itl_ms, p.itl_ms.p50, 2),
@@ -194,7 +186,7 @@ pub fn notes(run: &RunFile) -> Vec<String> {
     lines.extend(sensor_lines(&run.points));
     lines.extend(run.model.facts.synthetic_note().map(|note| format!("model: {note}")));
     for p in &run.points {
-        lines.extend(p.warnings.iter().map(|w| format!("warning: {} {}: {w}", p.backend, row_name(p))));
+        lines.extend(p.warnings.iter().map(|w| format!("warning: {} {}: {w}", p.backend, p.row_name())));
     }
     lines
 }
@@ -217,7 +209,7 @@ fn sensor_lines(points: &[PointResult]) -> Vec<String> {
     lines.extend(first.not_available.iter().map(|m| format!("not available here: {m}")));
     for p in points {
         for t in p.sensors.iter().flat_map(|s| &s.throttling) {
-            lines.push(format!("warning: {} {}: throttling: {t}", p.backend, row_name(p)));
+            lines.push(format!("warning: {} {}: throttling: {t}", p.backend, p.row_name()));
         }
     }
     lines
@@ -247,6 +239,13 @@ impl Printer for Markdown<'_> {
         }
         for line in repetitions_table(&run.points) {
             writeln!(self.out, "{line}")?;
+        }
+        let spec = crate::speculation::speculation_table(&run.points);
+        if !spec.is_empty() {
+            writeln!(self.out, "\nSpeculative decoding: drafted tokens the target accepted, and what each pass yielded\n")?;
+            for line in spec {
+                writeln!(self.out, "{line}")?;
+            }
         }
         let lines = notes(run);
         if self.started && !lines.is_empty() {
@@ -494,7 +493,7 @@ mod tests {
 
     #[test]
     fn the_full_decode_pass_column_is_the_median_pass_in_which_every_sequence_decoded() {
-        let step = |prefill_tokens: u32, decode_tokens: u32, ms: f64| lx_core::records::StepRecord { step: 0, seqs: 4, prefill_tokens, decode_tokens, start_ms: 100.0, end_ms: 100.0 + ms, compute_ms: None };
+        let step = |prefill_tokens: u32, decode_tokens: u32, ms: f64| lx_core::records::StepRecord { step: 0, seqs: 4, prefill_tokens, decode_tokens, draft_tokens: 0, start_ms: 100.0, end_ms: 100.0 + ms, compute_ms: None };
         let mut p = point();
         // Passes of 4 decode tokens (the point's concurrency) count; a pass with prompt
         // tokens in it, or fewer sequences decoding, does not.

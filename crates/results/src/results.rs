@@ -196,7 +196,22 @@ impl PointResult {
         if t.prefix_tokens > 0 && d == 0 {
             name += &format!(" prefix{}{}", t.prefix_tokens, if t.prefix_cache { " cached" } else { "" });
         }
+        if t.prompts != lx_format::workload::PromptText::Prose {
+            name += &format!(" {}", t.prompts.name());
+        }
+        if t.spec.is_on() {
+            name += &format!(" {}", t.spec.label());
+        }
         name
+    }
+
+    /// The test name of a table's row: [`PointResult::test_name`], and which repetition when
+    /// the sweep repeats points.
+    pub fn row_name(&self) -> String {
+        match self.repetition {
+            Some(r) => format!("{} #{r}", self.test_name()),
+            None => self.test_name(),
+        }
     }
 
     /// What identifies a point across runs (compare, repeats): its test, backend and policy.
@@ -435,8 +450,8 @@ mod tests {
         r.prefill = vec![lx_core::records::PrefillSlice { step: 1, tokens: 16, start_ms: 1.0, end_ms: 20.0 }];
         r.token_steps = vec![1, 2];
         let steps = vec![
-            StepRecord { step: 1, seqs: 3, prefill_tokens: 16, decode_tokens: 2, start_ms: 6.0, end_ms: 25.0, compute_ms: None },
-            StepRecord { step: 2, seqs: 2, prefill_tokens: 0, decode_tokens: 2, start_ms: 40.0, end_ms: 48.0, compute_ms: Some(7.5) },
+            StepRecord { step: 1, seqs: 3, prefill_tokens: 16, decode_tokens: 2, draft_tokens: 0, start_ms: 6.0, end_ms: 25.0, compute_ms: None },
+            StepRecord { step: 2, seqs: 2, prefill_tokens: 0, decode_tokens: 2, draft_tokens: 0, start_ms: 40.0, end_ms: 48.0, compute_ms: Some(7.5) },
         ];
         let mut p = point(vec![r], 100.0);
         p.steps = steps;

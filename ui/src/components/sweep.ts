@@ -5,9 +5,11 @@
 import { h, setText } from "../lib/dom";
 import { ms as fmtMs, num, tps as fmtTps } from "../lib/format";
 import type { AppError, Length, Limits, PointFigures, Policy, SweepEvent, SweepOptions, SweepPlan } from "../ipc/types";
+import type { Drafter } from "../ipc/generated/Drafter";
+import type { PromptText } from "../ipc/generated/PromptText";
 import { POLICIES } from "../ipc/types";
 import { backendLabel } from "./charts";
-import { CHUNK_TOKENS, HANG_TIMEOUT_S, READING_PACE_TPS } from "../ipc/generated/defaults";
+import { CHUNK_TOKENS, HANG_TIMEOUT_S, READING_PACE_TPS, SPECULATION } from "../ipc/generated/defaults";
 
 export function parseList(text: string, min: number, max: number): number[] | string {
   const parts = text.split(/[\s,]+/).filter(Boolean);
@@ -83,6 +85,8 @@ export class SweepPanel {
   private warmup = h("input", { type: "number", min: 0, value: "", placeholder: "largest clients", "aria-label": "warm-up requests per point" }) as HTMLInputElement;
   private prefix = h("input", { type: "number", min: 0, value: 0, "aria-label": "shared prefix tokens" }) as HTMLInputElement;
   private prefixCache = h("select", { "aria-label": "prefix caching" }, ...[["off", "off"], ["on", "on"], ["both", "off and on"]].map(([v, t]) => h("option", { value: v }, t))) as HTMLSelectElement;
+  private spec = h("select", { "aria-label": "speculative decoding", "data-testid": "sweep-spec" }, ...[["none", "off"], ["lookup", "prompt lookup"], ["both", "off and prompt lookup"]].map(([v, t]) => h("option", { value: v }, t))) as HTMLSelectElement;
+  private promptText = h("select", { "aria-label": "what the prompts ask for", "data-testid": "sweep-prompts" }, ...[["prose", "prose to continue"], ["copy", "a passage to copy"]].map(([v, t]) => h("option", { value: v }, t))) as HTMLSelectElement;
   private maxBatch = h("input", { type: "number", min: 1, value: "", placeholder: "clients", "aria-label": "most sequences per pass" }) as HTMLInputElement;
   private maxBatchTokens = h("input", { type: "number", min: 1, value: "", placeholder: "auto", "aria-label": "most tokens per pass" }) as HTMLInputElement;
   private chunk = h("input", { type: "number", min: 1, value: CHUNK_TOKENS, "aria-label": "chunked policy: prompt tokens per pass" }) as HTMLInputElement;
@@ -148,6 +152,8 @@ export class SweepPanel {
           field("Warm-up requests", this.warmup),
           field("Shared prefix tokens", this.prefix),
           field("Prefix caching", this.prefixCache),
+          field("Speculative decoding", this.spec),
+          field("Prompts", this.promptText),
           field("Max sequences per pass", this.maxBatch),
           field("Max tokens per pass", this.maxBatchTokens),
           field("Chunk tokens (chunked)", this.chunk),
@@ -213,6 +219,9 @@ export class SweepPanel {
       seed: opt(this.seed) ?? 0,
       prefix_tokens: opt(this.prefix) ?? 0,
       prefix_cache: cache === "both" ? [false, true] : [cache === "on"],
+      spec: this.spec.value === "both" ? ["none", "lookup"] : [this.spec.value as Drafter],
+      spec_settings: SPECULATION,
+      prompts: this.promptText.value as PromptText,
       max_batch_seqs: opt(this.maxBatch),
       max_batch_tokens: opt(this.maxBatchTokens),
       chunk_tokens: opt(this.chunk) ?? CHUNK_TOKENS,

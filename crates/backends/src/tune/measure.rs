@@ -52,8 +52,7 @@ pub fn tune(request: &Request<'_>, on: &mut dyn FnMut(Event<'_>)) -> anyhow::Res
     let machine = lx_machine::probe::machine_key(&hardware);
     let cores = hardware.physical_cores.max(1);
     let prompts = PromptBuilder::new(&request.model.tokenizer);
-    let prompt = |n: u32, i: usize| prompts.prompt(n as usize, i as u64);
-    let mut trials_of = Trials { request, prompt: &prompt, hardware: &hardware, budget: Budget::new(request.budget), expected: HashMap::new() };
+    let mut trials_of = Trials { request, prompts: &prompts, hardware: &hardware, budget: Budget::new(request.budget), expected: HashMap::new() };
     let stopped = || request.control.stop.load(Ordering::Relaxed);
     let mut profiles: BTreeMap<String, BackendProfile> = BTreeMap::new();
 
@@ -146,7 +145,7 @@ pub(super) fn duration_key(backend: &str, settings: &Settings) -> String {
 /// Runs trials against the budget: what each needs that does not change between trials.
 struct Trials<'a> {
     request: &'a Request<'a>,
-    prompt: &'a dyn Fn(u32, usize) -> Vec<lx_core::backend::TokenId>,
+    prompts: &'a PromptBuilder,
     hardware: &'a lx_machine::hardware::HardwareReport,
     budget: Budget,
     /// The last trial's length for each backend and device ([`duration_key`]): how long the
@@ -202,7 +201,7 @@ impl Trials<'_> {
 
     /// One trial: one client, then [`TRIAL_CLIENTS`], with `asked` applied.
     fn measure(&self, backend: &str, asked: &Settings, contended: bool, control: RunControl) -> Trial {
-        let (request, prompt, hardware, started) = (self.request, self.prompt, self.hardware, Instant::now());
+        let (request, prompts, hardware, started) = (self.request, self.prompts, self.hardware, Instant::now());
         let threads: usize = asked.get("threads").and_then(|t| t.parse().ok()).unwrap_or(0);
         let plan = SweepPlan {
             backends: vec![backend.to_string()],
@@ -220,7 +219,7 @@ impl Trials<'_> {
             threads: None,
             from: "a tuning trial".into(),
         };
-        let ctx = request.model.sweep_context(prompt, crate::worker_spawner(move |_, _| applied.clone()), None, control);
+        let ctx = request.model.sweep_context(prompts, crate::worker_spawner(move |_, _| applied.clone()), None, control);
         let settings = serde_json::to_value(&plan).unwrap_or_default();
         let mut run = RunFile::new(Vec::new(), hardware.clone(), request.model.record(), settings);
         let mut sink = printer(Format::Jsonl, Box::new(std::io::sink()));

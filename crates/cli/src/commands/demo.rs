@@ -46,13 +46,12 @@ pub fn run(args: DemoArgs) -> anyhow::Result<i32> {
     let backend = lx_backends::canonical(args.backend.trim())?.to_string();
     let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
     let prompts = PromptBuilder::new(&model.tokenizer);
-    let prompt = |n: u32, i: usize| prompts.prompt(n as usize, i as u64);
     let control = RunControl::default();
     crate::commands::stop_on_ctrl_c(&control);
     let hardware = lx_backends::hardware_report();
     let settings = serde_json::json!({ "demo": demo.name, "backend": backend, "threads": args.threads });
     let mut run = RunFile::new(std::env::args().collect(), hardware, model.record(), settings);
-    let ctx = model.sweep_context(&prompt, lx_backends::spawner(lx_backends::tune::Use::Measure, 0), args.out.clone(), control);
+    let ctx = model.sweep_context(&prompts, lx_backends::spawner(lx_backends::tune::Use::Measure, 0), args.out.clone(), control);
     eprintln!("demo {}: {} ({backend}, measured live)", demo.name, demo.shows);
     let mut progress = crate::progress::SweepProgress::new(0);
     let report = run_demo(demo, &backend, args.threads, &ctx, &mut run, &mut progress);

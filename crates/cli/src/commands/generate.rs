@@ -34,6 +34,8 @@ pub struct GenerateArgs {
     /// Compute threads (default: physical cores).
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    #[command(flatten)]
+    spec: crate::commands::spec_args::SpecArgs,
 }
 
 /// Prints each token's text as it arrives, as the continuation of the printed prompt.
@@ -79,7 +81,15 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<i32> {
         max_batch_tokens: prompt.len().max(512),
         gpu_layers: None,
     };
-    let scheduler = SchedulerConfig::new(Policy::Serial, 1, load.max_batch_tokens);
+    let mut scheduler = SchedulerConfig::new(Policy::Serial, 1, load.max_batch_tokens);
+    scheduler.spec = args.spec.settings();
+    if args.spec.drafters().len() > 1 {
+        anyhow::bail!("lx generate takes one --spec (none or lookup); `lx sweep` compares them");
+    }
+    scheduler.validate()?;
+    if scheduler.spec.is_on() && !servers.is_empty() {
+        anyhow::bail!("--spec is our engine's speculative decoding; a server decodes as it was started");
+    }
     let spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::tune::Use::Measure, 0);
     let mut worker = spawn(backend, &load, &scheduler)?;
     eprintln!("{}: {} on {}", backend, worker.info().version, worker.info().device);
@@ -101,8 +111,21 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<i32> {
     }
     // A server reports no prefill passes: its prefill rate is not known, rather than zero.
     let prefill = record.prefill_tps().map(|tps| format!(" · prefill {tps:.0} tok/s")).unwrap_or_default();
+    let drafts = match (&record.spec, scheduler.spec.is_on()) {
+        (Some(s), _) => format!(
+            " · {}: {} of {} drafted tokens accepted ({:.0}%) in {} verify passes, {:.2} ms drafting",
+            scheduler.spec.label(),
+            s.accepted,
+            s.drafted,
+            100.0 * s.acceptance().unwrap_or(0.0),
+            s.passes,
+            s.draft_ms
+        ),
+        (None, true) => format!(" · {}: nothing drafted", scheduler.spec.label()),
+        (None, false) => String::new(),
+    };
     eprintln!(
-        "prompt {} tokens · TTFT {:.1} ms · {} tokens · decode {:.1} tok/s{prefill}",
+        "prompt {} tokens · TTFT {:.1} ms · {} tokens · decode {:.1} tok/s{prefill}{drafts}",
         prompt.len(),
         record.ttft_ms().unwrap_or(0.0),
         record.tokens.len(),

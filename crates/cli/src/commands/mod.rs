@@ -7,6 +7,7 @@ pub mod models;
 pub mod report;
 pub mod serve;
 pub mod show;
+pub mod spec_args;
 pub mod sweep;
 pub mod tune;
 

@@ -26,8 +26,8 @@ pub struct ShowArgs {
     /// Run files: only the summary of repeated points (`lx sweep --repetitions`).
     #[arg(long, conflicts_with = "columns")]
     repetitions: bool,
-    /// Which table: for run files `points` (a sweep's table) or `demo` (a demo's checks, the
-    /// default for a demo's runs); for a study file one of its kind's (batching-bench:
+    /// Which table: for run files `points` (a sweep's table), `demo` (a demo's checks, the
+    /// default for a demo's runs) or `speculation` (what speculative decoding did); for a study file one of its kind's (batching-bench:
     /// `decode`, `serving`; without it, all of them).
     #[arg(long)]
     table: Option<String>,
@@ -76,7 +76,18 @@ pub fn run(args: ShowArgs) -> anyhow::Result<i32> {
     let as_demo = match args.table.as_deref() {
         Some("demo") => true,
         Some("points") => false,
-        Some(other) => bail!("run files have no table '{other}' (their tables: points, demo)"),
+        Some("speculation") => {
+            let points: Vec<_> = runs.into_iter().flat_map(|r| r.points).collect();
+            let table = lx_results::speculation::speculation_table(&points);
+            if table.is_empty() {
+                bail!("no point of these runs decoded speculatively (lx sweep --spec lookup)");
+            }
+            for line in table {
+                println!("{line}");
+            }
+            return Ok(0);
+        }
+        Some(other) => bail!("run files have no table '{other}' (their tables: points, demo, speculation)"),
         None => demos == runs.len() && args.columns.is_none() && !args.repetitions,
     };
     if as_demo {

@@ -68,6 +68,12 @@ pub struct SweepArgs {
     /// Prefix caching: compute the shared prefix once and reuse it (on, off, or on,off).
     #[arg(long, default_value = "off", value_parser = on_off)]
     prefix_cache: Vec<Vec<bool>>,
+    #[command(flatten)]
+    spec: crate::commands::spec_args::SpecArgs,
+    /// What the prompts ask for: prose (text to continue) or copy (a passage to repeat word
+    /// for word, where the output is grounded in the prompt).
+    #[arg(long, default_value = "prose")]
+    prompts: lx_format::workload::PromptText,
     /// Most sequences per forward pass (the static batch size; default: the concurrency).
     #[arg(long)]
     max_batch: Option<usize>,
@@ -137,6 +143,9 @@ fn plan(args: &SweepArgs, servers: &[lx_openai::Server]) -> anyhow::Result<Sweep
         depths: args.depth.iter().flatten().copied().collect(),
         rates: args.rate.iter().flatten().copied().collect(),
         prefix_cache: args.prefix_cache.iter().flatten().copied().collect(),
+        spec: args.spec.drafters(),
+        spec_settings: args.spec.settings(),
+        prompts: args.prompts,
         warmup: args.warmup.unwrap_or_else(|| concurrency.iter().copied().max().unwrap_or(1)),
         concurrency,
         requests: args.requests.unwrap_or(if args.duration.is_some() { usize::MAX } else { 8 }),

@@ -40,6 +40,9 @@ impl Backend for SlowModel {
             .collect())
     }
     fn clear(&mut self, _slot: lx_core::backend::Slot) {}
+    fn truncate(&mut self, _slot: lx_core::backend::Slot, _len: u32) -> Result<(), BackendError> {
+        Ok(())
+    }
 }
 
 /// Bytes in from the coordinator side.

@@ -1,0 +1,96 @@
+//! Speculative decoding must not change what a sequence computes: with prompt lookup, every
+//! backend gives each prompt plain greedy decoding's tokens, up to the first near-tie, with
+//! drafts accepted and rejected (and rolled back) along the way, in batches where some
+//! sequences verify drafts and others decode plainly.
+
+use std::time::Instant;
+
+use lx_core::backend::{LoadSpec, TokenId};
+use lx_core::scheduler::{Policy, SchedEvent, Scheduler, SchedulerConfig, WorkRequest};
+use lx_core::speculative::{Drafter, Speculation};
+use lx_format::gguf::GgufFile;
+use lx_format::tokenizer::Tokenizer;
+use lx_format::workload::PromptBuilder;
+use lx_test_support::drive::{drive, streams, Streams};
+use lx_test_support::parity::{compare, ALTERNATIVES, NEAR_TIE_NATS};
+
+const NEW_TOKENS: u32 = 48;
+
+fn run(backend: &str, spec: Speculation, prompts: &[Vec<TokenId>]) -> (Streams, Vec<SchedEvent>) {
+    let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
+    let load = LoadSpec { model_path: integration_tests::model_path(), threads: 0, slots: 4, ctx_per_slot: longest + NEW_TOKENS as usize, max_batch_tokens: 1024, gpu_layers: None };
+    let model = lx_backends::loader(backend)(&load).unwrap_or_else(|e| panic!("{backend} loads the default model: {e}"));
+    let mut config = SchedulerConfig::new(Policy::Continuous, 4, 1024);
+    config.spec = spec;
+    let mut s = Scheduler::new(model, config, Instant::now());
+    let requests = prompts
+        .iter()
+        .enumerate()
+        .map(|(i, p)| WorkRequest { id: i as u64, prompt: p.clone(), max_tokens: NEW_TOKENS, stop_tokens: vec![], top_logprobs: ALTERNATIVES, prefix_tokens: 0 })
+        .collect();
+    let events = drive(&mut s, requests, 0);
+    (streams(&events), events)
+}
+
+/// Two passages to copy (drafts hold) and two texts to continue (drafts mostly fail), four
+/// at a time; prompt lookup adaptive and fixed (which drafts, and so rolls back, the most)
+/// against plain decoding.
+fn check_speculation_matches_plain(backend: &str) {
+    let _lock = integration_tests::heavy();
+    let gguf = GgufFile::open(integration_tests::model_path()).unwrap();
+    let tok = Tokenizer::from_gguf(&gguf).unwrap();
+    let builder = PromptBuilder::new(&tok);
+    let prompts = vec![builder.copy(160, 0), tok.encode("Once upon a time, in a small village,"), builder.copy(120, 5), tok.encode("fn main() {\n    let numbers = vec![1, 2, 3];")];
+    let (plain, _) = run(backend, Speculation::default(), &prompts);
+    let lookup = Speculation { drafter: Drafter::Lookup, ..Speculation::default() };
+    for spec in [lookup, Speculation { adaptive: false, ..lookup }] {
+        let (got, events) = run(backend, spec, &prompts);
+        let mut agreed = 0;
+        for (id, (want, top)) in &plain {
+            let (tokens, _) = &got[id];
+            assert_eq!(tokens.len(), NEW_TOKENS as usize);
+            match compare(want, top, tokens, NEAR_TIE_NATS) {
+                Ok(a) => {
+                    eprintln!("{backend}, {}, prompt {id}: {} tokens identical{}", spec.label(), a.agreed, a.parted_at_tie.map_or(String::new(), |(at, gap)| format!(", parted at a near-tie at {at} (gap {gap:.3})")));
+                    agreed += a.agreed;
+                }
+                Err(e) => panic!("{backend}, {}, prompt {id}: speculation changed the tokens: {e}\nplain       {want:?}\nspeculative {tokens:?}", spec.label()),
+            }
+        }
+        assert!(agreed >= 96, "{backend}: only {agreed} of {} tokens compared", 4 * NEW_TOKENS);
+        let (mut drafted, mut accepted, mut rejected_passes) = (0, 0, 0);
+        for e in &events {
+            if let SchedEvent::Verified { drafted: d, accepted: a, .. } = *e {
+                drafted += d;
+                accepted += a;
+                rejected_passes += u32::from(a < d);
+            }
+        }
+        eprintln!("{backend}, {}: {accepted} of {drafted} drafted tokens accepted, {rejected_passes} passes rolled back", spec.label());
+        assert!(accepted >= 20, "{backend}, {}: the copied passages should have been drafted ({accepted} of {drafted} accepted)", spec.label());
+        assert!(rejected_passes > 0, "{backend}, {}: no draft was rejected, so nothing was rolled back", spec.label());
+        // A pass that verified drafts beside other sequences.
+        let shared = events.iter().any(|e| matches!(e, SchedEvent::Step { draft_tokens, seqs, .. } if *draft_tokens > 0 && *seqs >= 2));
+        assert!(shared, "{backend}, {}: drafts were never verified in a pass shared with other sequences", spec.label());
+    }
+}
+
+#[test]
+fn prompt_lookup_gives_plain_greedy_tokens_on_llama_cpp() {
+    check_speculation_matches_plain("llama");
+}
+
+#[test]
+fn prompt_lookup_gives_plain_greedy_tokens_on_candle() {
+    check_speculation_matches_plain("candle");
+}
+
+/// MLX is in every build the README's commands make on Linux x86_64 and Apple Silicon; a
+/// build without it must say why instead.
+#[test]
+fn prompt_lookup_gives_plain_greedy_tokens_on_mlx() {
+    match lx_backends::unavailable("mlx") {
+        None => check_speculation_matches_plain("mlx"),
+        Some(why) => assert!(why.contains("not compiled into this build") || why.contains("needs macOS on Apple Silicon"), "{why}"),
+    }
+}
