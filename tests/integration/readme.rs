@@ -52,6 +52,8 @@ const PAGES: &[(&str, &[&str])] = &[
             "docs/results/demo-static-vs-continuous.json",
             "docs/results/demo-chunked-prefill.json",
             "docs/results/demo-prefix-cache.json",
+            "docs/results/demo-speculative.json",
+            "docs/results/spec-compare-amd-avx512.json",
         ],
     ),
     ("docs/METHODS.md", &["docs/results/ceilings-llama-candle-pp64-512-c1-16.json", "docs/results/sensors-llama-candle-pp64-c1-4.json"]),
@@ -116,7 +118,7 @@ fn show_refuses_what_it_cannot_print() {
     lx(&["show", "/nonexistent/run.json"]).fails_with("cannot read /nonexistent/run.json");
     let full = lx(&["show", run]).ok().stdout();
     assert!(full.contains("| backend | policy | test | TTFT p50 ms |") && full.contains("mlx ran on CPU"), "{full}");
-    lx(&["show", run, "--table", "decode"]).fails_with("run files have no table 'decode' (their tables: points, demo)");
+    lx(&["show", run, "--table", "decode"]).fails_with("run files have no table 'decode' (their tables: points, demo, speculation)");
     lx(&["show", run, "--table", "demo"]).fails_with("not every file is a demo's run");
 
     // A study's file prints its kind's tables (all of them without --table), not mixed with

@@ -15,6 +15,7 @@ pub mod batching_bench;
 pub mod overhead;
 pub mod tune_profile;
 pub mod app_bench;
+pub mod spec_compare;
 
 use std::path::{Path, PathBuf};
 
@@ -45,10 +46,11 @@ pub enum Study {
     Overhead(overhead::HarnessOverhead),
     TuneProfile(tune_profile::TuneProfile),
     AppBench(app_bench::AppBench),
+    SpecCompare(spec_compare::SpecCompare),
 }
 
 /// Every kind `lx show` prints, as files name them.
-pub const KINDS: [&str; 7] = [reference::KIND, aiperf::KIND, scale::KIND, batching_bench::KIND, overhead::KIND, tune_profile::KIND, app_bench::KIND];
+pub const KINDS: [&str; 8] = [reference::KIND, aiperf::KIND, scale::KIND, batching_bench::KIND, overhead::KIND, tune_profile::KIND, app_bench::KIND, spec_compare::KIND];
 
 impl Study {
     /// The study in `file` (read from `path`, which names it in messages).
@@ -65,6 +67,7 @@ impl Study {
             overhead::KIND => serde_json::from_value(file).map(Study::Overhead),
             tune_profile::KIND => serde_json::from_value(file).map(Study::TuneProfile),
             app_bench::KIND => serde_json::from_value(file).map(Study::AppBench),
+            spec_compare::KIND => serde_json::from_value(file).map(Study::SpecCompare),
             other => return Err(unknown(path, &format!("its kind is '{other}'"))),
         };
         parsed.map_err(|source| StudyError::Malformed { path: path.to_path_buf(), kind, source })
@@ -80,6 +83,7 @@ impl Study {
             Study::Overhead(_) => overhead::KIND,
             Study::TuneProfile(_) => tune_profile::KIND,
             Study::AppBench(_) => app_bench::KIND,
+            Study::SpecCompare(_) => spec_compare::KIND,
         }
     }
 
@@ -93,6 +97,7 @@ impl Study {
             Study::Overhead(_) => overhead::TABLES,
             Study::TuneProfile(_) => tune_profile::TABLES,
             Study::AppBench(_) => app_bench::TABLES,
+            Study::SpecCompare(_) => spec_compare::TABLES,
         }
     }
 
@@ -105,6 +110,7 @@ impl Study {
             Study::Overhead(_) => overhead::header(table),
             Study::TuneProfile(_) => tune_profile::header(table),
             Study::AppBench(_) => app_bench::header(table),
+            Study::SpecCompare(_) => spec_compare::header(table),
         }
     }
 
@@ -117,6 +123,7 @@ impl Study {
             Study::Overhead(s) => s.rows(table),
             Study::TuneProfile(s) => s.rows(table),
             Study::AppBench(s) => s.rows(table),
+            Study::SpecCompare(s) => s.rows(table),
         }
     }
 }
