@@ -6,6 +6,7 @@ mod bad_input;
 mod batching;
 mod candle;
 mod cli;
+mod kv_cache;
 mod live;
 mod policy_parity;
 mod readme;

@@ -11,6 +11,7 @@ use std::path::Path;
 const PAGES: &[(&str, &[&str])] = &[
     ("README.md", &[]),
     ("docs/CLI.md", &["docs/results/repetitions-llama-pp64-256-c1-4.json"]),
+    ("docs/APP.md", &["docs/results/app-bench-amd-avx512-auto.json"]),
     (
         "docs/MEASUREMENTS.md",
         &[
@@ -54,6 +55,7 @@ const PAGES: &[(&str, &[&str])] = &[
             "docs/results/demo-prefix-cache.json",
             "docs/results/demo-speculative.json",
             "docs/results/spec-compare-amd-avx512.json",
+            "docs/results/kv-cache-amd-avx512.json",
         ],
     ),
     ("docs/METHODS.md", &["docs/results/ceilings-llama-candle-pp64-512-c1-16.json", "docs/results/sensors-llama-candle-pp64-c1-4.json"]),

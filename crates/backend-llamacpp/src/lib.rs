@@ -14,7 +14,7 @@ use std::num::NonZeroU32;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
-use llama_cpp_2::context::params::LlamaContextParams;
+use llama_cpp_2::context::params::{KvCacheType, LlamaContextParams};
 use llama_cpp_2::context::LlamaContext;
 use llama_cpp_2::llama_backend::LlamaBackend as LlamaRuntime;
 use llama_cpp_2::llama_batch::LlamaBatch;
@@ -23,8 +23,8 @@ use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::{list_llama_ggml_backend_devices, LlamaBackendDeviceType};
 use lx_core::backend::{
-    choose_greedy, Backend, BackendError, BackendInfo, Batch, Capabilities, ChunkOutput, LoadSpec,
-    Outputs, Slot,
+    choose_greedy, Backend, BackendError, BackendInfo, Batch, Capabilities, ChunkOutput, KvType,
+    LoadSpec, Outputs, Slot,
 };
 
 /// The crate version of the bindings, reported with every result.
@@ -139,6 +139,41 @@ fn flash_attention() -> Result<(i32, &'static str), BackendError> {
     }
 }
 
+/// The KV cache's key and value types: `LX_LLAMA_KV_TYPE_K` and `LX_LLAMA_KV_TYPE_V` (what
+/// `--kv-type`, `--kv-type-k` and `--kv-type-v` set), else f16, llama.cpp's default.
+pub const KV_TYPE_K_ENV: &str = "LX_LLAMA_KV_TYPE_K";
+pub const KV_TYPE_V_ENV: &str = "LX_LLAMA_KV_TYPE_V";
+
+/// The cache types the environment asks for, keys then values.
+pub fn kv_types() -> Result<(KvType, KvType), BackendError> {
+    let read = |var: &str| match std::env::var(var) {
+        Err(_) => Ok(KvType::F16),
+        Ok(s) => s.parse::<KvType>().map_err(|e| BackendError::Load(format!("{var}: {e}"))),
+    };
+    Ok((read(KV_TYPE_K_ENV)?, read(KV_TYPE_V_ENV)?))
+}
+
+fn cache_type(t: KvType) -> KvCacheType {
+    match t {
+        KvType::F16 => KvCacheType::F16,
+        KvType::Q8_0 => KvCacheType::Q8_0,
+        KvType::Q4_0 => KvCacheType::Q4_0,
+    }
+}
+
+/// Flash attention with the V cache's type: llama.cpp keeps a quantized V cache only inside
+/// flash attention, so asking for one turns it on, and refuses where it was turned off.
+fn flash_attention_for(v: KvType) -> Result<(i32, &'static str), BackendError> {
+    match flash_attention()? {
+        (0, _) if v != KvType::F16 => Err(BackendError::Load(format!(
+            "a {} V cache needs flash attention, and LX_LLAMA_FLASH_ATTN is off: turn it on (or auto), or keep the V cache f16",
+            v.name()
+        ))),
+        _ if v != KvType::F16 => Ok((1, "on")),
+        chosen => Ok(chosen),
+    }
+}
+
 /// Most tokens llama.cpp computes in one micro-batch: `LX_LLAMA_UBATCH`, else 512 (its own
 /// tools' default), never more than the batch.
 fn micro_batch(n_batch: u32) -> Result<u32, BackendError> {
@@ -210,6 +245,15 @@ impl KvLayout {
     }
 }
 
+/// `, K q8_0, V q8_0` for a quantized cache; nothing for llama.cpp's default.
+fn quantized_note(k: KvType, v: KvType) -> String {
+    if (k, v) == (KvType::F16, KvType::F16) {
+        String::new()
+    } else {
+        format!(", K {}, V {}", k.name(), v.name())
+    }
+}
+
 /// A model loaded into one llama.cpp context with `slots` sequences.
 pub struct LlamaCppBackend {
     // The context borrows the model for as long as it lives. A worker loads one model
@@ -271,7 +315,8 @@ impl LlamaCppBackend {
         let n_ctx = (spec.ctx_per_slot * slots) as u32;
         let n_batch = spec.max_batch_tokens.max(1) as u32;
         let n_ubatch = micro_batch(n_batch)?;
-        let (flash_attn, flash_attn_name) = flash_attention()?;
+        let (type_k, type_v) = kv_types()?;
+        let (flash_attn, flash_attn_name) = flash_attention_for(type_v)?;
         let params = LlamaContextParams::default()
             .with_n_ctx(NonZeroU32::new(n_ctx))
             .with_n_batch(n_batch)
@@ -281,6 +326,8 @@ impl LlamaCppBackend {
             .with_n_threads(threads as i32)
             .with_n_threads_batch(threads as i32)
             .with_flash_attention_policy(flash_attn)
+            .with_type_k(cache_type(type_k))
+            .with_type_v(cache_type(type_v))
             // A GPU build otherwise hands large batches' matrix products to the GPU even
             // with every layer on the CPU (ggml's op offload): --gpu-layers 0 means the CPU.
             .with_op_offload(!matches!(gpu_layers, Some((0, _))))
@@ -297,7 +344,7 @@ impl LlamaCppBackend {
             describe_placement(&placement, threads, accel.as_ref(), gpu_layers.as_ref().map(|(_, asked)| asked.as_str()));
         let info = BackendInfo {
             name: "llama".into(),
-            version: format!("llama.cpp ({BINDINGS_VERSION}); KV cache {}", kv.name()),
+            version: format!("llama.cpp ({BINDINGS_VERSION}); KV cache {}{}", kv.name(), quantized_note(type_k, type_v)),
             device,
             cpu_fallback,
             threads,
@@ -313,6 +360,8 @@ impl LlamaCppBackend {
                 .map(|(k, v)| (k.to_string(), v))
                 // Only a GPU build has layers to place: a CPU build's settings stay as they were.
                 .chain(GPU_BUILD.map(|_| ("gpu_layers".to_string(), gpu_layers.as_ref().map_or("all".to_string(), |(n, _)| n.to_string()))))
+                // Cache types other than the default only, so runs without them read as before.
+                .chain([("kv_type_k", type_k), ("kv_type_v", type_v)].into_iter().filter(|(_, t)| *t != KvType::F16).map(|(k, t)| (k.to_string(), t.name().to_string())))
                 .collect(),
             settings_from: None,
         };
@@ -326,6 +375,15 @@ impl LlamaCppBackend {
             vocab,
             compute: None,
         })
+    }
+}
+
+impl LlamaCppBackend {
+    /// Bytes llama.cpp would save of `slot`'s state now: its cached keys and values (and a
+    /// little bookkeeping), so the growth between two lengths is the cache's bytes per token
+    /// as llama.cpp stores them.
+    pub fn sequence_state_bytes(&self, slot: Slot) -> usize {
+        self.ctx.state_seq_get_size_ext(slot as i32, llama_cpp_2::context::session::LlamaStateSeqFlags::empty())
     }
 }
 

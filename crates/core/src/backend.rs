@@ -124,6 +124,47 @@ pub struct Capabilities {
     pub prefix_copy: bool,
 }
 
+/// How a KV cache stores its keys or its values (llama.cpp's cache types).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KvType {
+    /// 16-bit floats: llama.cpp's default.
+    #[default]
+    F16,
+    /// 8-bit blocks of 32 with a scale: 34 bytes per 32 values.
+    Q8_0,
+    /// 4-bit blocks of 32 with a scale: 18 bytes per 32 values.
+    Q4_0,
+}
+
+impl KvType {
+    pub const ALL: [KvType; 3] = [KvType::F16, KvType::Q8_0, KvType::Q4_0];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            KvType::F16 => "f16",
+            KvType::Q8_0 => "q8_0",
+            KvType::Q4_0 => "q4_0",
+        }
+    }
+
+    /// Bytes one cached value takes.
+    pub fn bytes_per_element(self) -> f64 {
+        match self {
+            KvType::F16 => 2.0,
+            KvType::Q8_0 => 34.0 / 32.0,
+            KvType::Q4_0 => 18.0 / 32.0,
+        }
+    }
+}
+
+impl std::str::FromStr for KvType {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        KvType::ALL.into_iter().find(|t| t.name() == s).ok_or_else(|| format!("unknown KV cache type '{s}' (expected f16, q8_0 or q4_0)"))
+    }
+}
+
 /// Who is measured: reported with every result.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct BackendInfo {

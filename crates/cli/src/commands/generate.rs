@@ -36,6 +36,8 @@ pub struct GenerateArgs {
     threads: usize,
     #[command(flatten)]
     spec: crate::commands::spec_args::SpecArgs,
+    #[command(flatten)]
+    kv: crate::commands::kv_args::KvArgs,
 }
 
 /// Prints each token's text as it arrives, as the continuation of the printed prompt.
@@ -62,6 +64,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<i32> {
     if args.max_tokens == 0 {
         anyhow::bail!("--max-tokens must be at least 1");
     }
+    args.kv.apply(&names)?;
     let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
     let prompt = model.tokenizer.encode(&args.prompt);
     let need = prompt.len() + args.max_tokens as usize;

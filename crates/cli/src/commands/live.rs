@@ -62,6 +62,8 @@ pub struct LiveArgs {
     /// machine's limits that a first run on a machine and build takes a few seconds for.
     #[arg(long)]
     no_ceilings: bool,
+    #[command(flatten)]
+    kv: crate::commands::kv_args::KvArgs,
 }
 
 /// The share of the run counted as warm-up when memory growth is judged: allocators,
@@ -78,6 +80,7 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
     // Live mode always asks for exactly --max-tokens (EOS ignored), servers included.
     let servers = args.targets.servers(false)?;
     let backends = crate::commands::backends_and_servers(args.backend.as_deref(), &servers)?;
+    args.kv.apply(&backends)?;
     let settings = LiveSettings {
         backends,
         prompt_tokens: args.prompt_tokens,

@@ -70,6 +70,8 @@ pub struct SweepArgs {
     prefix_cache: Vec<Vec<bool>>,
     #[command(flatten)]
     spec: crate::commands::spec_args::SpecArgs,
+    #[command(flatten)]
+    kv: crate::commands::kv_args::KvArgs,
     /// What the prompts ask for: prose (text to continue) or copy (a passage to repeat word
     /// for word, where the output is grounded in the prompt).
     #[arg(long, default_value = "prose")]
@@ -171,6 +173,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
         // Read by the spawner of every worker this process starts (no thread runs yet).
         std::env::set_var(lx_backends::tune::UNTUNED_ENV, "1");
     }
+    args.kv.apply(&plan.backends)?;
     // Cheap checks first, so a typo never waits for a model load; then against the model.
     plan.validate(None)?;
     let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;

@@ -16,6 +16,7 @@ pub mod overhead;
 pub mod tune_profile;
 pub mod app_bench;
 pub mod spec_compare;
+pub mod kv_cache;
 
 use std::path::{Path, PathBuf};
 
@@ -47,10 +48,11 @@ pub enum Study {
     TuneProfile(tune_profile::TuneProfile),
     AppBench(app_bench::AppBench),
     SpecCompare(spec_compare::SpecCompare),
+    KvCache(kv_cache::KvCacheStudy),
 }
 
 /// Every kind `lx show` prints, as files name them.
-pub const KINDS: [&str; 8] = [reference::KIND, aiperf::KIND, scale::KIND, batching_bench::KIND, overhead::KIND, tune_profile::KIND, app_bench::KIND, spec_compare::KIND];
+pub const KINDS: [&str; 9] = [reference::KIND, aiperf::KIND, scale::KIND, batching_bench::KIND, overhead::KIND, tune_profile::KIND, app_bench::KIND, spec_compare::KIND, kv_cache::KIND];
 
 impl Study {
     /// The study in `file` (read from `path`, which names it in messages).
@@ -68,6 +70,7 @@ impl Study {
             tune_profile::KIND => serde_json::from_value(file).map(Study::TuneProfile),
             app_bench::KIND => serde_json::from_value(file).map(Study::AppBench),
             spec_compare::KIND => serde_json::from_value(file).map(Study::SpecCompare),
+            kv_cache::KIND => serde_json::from_value(file).map(Study::KvCache),
             other => return Err(unknown(path, &format!("its kind is '{other}'"))),
         };
         parsed.map_err(|source| StudyError::Malformed { path: path.to_path_buf(), kind, source })
@@ -84,6 +87,7 @@ impl Study {
             Study::TuneProfile(_) => tune_profile::KIND,
             Study::AppBench(_) => app_bench::KIND,
             Study::SpecCompare(_) => spec_compare::KIND,
+            Study::KvCache(_) => kv_cache::KIND,
         }
     }
 
@@ -98,6 +102,7 @@ impl Study {
             Study::TuneProfile(_) => tune_profile::TABLES,
             Study::AppBench(_) => app_bench::TABLES,
             Study::SpecCompare(_) => spec_compare::TABLES,
+            Study::KvCache(_) => kv_cache::TABLES,
         }
     }
 
@@ -111,6 +116,7 @@ impl Study {
             Study::TuneProfile(_) => tune_profile::header(table),
             Study::AppBench(_) => app_bench::header(table),
             Study::SpecCompare(_) => spec_compare::header(table),
+            Study::KvCache(_) => kv_cache::header(table),
         }
     }
 
@@ -124,6 +130,7 @@ impl Study {
             Study::TuneProfile(s) => s.rows(table),
             Study::AppBench(s) => s.rows(table),
             Study::SpecCompare(s) => s.rows(table),
+            Study::KvCache(s) => s.rows(table),
         }
     }
 }
