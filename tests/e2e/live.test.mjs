@@ -22,6 +22,7 @@
 //   7. runs "Check backends" (a tiny model on every backend and device) and saves a screenshot;
 //   8. starts "Tune this machine", waits for the first real trial's figures, and cancels it.
 //
+// Also: turns speculative decoding on live and checks the preview and readout show it.
 // Environment: LX_APP (the app binary, required), LX_E2E_ARTIFACTS (screenshots; default
 // tests/e2e/artifacts), TAURI_DRIVER (default: tauri-driver on PATH or in ~/.cargo/bin).
 
@@ -259,6 +260,37 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     await sleep(600);
     await shot("live-llama-lower");
     await browser.execute(() => (document.querySelector(".main").scrollTop = 0));
+  });
+
+  test("speculative decoding: prompt lookup is turned on live, the preview marks drafted tokens, the readout gives the acceptance", async () => {
+    const short = await movePromptSlider(128);
+    await browser.execute(() => {
+      const el = document.querySelector('[data-testid="spec"]');
+      el.value = "lookup";
+      el.dispatchEvent(new Event("change", { bubbles: true }));
+    });
+    // Prose from the corpus: the model repeats itself soon enough for drafts to hold.
+    const summary = await until(
+      "settled requests with prompt lookup that drafted",
+      (p) => {
+        const v = [...window.__lx.store.summaries.values()].find((x) => x.key.drafter === "lookup" && x.key.promptTokens === p);
+        return v ? { requests: v.requests, drafted: v.drafted, accepted: v.accepted } : null;
+      },
+      (v) => v !== null && v.requests >= 2 && v.drafted > 0,
+      600_000,
+      [short],
+    );
+    console.log(`prompt lookup: ${summary.accepted} of ${summary.drafted} drafted tokens accepted over ${summary.requests} requests`);
+    const marked = await until("a drafted token marked in the preview", () => document.querySelectorAll('[data-testid="preview-text"] .tok.drafted').length, (n) => n >= 1, 300_000);
+    assert.ok(marked >= 1);
+    const sub = await browser.execute(() => document.querySelector('[data-testid="readout-decode"]').parentElement.textContent);
+    assert.match(sub, /drafts: \d+% of [\d,]+ accepted/);
+    await shot("live-speculative");
+    await browser.execute(() => {
+      const el = document.querySelector('[data-testid="spec"]');
+      el.value = "none";
+      el.dispatchEvent(new Event("change", { bubbles: true }));
+    });
   });
 
   test("a killed worker is reported, and Retry recovers", async () => {

@@ -10,6 +10,7 @@ import { h, setText } from "../lib/dom";
 import { clampTokens, MIN_PROMPT, positionOf, STEPS, tokensAt } from "../lib/scale";
 import { toAppError } from "../ipc/core";
 import type { BackendAvailability, LiveSettings, Policy, ServerSpec } from "../ipc/types";
+import type { Drafter } from "../ipc/generated/Drafter";
 import { POLICIES } from "../ipc/types";
 import { LIVE_SETTINGS } from "../ipc/generated/defaults";
 
@@ -47,6 +48,8 @@ export class Controls {
   private maxInput = h("input", { type: "number", min: 1, max: 4096, step: 1, class: "exact", "aria-label": "output tokens per request", "data-testid": "max-tokens" }) as HTMLInputElement;
   private policySelect = h("select", { "aria-label": "scheduling policy", "data-testid": "policy" }, ...POLICIES.map((p) => h("option", { value: p }, p))) as HTMLSelectElement;
   private policyHelp = h("span", { class: "muted small" });
+  private specSelect = h("select", { "aria-label": "speculative decoding", "data-testid": "spec" }, h("option", { value: "none" }, "off"), h("option", { value: "lookup" }, "prompt lookup")) as HTMLSelectElement;
+  private specHelp = h("span", { class: "muted small" });
   private chunkInput = h("input", { type: "number", min: 16, max: 8192, step: 16, class: "exact", "aria-label": "chunk tokens (chunked policy)" }) as HTMLInputElement;
   private threadsInput = h("input", { type: "number", min: 0, max: 512, step: 1, class: "exact", "data-testid": "threads", "aria-label": "compute threads, 0 for auto", "aria-describedby": "threads-help" }) as HTMLInputElement;
   // Why auto is not simply every core: the window's repaints would stall the backend's
@@ -86,6 +89,11 @@ export class Controls {
       this.sync();
       this.changed(true);
     });
+    this.specSelect.addEventListener("change", () => {
+      this.settings.spec = { ...this.settings.spec, drafter: this.specSelect.value as Drafter };
+      this.sync();
+      this.changed(true);
+    });
     this.chunkInput.addEventListener("change", () => {
       this.settings.chunkTokens = Math.max(1, Math.round(Number(this.chunkInput.value) || 256));
       this.sync();
@@ -105,6 +113,7 @@ export class Controls {
       field("Concurrent clients", h("div", { class: "row" }, this.concSlider, this.concValue)),
       field("Output tokens per request", this.maxInput),
       field("Scheduling policy", this.policySelect, this.policyHelp),
+      field("Speculative decoding", this.specSelect, this.specHelp),
       field("Prefill chunk (chunked)", this.chunkInput),
       field("Threads (0 = auto)", this.threadsInput, this.threadsHelp),
     );
@@ -233,6 +242,9 @@ export class Controls {
     this.policySelect.value = s.policy;
     this.policySelect.disabled = onlyServers;
     setText(this.policyHelp, onlyServers ? "scheduled by the server" : someServers ? `${POLICY_HELP[s.policy]} (servers schedule their own)` : POLICY_HELP[s.policy]);
+    this.specSelect.value = s.spec.drafter;
+    this.specSelect.disabled = onlyServers;
+    setText(this.specHelp, s.spec.drafter === "lookup" ? "drafts from each request's own prompt and output, verified in one pass; accepted tokens are underlined in the preview" : "one token per request per pass");
     this.chunkInput.value = String(s.chunkTokens);
     this.chunkInput.disabled = onlyServers || s.policy !== "chunked";
     this.threadsInput.value = String(s.threads);

@@ -119,7 +119,8 @@ export class PreviewPane {
 
     // New text: append spans for pieces not shown yet.
     for (let i = this.spans.length; i < p.pieces.length; i++) {
-      const s = h("span", { class: "tok" }, p.pieces[i] ?? "");
+      // A token the target accepted from a draft is marked as it arrives.
+      const s = h("span", { class: p.drafted[i] ? "tok drafted" : "tok" }, p.pieces[i] ?? "");
       this.spans.push(s);
       this.text.insertBefore(s, this.caret);
     }

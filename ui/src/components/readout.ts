@@ -43,7 +43,8 @@ export class Readout {
     setText(this.p95.value, has ? fmtMs(s.ttftMs.p95) : "—");
     this.p50.el.classList.toggle("instant", has && s.ttftMs.p50 < 1000);
     setText(this.decode.value, has ? fmtTps(s.decodeTps.p50) : "—");
-    setText(this.decode.sub, has ? `p95 of slowest: ${fmtTps(s.decodeTps.min)} min` : "");
+    const drafts = has && s.drafted > 0 ? ` · drafts: ${((100 * s.accepted) / s.drafted).toFixed(0)}% of ${num(s.drafted)} accepted` : "";
+    setText(this.decode.sub, has ? `p95 of slowest: ${fmtTps(s.decodeTps.min)} min${drafts}` : "");
     const c = has ? this.ceiling : null;
     setText(this.decode.ceiling, c && has ? ceilingLine(s.decodeTps.p50, c.decode_tps, c.decode_bound) : "");
     this.decode.ceiling.title = c ? "Decode reads every weight once per token, so one request is bound by memory bandwidth; requests decoding together share that read." : "";

@@ -14,6 +14,7 @@ const settings: LiveSettings = {
   rotateAfterS: 8,
   batchMs: 100,
   hangTimeoutS: 300,
+  spec: { drafter: "none", ngram_max: 4, ngram_min: 2, draft_max: 8, adaptive: true },
 };
 
 const started = (id: number, atMs: number, preview = false): LiveEvent => ({
@@ -31,8 +32,9 @@ describe("LiveStore", () => {
     const s = new LiveStore();
     s.beginSession(settings);
     s.apply([started(1, 10, true), started(2, 11)], 1000);
-    s.apply([{ type: "requestAdmitted", id: 1, atMs: 12, queueMs: 2 }, { type: "previewTokens", id: 1, firstIndex: 0, pieces: [" there", " lived"], atMs: [60, 80] }], 1100);
+    s.apply([{ type: "requestAdmitted", id: 1, atMs: 12, queueMs: 2 }, { type: "previewTokens", id: 1, firstIndex: 0, pieces: [" there", " lived"], atMs: [60, 80], drafted: [false, true] }], 1100);
     expect(s.preview?.pieces.join("")).toBe(" there lived");
+    expect(s.preview?.drafted).toEqual([false, true]);
     expect(s.preview?.ttftMs).toBe(50);
     expect(s.inFlight.size).toBe(2);
     s.apply([done(1, 10, 60, 200)], 1300);

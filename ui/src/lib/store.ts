@@ -61,6 +61,8 @@ export interface PreviewState {
   startedAt: number;
   admittedAt: number | null;
   pieces: string[];
+  /** Per token: it came from a draft the target accepted (speculative decoding). */
+  drafted: boolean[];
   /** Receipt time of each token (ms since the session started). */
   times: number[];
   done: boolean;
@@ -80,7 +82,7 @@ export interface Problem {
   retry: boolean;
 }
 
-export const keyId = (k: SettingKey) => `${k.backend}|${k.policy}|${k.promptTokens}|${k.concurrency}|${k.maxTokens}|${k.chunkTokens}`;
+export const keyId = (k: SettingKey) => `${k.backend}|${k.policy}|${k.promptTokens}|${k.concurrency}|${k.maxTokens}|${k.chunkTokens}|${k.drafter}`;
 
 export const CAPACITY = { done: 20_000, ticks: 10_000, timeline: 40, sensors: 10_000 };
 
@@ -196,6 +198,7 @@ export class LiveStore {
             startedAt: e.atMs,
             admittedAt: null,
             pieces: [],
+            drafted: [],
             times: [],
             done: false,
             ttftMs: null,
@@ -222,6 +225,7 @@ export class LiveStore {
         if (p && p.id === e.id) {
           for (let i = 0; i < e.pieces.length; i++) {
             p.pieces[e.firstIndex + i] = e.pieces[i];
+            p.drafted[e.firstIndex + i] = e.drafted[i] ?? false;
             p.times[e.firstIndex + i] = e.atMs[i];
           }
           if (p.ttftMs === null && p.times.length > 0) p.ttftMs = p.times[0] - p.startedAt;
@@ -327,7 +331,7 @@ export class LiveStore {
   currentSummary(backend: string | undefined): SettingSummary | undefined {
     const s = this.settings;
     if (!s || !backend) return undefined;
-    return this.summaries.get(keyId({ backend, policy: s.policy, promptTokens: s.promptTokens, concurrency: s.concurrency, maxTokens: s.maxTokens, chunkTokens: s.chunkTokens }));
+    return this.summaries.get(keyId({ backend, policy: s.policy, promptTokens: s.promptTokens, concurrency: s.concurrency, maxTokens: s.maxTokens, chunkTokens: s.chunkTokens, drafter: s.spec.drafter }));
   }
 
   /** The backend being measured now. */
@@ -393,7 +397,8 @@ export class LiveStore {
 
   addSweepPoint(p: PointFigures, chunkTokens: number): void {
     if (!curvePoint(p)) return;
-    this.sweepPoints.set(keyId({ backend: p.backend, policy: p.policy, promptTokens: p.promptTokens, concurrency: p.concurrency, maxTokens: p.maxTokens, chunkTokens }), p);
+    // A sweep's figures carry no drafter: its points sit with plain decoding's.
+    this.sweepPoints.set(keyId({ backend: p.backend, policy: p.policy, promptTokens: p.promptTokens, concurrency: p.concurrency, maxTokens: p.maxTokens, chunkTokens, drafter: "none" }), p);
     this.summaryVersion++;
     this.version++;
   }

@@ -64,6 +64,8 @@ pub struct LiveArgs {
     no_ceilings: bool,
     #[command(flatten)]
     kv: crate::commands::kv_args::KvArgs,
+    #[command(flatten)]
+    spec: crate::commands::spec_args::SpecArgs,
 }
 
 /// The share of the run counted as warm-up when memory growth is judged: allocators,
@@ -92,8 +94,12 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
         gpu_layers: args.engine.gpu_layers,
         rotate_after_s: args.rotate_after,
         hang_timeout_s: args.hang_timeout,
+        spec: args.spec.settings(),
         ..LiveSettings::default()
     };
+    if args.spec.drafters().len() > 1 {
+        anyhow::bail!("lx live takes one --spec (none or lookup); `lx sweep` compares them");
+    }
     // Cheap checks first, so a typo never waits for a model load; then against the model.
     settings.validate(usize::MAX)?;
     let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;

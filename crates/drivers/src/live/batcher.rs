@@ -28,17 +28,18 @@ impl EventBatcher {
     /// Add an event, merging it into the pending batch where it can be.
     pub fn push(&mut self, event: LiveEvent) {
         match event {
-            LiveEvent::PreviewTokens { id, first_index, pieces, at_ms } => {
-                if let Some(LiveEvent::PreviewTokens { id: last_id, first_index: last_first, pieces: p, at_ms: a }) =
+            LiveEvent::PreviewTokens { id, first_index, pieces, at_ms, drafted } => {
+                if let Some(LiveEvent::PreviewTokens { id: last_id, first_index: last_first, pieces: p, at_ms: a, drafted: d }) =
                     self.pending.last_mut()
                 {
                     if *last_id == id && *last_first + p.len() as u32 == first_index {
                         p.extend(pieces);
                         a.extend(at_ms);
+                        d.extend(drafted);
                         return;
                     }
                 }
-                self.pending.push(LiveEvent::PreviewTokens { id, first_index, pieces, at_ms });
+                self.pending.push(LiveEvent::PreviewTokens { id, first_index, pieces, at_ms, drafted });
             }
             LiveEvent::Tick { .. } => {
                 self.pending.retain(|e| !matches!(e, LiveEvent::Tick { .. }));

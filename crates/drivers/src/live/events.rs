@@ -58,6 +58,9 @@ pub struct SettingSummary {
     pub throughput_tps: f64,
     /// The setting's measured wall time, s.
     pub window_s: f64,
+    /// Speculative decoding over the summarised requests: tokens drafted, and accepted.
+    pub drafted: u64,
+    pub accepted: u64,
 }
 
 /// Everything live mode reports. Times named `...AtMs`/`startMs`/`endMs` are ms since the
@@ -143,6 +146,8 @@ pub enum LiveEvent {
         pieces: Vec<String>,
         /// Receipt time of each token.
         at_ms: Vec<f64>,
+        /// Per token: it came from a draft the target accepted (speculative decoding).
+        drafted: Vec<bool>,
     },
     /// A request ended: completed, cancelled or failed.
     RequestDone {

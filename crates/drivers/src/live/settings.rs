@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use lx_core::backend::LoadSpec;
 use lx_core::scheduler::{Policy, SchedulerConfig};
 use lx_core::invalid::Invalid;
+use lx_core::speculative::{Drafter, Speculation};
 
 /// What live mode runs. Every field can change while it runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
@@ -34,6 +35,8 @@ pub struct LiveSettings {
     pub batch_ms: u64,
     /// A worker silent this long with requests in flight is declared hung and killed, in s.
     pub hang_timeout_s: f64,
+    /// Speculative decoding in our scheduler (servers decode as they were started).
+    pub spec: Speculation,
 }
 
 impl Default for LiveSettings {
@@ -50,6 +53,7 @@ impl Default for LiveSettings {
             rotate_after_s: lx_core::defaults::LIVE_ROTATE_AFTER_S,
             batch_ms: 100,
             hang_timeout_s: lx_core::defaults::HANG_TIMEOUT_S as f64,
+            spec: Speculation::default(),
         }
     }
 }
@@ -87,6 +91,7 @@ impl LiveSettings {
         if self.hang_timeout_s.is_nan() || self.hang_timeout_s <= 0.0 {
             return Err(Invalid::new("hang_timeout_s", "the hang timeout must be positive"));
         }
+        self.spec.validate()?;
         let need = self.prompt_tokens as usize + self.max_tokens as usize;
         if need > model_context {
             return Err(Invalid::new("prompt_tokens", format!("prompt tokens + output tokens = {need} exceeds the model's context of {model_context} tokens")));
@@ -102,6 +107,7 @@ impl LiveSettings {
             concurrency: self.concurrency,
             max_tokens: self.max_tokens,
             chunk_tokens: self.chunk_tokens,
+            drafter: self.spec.drafter,
         }
     }
 
@@ -115,6 +121,7 @@ impl LiveSettings {
     pub(super) fn scheduler(&self, capacity: &Capacity) -> SchedulerConfig {
         let mut s = SchedulerConfig::new(self.policy, self.concurrency, self.step_budget(capacity));
         s.chunk_tokens = self.chunk_tokens;
+        s.spec = self.spec;
         s
     }
 }
@@ -135,6 +142,9 @@ pub struct SettingKey {
     pub max_tokens: u32,
     /// Prefill chunk (matters for `chunked` only).
     pub chunk_tokens: usize,
+    /// Speculative decoding's drafter (`none`: plain decoding).
+    #[serde(default)]
+    pub drafter: Drafter,
 }
 
 /// What a worker was loaded for: a setting fits when it needs no more.

@@ -132,7 +132,11 @@ pieces: Array<string>,
 /**
  * Receipt time of each token.
  */
-atMs: Array<number>, } | { "type": "requestDone", 
+atMs: Array<number>, 
+/**
+ * Per token: it came from a draft the target accepted (speculative decoding).
+ */
+drafted: Array<boolean>, } | { "type": "requestDone", 
 /**
  * Request id.
  */

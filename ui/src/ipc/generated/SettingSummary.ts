@@ -41,4 +41,8 @@ throughputTps: number,
 /**
  * The setting's measured wall time, s.
  */
-windowS: number, };
+windowS: number, 
+/**
+ * Speculative decoding over the summarised requests: tokens drafted, and accepted.
+ */
+drafted: number, accepted: number, };

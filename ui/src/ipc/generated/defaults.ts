@@ -22,7 +22,14 @@ export const LIVE_SETTINGS: LiveSettings = {
   "gpuLayers": null,
   "rotateAfterS": 8.0,
   "batchMs": 100,
-  "hangTimeoutS": 300.0
+  "hangTimeoutS": 300.0,
+  "spec": {
+    "drafter": "none",
+    "ngram_max": 4,
+    "ngram_min": 2,
+    "draft_max": 8,
+    "adaptive": true
+  }
 };
 /** Speculative decoding's drafter settings (n-grams, draft length) as `lx` has them. */
 export const SPECULATION: Speculation = {

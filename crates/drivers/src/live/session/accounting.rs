@@ -74,6 +74,8 @@ impl Session {
             e2e_ms: Distribution::of(recs().filter_map(|r| r.e2e_ms())),
             throughput_tps,
             window_s: window_ms / 1e3,
+            drafted: recs().filter_map(|r| r.spec.as_ref()).map(|t| u64::from(t.drafted)).sum(),
+            accepted: recs().filter_map(|r| r.spec.as_ref()).map(|t| u64::from(t.accepted)).sum(),
         })
     }
 
@@ -105,6 +107,7 @@ impl Session {
                     stopped: false,
                 };
                 let mut point = PointResult::from_run(&key.backend, key.policy, &spec, run);
+                point.traffic.spec = lx_core::speculative::Speculation { drafter: key.drafter, ..self.settings.spec };
                 point.throughput_tps = summary.throughput_tps;
                 point.scheduled_by_server = self.servers.contains(&key.backend);
                 Some(point)

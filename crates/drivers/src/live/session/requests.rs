@@ -164,7 +164,7 @@ impl Session {
                 f.tag.prefill_spans.push(PrefillSpan { tokens, start_ms, end_ms });
                 self.batcher.push(LiveEvent::RequestPrefill { id, tokens, start_ms, end_ms });
             }
-            SchedEvent::Token { index, token, .. } => {
+            SchedEvent::Token { index, token, drafted, .. } => {
                 let at_ms = ms(at);
                 self.recent_tokens.push_back(at);
                 if let Some(st) = self.stint.as_mut() {
@@ -175,7 +175,7 @@ impl Session {
                 }
                 if let Some(dec) = f.tag.preview.as_mut() {
                     let piece = dec.push(&(self.model.token_bytes)(token));
-                    self.batcher.push(LiveEvent::PreviewTokens { id, first_index: index, pieces: vec![piece], at_ms: vec![at_ms] });
+                    self.batcher.push(LiveEvent::PreviewTokens { id, first_index: index, pieces: vec![piece], at_ms: vec![at_ms], drafted: vec![drafted] });
                 }
             }
             _ => {}

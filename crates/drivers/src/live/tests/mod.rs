@@ -102,7 +102,7 @@ fn scheduler_budget_matches_a_sweep_point_within_capacity() {
 fn batcher_merges_preview_pieces_and_keeps_the_latest_tick_and_summary() {
     let mut b = EventBatcher::new(Duration::from_millis(50));
     let t0 = Instant::now();
-    let piece = |i: u32| LiveEvent::PreviewTokens { id: 7, first_index: i, pieces: vec![format!("p{i}")], at_ms: vec![i as f64] };
+    let piece = |i: u32| LiveEvent::PreviewTokens { id: 7, first_index: i, pieces: vec![format!("p{i}")], at_ms: vec![i as f64], drafted: vec![i % 3 == 0] };
     for i in 0..100 {
         b.push(piece(i));
     }
@@ -112,10 +112,11 @@ fn batcher_merges_preview_pieces_and_keeps_the_latest_tick_and_summary() {
     let first = b.flush_due(t0).expect("first flush is immediate");
     assert_eq!(first.len(), 2, "{first:?}");
     match &first[0] {
-        LiveEvent::PreviewTokens { first_index: 0, pieces, at_ms, .. } => {
+        LiveEvent::PreviewTokens { first_index: 0, pieces, at_ms, drafted, .. } => {
             assert_eq!(pieces.len(), 100);
             assert_eq!(pieces[99], "p99");
             assert_eq!(at_ms.len(), 100);
+            assert_eq!((drafted.len(), drafted[99], drafted[98]), (100, true, false), "each token keeps its own mark");
         }
         other => panic!("{other:?}"),
     }
