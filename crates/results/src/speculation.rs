@@ -6,6 +6,7 @@ use lx_core::records::RequestRecord;
 use lx_core::stats::median;
 
 use crate::results::PointResult;
+use crate::studies::numbers::fixed;
 
 /// One point's speculative decoding, over its completed requests.
 #[derive(Debug, Clone, PartialEq)]
@@ -66,15 +67,6 @@ impl SpecSummary {
 /// Distinct values of a non-decreasing list.
 fn distinct(steps: &[u64]) -> usize {
     steps.windows(2).filter(|w| w[0] != w[1]).count() + usize::from(!steps.is_empty())
-}
-
-/// A number with `d` decimals, or a dash for none.
-fn fixed(x: f64, d: usize) -> String {
-    if x.is_finite() {
-        format!("{x:.d$}")
-    } else {
-        "-".into()
-    }
 }
 
 /// The table of every point that speculated (nothing when none did), as `lx sweep` prints it
