@@ -1,10 +1,12 @@
-"""Prompt lookup, ours against llama.cpp's own: `lx generate --spec lookup` and llama.cpp's
-`llama-lookup` (built from its sources by scripts/llama-cpp-tools) on the same prompt, the
-same model, threads and output length, greedy, each held against its own plain decoding
-(`lx generate`, and `llama-lookup --draft-max 0`, which drafts nothing). Two prompts: a
-passage to copy (the output repeats the input) and free continuation. Rounds alternate the
-four runs, so a drifting machine moves them alike. Writes a `spec-compare` file that
-`lx show` prints. Run by scripts/spec-compare.
+"""Speculative decoding, ours against llama.cpp's own: `lx generate --spec lookup` and
+llama.cpp's `llama-lookup`, and (with --speculative) `lx generate --spec draft` and
+`llama-speculative-simple` with the same draft model (both built from llama.cpp's sources by
+scripts/llama-cpp-tools), on the same prompt, the same model, threads and output length,
+greedy, each held against its own plain decoding (`lx generate`, and `llama-lookup
+--draft-max 0`, which drafts nothing). Two prompts: a passage to copy (the output repeats
+the input) and free continuation. Rounds alternate the two sides, so a drifting machine
+moves them alike. Writes a `spec-compare` file that `lx show` prints. Run by
+scripts/spec-compare.
 """
 
 import argparse
@@ -44,10 +46,11 @@ def number(pattern, text, what):
     return m.groups()
 
 
-def ours(args, prompt, lookup):
-    cmd = [args.lx, "generate", "--model", args.model, "--prompt", prompt, "--max-tokens", str(args.tokens), "--ignore-eos", "--threads", str(args.threads)]
-    if lookup:
-        cmd += ["--spec", "lookup"]
+def ours(args, prompt, spec):
+    """`lx generate` with `spec` (none, lookup or draft)."""
+    cmd = [args.lx, "generate", "--model", args.model, "--prompt", prompt, "--max-tokens", str(args.tokens), "--ignore-eos", "--threads", str(args.threads), "--spec", spec]
+    if spec == "draft":
+        cmd += ["--spec-draft-model", args.draft_model]
     out, err = run(cmd)
     (decode,) = number(r"decode ([\d.]+) tok/s", err, "decode rate")
     drafted = accepted = 0
@@ -57,9 +60,11 @@ def ours(args, prompt, lookup):
     return {"decode_tok_s": float(decode), "drafted": drafted, "accepted": accepted, "text": out[len(prompt):].rstrip("\n")}
 
 
-def theirs(args, prompt, draft_max):
-    """llama-lookup, greedy; `draft_max` None leaves its own default draft length."""
-    cmd = [args.lookup, "-m", args.model, "-p", prompt, "-n", str(args.tokens), "-t", str(args.threads), "-c", "2048", "--temp", "0", "--ignore-eos"]
+def theirs(args, prompt, draft_max, draft_model=False):
+    """llama-lookup, or llama-speculative-simple with the draft model, greedy; `draft_max` None
+    leaves the tool's own default draft length."""
+    tool = [args.speculative, "-md", args.draft_model, "--spec-type", "draft-simple"] if draft_model else [args.lookup]
+    cmd = tool + ["-m", args.model, "-p", prompt, "-n", str(args.tokens), "-t", str(args.threads), "-c", "2048", "--temp", "0", "--ignore-eos"]
     if draft_max is not None:
         cmd += ["--spec-draft-n-max", str(draft_max)]
     out, err = run(cmd)
@@ -76,6 +81,8 @@ def main():
     p = argparse.ArgumentParser()
     p.add_argument("--lx", required=True)
     p.add_argument("--lookup", required=True, help="llama.cpp's llama-lookup")
+    p.add_argument("--speculative", help="llama.cpp's llama-speculative-simple: also compare drafting with --draft-model")
+    p.add_argument("--draft-model", help="the draft model both sides load (lx models draft)")
     p.add_argument("--model", required=True)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--tokens", type=int, default=128)
@@ -84,6 +91,8 @@ def main():
     p.add_argument("--passage-words", type=int, default=150)
     p.add_argument("--out", required=True)
     args = p.parse_args()
+    if bool(args.speculative) != bool(args.draft_model):
+        sys.exit("--speculative and --draft-model go together")
 
     prompts = {"copy": copy_prompt(args.passage_words), "prose": PROSE}
     hw = json.loads(run([args.lx, "hw", "--json"])[0])
@@ -95,17 +104,27 @@ def main():
             order = ["ours", "theirs"] if i % 2 == 0 else ["theirs", "ours"]
             for side in order:
                 if side == "ours":
-                    r["ours_plain"] = ours(args, prompt, False)
-                    r["ours_lookup"] = ours(args, prompt, True)
+                    r["ours_plain"] = ours(args, prompt, "none")
+                    r["ours_lookup"] = ours(args, prompt, "lookup")
+                    if args.draft_model:
+                        r["ours_draft"] = ours(args, prompt, "draft")
                 else:
                     r["theirs_plain"] = theirs(args, prompt, 0)
                     r["theirs_lookup"] = theirs(args, prompt, args.draft_max)
+                    if args.draft_model:
+                        r["theirs_draft"] = theirs(args, prompt, args.draft_max, draft_model=True)
             print(
                 f"round {i + 1}, {name}: ours {r['ours_lookup']['decode_tok_s']:.1f} vs plain {r['ours_plain']['decode_tok_s']:.1f} tok/s "
                 f"({r['ours_lookup']['accepted']}/{r['ours_lookup']['drafted']} accepted); llama-lookup {r['theirs_lookup']['decode_tok_s']:.1f} vs "
                 f"{r['theirs_plain']['decode_tok_s']:.1f} ({r['theirs_lookup']['accepted']}/{r['theirs_lookup']['drafted']})",
                 file=sys.stderr,
             )
+            if args.draft_model:
+                print(
+                    f"  draft model: ours {r['ours_draft']['decode_tok_s']:.1f} ({r['ours_draft']['accepted']}/{r['ours_draft']['drafted']}); "
+                    f"llama-speculative-simple {r['theirs_draft']['decode_tok_s']:.1f} ({r['theirs_draft']['accepted']}/{r['theirs_draft']['drafted']})",
+                    file=sys.stderr,
+                )
             rounds.append(r)
     result = {
         "kind": "spec-compare",
@@ -115,6 +134,7 @@ def main():
         "threads": args.threads,
         "tokens": args.tokens,
         "their_draft_max": rounds[0]["theirs_lookup"]["draft_max"] if rounds else None,
+        **({"draft_model": os.path.basename(args.draft_model)} if args.draft_model else {}),
         "prompts": prompts,
         "rounds": rounds,
     }

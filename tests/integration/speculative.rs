@@ -1,12 +1,13 @@
-//! Speculative decoding must not change what a sequence computes: with prompt lookup, every
-//! backend gives each prompt plain greedy decoding's tokens, up to the first near-tie, with
-//! drafts accepted and rejected (and rolled back) along the way, in batches where some
-//! sequences verify drafts and others decode plainly.
+//! Speculative decoding must not change what a sequence computes: with prompt lookup and with
+//! a draft model, every backend gives each prompt plain greedy decoding's tokens, up to the
+//! first near-tie, with drafts accepted and rejected (and rolled back, in the target's cache
+//! and the draft model's) along the way, in batches where some sequences verify drafts and
+//! others decode plainly.
 
 use std::time::Instant;
 
 use lx_core::backend::{LoadSpec, TokenId};
-use lx_core::scheduler::{Policy, SchedEvent, Scheduler, SchedulerConfig, WorkRequest};
+use lx_core::scheduler::{Policy, SchedEvent, SchedulerConfig, WorkRequest};
 use lx_core::speculative::{Drafter, Speculation};
 use lx_format::gguf::GgufFile;
 use lx_format::tokenizer::Tokenizer;
@@ -18,11 +19,14 @@ const NEW_TOKENS: u32 = 48;
 
 fn run(backend: &str, spec: Speculation, prompts: &[Vec<TokenId>]) -> (Streams, Vec<SchedEvent>) {
     let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
-    let load = LoadSpec { model_path: integration_tests::model_path(), threads: 0, slots: 4, ctx_per_slot: longest + NEW_TOKENS as usize, max_batch_tokens: 1024, gpu_layers: None };
-    let model = lx_backends::loader(backend)(&load).unwrap_or_else(|e| panic!("{backend} loads the default model: {e}"));
+    let model_path = integration_tests::model_path();
+    // The draft the default model gets when none is named: the model with its output head at 4 bits.
+    let draft_model = (spec.drafter == Drafter::Draft).then(|| lx_backends::draft::resolve(&model_path, None).unwrap());
+    let load = LoadSpec { model_path, threads: 0, slots: 4, ctx_per_slot: longest + NEW_TOKENS as usize, max_batch_tokens: 1024, gpu_layers: None, draft_model };
     let mut config = SchedulerConfig::new(Policy::Continuous, 4, 1024);
     config.spec = spec;
-    let mut s = Scheduler::new(model, config, Instant::now());
+    let mut s = lx_core::worker::load_with_draft(&lx_backends::loader(backend), &load, config, Instant::now()).unwrap_or_else(|e| panic!("{backend} loads the default model: {e}"));
+    assert_eq!(s.draft_name().is_some(), spec.drafter == Drafter::Draft);
     let requests = prompts
         .iter()
         .enumerate()
@@ -32,19 +36,25 @@ fn run(backend: &str, spec: Speculation, prompts: &[Vec<TokenId>]) -> (Streams, 
     (streams(&events), events)
 }
 
-/// Two passages to copy (drafts hold) and two texts to continue (drafts mostly fail), four
-/// at a time; prompt lookup fixed (which drafts, and so rolls back, the most) and, where
-/// `adaptive_too`, adaptive, against plain decoding.
-fn check_speculation_matches_plain(backend: &str, adaptive_too: bool) {
+fn fixed(drafter: Drafter) -> Speculation {
+    Speculation { drafter, adaptive: false, ..Speculation::default() }
+}
+
+fn adaptive(drafter: Drafter) -> Speculation {
+    Speculation { drafter, ..Speculation::default() }
+}
+
+/// Two passages to copy (drafts hold) and two texts to continue (prompt lookup's drafts
+/// mostly fail, a draft model's hold more often), four at a time, with each of `specs`
+/// against plain decoding. Fixed draft lengths draft, and so roll back, the most.
+fn check_speculation_matches_plain(backend: &str, specs: &[Speculation]) {
     let _lock = integration_tests::heavy();
     let gguf = GgufFile::open(integration_tests::model_path()).unwrap();
     let tok = Tokenizer::from_gguf(&gguf).unwrap();
     let builder = PromptBuilder::new(&tok);
     let prompts = vec![builder.copy(160, 0), tok.encode("Once upon a time, in a small village,"), builder.copy(120, 5), tok.encode("fn main() {\n    let numbers = vec![1, 2, 3];")];
     let (plain, _) = run(backend, Speculation::default(), &prompts);
-    let lookup = Speculation { drafter: Drafter::Lookup, ..Speculation::default() };
-    let specs = if adaptive_too { vec![Speculation { adaptive: false, ..lookup }, lookup] } else { vec![Speculation { adaptive: false, ..lookup }] };
-    for spec in specs {
+    for &spec in specs {
         let (got, events) = run(backend, spec, &prompts);
         let mut agreed = 0;
         for (id, (want, top)) in &plain {
@@ -77,22 +87,24 @@ fn check_speculation_matches_plain(backend: &str, adaptive_too: bool) {
 }
 
 #[test]
-fn prompt_lookup_gives_plain_greedy_tokens_on_llama_cpp() {
-    check_speculation_matches_plain("llama", true);
+fn speculation_gives_plain_greedy_tokens_on_llama_cpp() {
+    check_speculation_matches_plain("llama", &[fixed(Drafter::Lookup), adaptive(Drafter::Lookup), fixed(Drafter::Draft), adaptive(Drafter::Draft)]);
 }
 
+/// The adaptive draft length is the scheduler's, the same for every backend and drafter:
+/// tested with both drafters on llama.cpp, with prompt lookup here.
 #[test]
-fn prompt_lookup_gives_plain_greedy_tokens_on_candle() {
-    check_speculation_matches_plain("candle", true);
+fn speculation_gives_plain_greedy_tokens_on_candle() {
+    check_speculation_matches_plain("candle", &[fixed(Drafter::Lookup), adaptive(Drafter::Lookup), fixed(Drafter::Draft)]);
 }
 
 /// MLX is in every build the README's commands make on Linux x86_64 and Apple Silicon; a
-/// build without it must say why instead. Its CPU build is the slowest here (a minute a run),
-/// and the adaptive draft length is the scheduler's, tested on the other two: fixed drafts only.
+/// build without it must say why instead. Its CPU build is the slowest here (a minute a run):
+/// fixed drafts only.
 #[test]
-fn prompt_lookup_gives_plain_greedy_tokens_on_mlx() {
+fn speculation_gives_plain_greedy_tokens_on_mlx() {
     match lx_backends::unavailable("mlx") {
-        None => check_speculation_matches_plain("mlx", false),
+        None => check_speculation_matches_plain("mlx", &[fixed(Drafter::Lookup), fixed(Drafter::Draft)]),
         Some(why) => assert!(why.contains("not compiled into this build") || why.contains("needs macOS on Apple Silicon"), "{why}"),
     }
 }

@@ -371,6 +371,7 @@ impl CandleBackend {
                 .chain(GPU_BUILD.map(|_| ("device".to_string(), opts.device.name().to_string())))
                 .collect(),
             settings_from: None,
+            draft: None,
         };
         Ok(Self {
             model,

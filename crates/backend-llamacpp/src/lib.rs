@@ -364,6 +364,7 @@ impl LlamaCppBackend {
                 .chain([("kv_type_k", type_k), ("kv_type_v", type_v)].into_iter().filter(|(_, t)| *t != KvType::F16).map(|(k, t)| (k.to_string(), t.name().to_string())))
                 .collect(),
             settings_from: None,
+            draft: None,
         };
         Ok(Self {
             ctx,

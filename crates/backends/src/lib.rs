@@ -3,6 +3,7 @@
 //! `worker --backend NAME` (see [`worker::WorkerRole`]).
 
 pub mod check;
+pub mod draft;
 pub mod limits;
 pub mod memory;
 pub mod model;

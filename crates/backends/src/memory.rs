@@ -50,7 +50,7 @@ mod tests {
     use super::*;
 
     fn spec(slots: usize, ctx: usize) -> LoadSpec {
-        LoadSpec { model_path: lx_models::default_model_path(), threads: 0, slots, ctx_per_slot: ctx, max_batch_tokens: 512, gpu_layers: Some(0) }
+        LoadSpec { model_path: lx_models::default_model_path(), threads: 0, slots, ctx_per_slot: ctx, max_batch_tokens: 512, gpu_layers: Some(0), draft_model: None }
     }
 
     /// The default model (253 MB) with 4 sequences of 1024 tokens fits in 1 GiB; with 512

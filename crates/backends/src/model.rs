@@ -65,14 +65,18 @@ impl OpenModel {
 
     /// What live mode needs of this model: exact-length prompts and each token's bytes for
     /// the preview (`lx live` and the app's live mode alike).
-    pub fn live_model(&self) -> LiveModel {
+    /// What a live session needs of the model; `draft_model` is the draft for `--spec draft`
+    /// (default: one made from the model, [`crate::draft::resolve`]).
+    pub fn live_model(&self, draft_model: Option<std::path::PathBuf>) -> LiveModel {
         let prompts = PromptBuilder::new(&self.tokenizer);
         let tokenizer = self.tokenizer.clone();
+        let path = self.path.clone();
         LiveModel {
             model_path: self.path.clone(),
             context_length: self.context_length,
             prompt: Box::new(move |n, i| prompts.prompt(n as usize, i as u64)),
             token_bytes: Box::new(move |t| tokenizer.token_bytes(t).to_vec()),
+            draft_model: std::sync::Arc::new(move || crate::draft::resolve(&path, draft_model.as_deref()).map_err(|e| format!("{e:#}"))),
         }
     }
 

@@ -34,8 +34,13 @@ pub struct SweepJob {
 impl SweepJob {
     /// Checks `plan` against `model` (a typo or a prompt longer than the context is refused
     /// before anything loads) and begins the run file, recording `command` as what made it.
-    pub fn new(model: Arc<OpenModel>, plan: SweepPlan, command: Vec<String>, spawn: Spawner) -> anyhow::Result<SweepJob> {
+    /// A plan that drafts with a draft model gets one here: the one it names (checked to
+    /// share the model's vocabulary), else one made from the model ([`crate::draft`]).
+    pub fn new(model: Arc<OpenModel>, mut plan: SweepPlan, command: Vec<String>, spawn: Spawner) -> anyhow::Result<SweepJob> {
         plan.validate(Some(model.context_length))?;
+        if plan.spec.contains(&lx_core::speculative::Drafter::Draft) && plan.has_workers() {
+            plan.draft_model = Some(crate::draft::resolve(&model.path, plan.draft_model.as_deref())?);
+        }
         let run = RunFile::new(command, crate::hardware_report(), model.record(), serde_json::to_value(&plan)?);
         Ok(SweepJob { model, plan, run, out: None, control: RunControl::default(), ceilings: true, spawn })
     }

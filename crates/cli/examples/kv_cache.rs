@@ -45,7 +45,7 @@ fn load(model: &std::path::Path, threads: usize, ctx: usize, t: KvType) -> Llama
     // Read by the backend at load: this process has no other thread using them.
     std::env::set_var(KV_TYPE_K_ENV, t.name());
     std::env::set_var(KV_TYPE_V_ENV, t.name());
-    let spec = LoadSpec { model_path: model.to_path_buf(), threads, slots: 1, ctx_per_slot: ctx, max_batch_tokens: 512, gpu_layers: Some(0) };
+    let spec = LoadSpec { model_path: model.to_path_buf(), threads, slots: 1, ctx_per_slot: ctx, max_batch_tokens: 512, gpu_layers: Some(0), draft_model: None };
     LlamaCppBackend::load_with(&spec, KvLayout::PerSequence).unwrap_or_else(|e| panic!("load with a {} cache: {e}", t.name()))
 }
 

@@ -183,6 +183,10 @@ pub struct BackendInfo {
     /// Compute threads in use.
     pub threads: usize,
     pub capabilities: Capabilities,
+    /// The draft model loaded beside the model for speculative decoding, when there is one:
+    /// its name and file (a draft made from the model itself says what from).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft: Option<String>,
     /// The backend's own settings as it ran with them, by the names `lx tune` uses (e.g.
     /// candle's `weights`, llama.cpp's `flash_attn`); threads are [`BackendInfo::threads`].
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
@@ -211,6 +215,11 @@ pub struct LoadSpec {
     pub max_batch_tokens: usize,
     /// Layers to offload to a GPU where the backend has one; `None` means all.
     pub gpu_layers: Option<u32>,
+    /// A draft model to load beside the model, on the same backend with the same slots and
+    /// context, for speculative decoding's `draft` drafter. It must share the model's
+    /// vocabulary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_model: Option<std::path::PathBuf>,
 }
 
 /// Errors a backend reports. The worker turns them into protocol errors.

@@ -11,9 +11,9 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{Backend, Batch, Choice, Chunk, Outputs, Scored, Slot, TokenId};
+use crate::backend::{Backend, BackendError, Batch, Choice, Chunk, Outputs, Scored, Slot, TokenId};
 use crate::invalid::Invalid;
-use crate::speculative::{self, DraftLength, Speculation};
+use crate::speculative::{self, DraftLength, Drafter, Speculation};
 
 /// How requests share the backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
@@ -200,11 +200,22 @@ struct Running {
     fills_prefix: bool,
     /// How many tokens to draft for it next (speculative decoding).
     draft_len: DraftLength,
+    /// Tokens of its text (prompt, then generated) in the draft model's cache.
+    draft_cached: usize,
 }
 
 impl Running {
     fn prefilling(&self) -> bool {
         self.prefilled < self.req.prompt.len()
+    }
+
+    /// Its text so far: the prompt, then what it generated.
+    fn text(&self) -> impl Iterator<Item = TokenId> + '_ {
+        self.req.prompt.iter().chain(&self.generated).copied()
+    }
+
+    fn text_len(&self) -> usize {
+        self.req.prompt.len() + self.generated.len()
     }
 }
 
@@ -248,6 +259,11 @@ fn is_zero(n: &u32) -> bool {
 /// Schedules requests over one backend.
 pub struct Scheduler<B: Backend + ?Sized> {
     backend: Box<B>,
+    /// The draft model of speculative decoding's `draft` drafter, when one was loaded: the
+    /// same slots as the target, each holding the same sequence's text.
+    draft: Option<Box<B>>,
+    /// What the draft model is, as results name it.
+    draft_name: Option<String>,
     config: SchedulerConfig,
     epoch: Instant,
     waiting: VecDeque<(WorkRequest, Instant)>,
@@ -265,6 +281,8 @@ impl<B: Backend + ?Sized> Scheduler<B> {
         let slots = backend.info().capabilities.slots;
         Self {
             backend,
+            draft: None,
+            draft_name: None,
             config,
             epoch,
             waiting: VecDeque::new(),
@@ -278,6 +296,35 @@ impl<B: Backend + ?Sized> Scheduler<B> {
 
     pub fn backend(&self) -> &B {
         &self.backend
+    }
+
+    /// Give the scheduler a draft model for `Drafter::Draft`; it needs as many slots as the
+    /// target and room for each slot's text.
+    pub fn set_draft(&mut self, draft: Box<B>, name: String) -> Result<(), String> {
+        let (t, d) = (&self.backend.info().capabilities, &draft.info().capabilities);
+        if d.slots < t.slots || d.ctx_per_slot < t.ctx_per_slot {
+            return Err(format!(
+                "the draft model has {} slots of {} tokens; the target needs {} of {}",
+                d.slots, d.ctx_per_slot, t.slots, t.ctx_per_slot
+            ));
+        }
+        self.draft = Some(draft);
+        self.draft_name = Some(name);
+        Ok(())
+    }
+
+    /// The draft model's name, when one is loaded.
+    pub fn draft_name(&self) -> Option<&str> {
+        self.draft_name.as_deref()
+    }
+
+    /// Whether `config` can run here: drafting with a draft model needs one loaded.
+    pub fn check(&self, config: &SchedulerConfig) -> Result<(), Invalid> {
+        config.validate()?;
+        if config.spec.drafter == Drafter::Draft && self.draft.is_none() {
+            return Err(Invalid::new("spec", "speculative decoding with a draft model needs the draft loaded with the model (--spec-draft-model, or the default draft with --spec draft)"));
+        }
+        Ok(())
     }
 
     /// Change the policy or limits; applies to requests admitted from now on.
@@ -345,6 +392,9 @@ impl<B: Backend + ?Sized> Scheduler<B> {
 
     fn release(&mut self, slot: Slot) {
         self.backend.clear(slot);
+        if let Some(draft) = self.draft.as_mut() {
+            draft.clear(slot);
+        }
         // Kept highest first, so `pop` hands out the lowest free slot: running slots stay
         // packed at the bottom, which backends that batch runs of consecutive sequence ids
         // (llama.cpp with one KV stream per sequence) need to decode them in one pass.
@@ -426,7 +476,7 @@ impl<B: Backend + ?Sized> Scheduler<B> {
                 break;
             };
             sink(SchedEvent::Admitted { id: req.id, slot, t: self.now() });
-            let mut r = Running { req, slot, prefilled: 0, generated: Vec::new(), fills_prefix: false, draft_len: DraftLength::new(&self.config.spec) };
+            let mut r = Running { req, slot, prefilled: 0, generated: Vec::new(), fills_prefix: false, draft_len: DraftLength::new(&self.config.spec), draft_cached: 0 };
             if let Err(error) = self.start_prefix(&mut r, sink) {
                 sink(SchedEvent::Failed { id: r.req.id, error });
                 self.release(r.slot);
@@ -440,33 +490,122 @@ impl<B: Backend + ?Sized> Scheduler<B> {
         }
     }
 
+    /// Each running sequence's draft for this pass (empty where it drafts nothing) and the
+    /// time its drafting took, by the configured drafter. Drafts take what the decodes leave
+    /// of the pass's token budget, never a decode's own token. On a draft model's failure,
+    /// the sequences that were drafting and why.
+    fn drafts(&mut self) -> Result<Vec<(Vec<TokenId>, u64)>, (Vec<usize>, String)> {
+        let spec = self.config.spec;
+        let mut out = vec![(Vec::new(), 0); self.running.len()];
+        if !spec.is_on() {
+            return Ok(out);
+        }
+        let decoding = self.running.iter().filter(|r| !r.prefilling()).count();
+        let mut budget = self.config.max_batch_tokens.saturating_sub(decoding);
+        let mut wants = Vec::new();
+        for (i, r) in self.running.iter_mut().enumerate() {
+            if r.prefilling() {
+                continue;
+            }
+            // A pass yields at most the draft plus one token: never more than asked for.
+            let room = (r.req.max_tokens as usize - r.generated.len()).saturating_sub(1).min(budget);
+            let k = (r.draft_len.allowed() as usize).min(room);
+            if k == 0 {
+                continue;
+            }
+            if spec.drafter == Drafter::Lookup {
+                let started = Instant::now();
+                let draft = speculative::lookup(&r.req.prompt, &r.generated, spec.ngram_min as usize, spec.ngram_max as usize, k);
+                budget -= draft.len();
+                out[i] = (draft, started.elapsed().as_nanos() as u64);
+            } else {
+                budget -= k;
+                wants.push((i, k));
+            }
+        }
+        if !wants.is_empty() {
+            let started = Instant::now();
+            let drafted = self.run_draft_model(&wants).map_err(|e| (wants.iter().map(|w| w.0).collect(), format!("draft model: {e}")))?;
+            let ns = started.elapsed().as_nanos() as u64;
+            for ((i, _), draft) in wants.iter().zip(drafted) {
+                out[*i] = (draft, ns);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Runs the draft model for `wants` (running index, tokens to draft): first one pass (or
+    /// more, within the token budget) that feeds each sequence the text its draft cache has
+    /// not seen yet, ending with its newest token, whose output is the first drafted token;
+    /// then one pass per further token for every sequence that wants it, all sequences
+    /// together. The draft cache then holds each text and its drafted tokens but the last.
+    fn run_draft_model(&mut self, wants: &[(usize, usize)]) -> Result<Vec<Vec<TokenId>>, BackendError> {
+        let draft = self.draft.as_mut().ok_or_else(|| BackendError::Step("no draft model is loaded".into()))?;
+        let max_tokens = draft.info().capabilities.max_batch_tokens.max(1);
+        let mut drafted: Vec<Vec<TokenId>> = vec![Vec::new(); wants.len()];
+        let run = |draft: &mut Box<B>, batch: &Batch, who: &[usize], drafted: &mut [Vec<TokenId>]| -> Result<(), BackendError> {
+            let outputs = draft.step(batch)?;
+            if outputs.len() != who.len() || outputs.iter().any(|o| o.choices.is_empty()) {
+                return Err(BackendError::Step(format!("{} outputs for {} sequences", outputs.len(), who.len())));
+            }
+            for (&w, o) in who.iter().zip(outputs) {
+                drafted[w].push(o.choices[0].token);
+            }
+            Ok(())
+        };
+        let mut pending: Vec<(usize, usize)> = wants.iter().enumerate().map(|(w, &(i, _))| (w, self.running[i].draft_cached.min(self.running[i].text_len() - 1))).collect();
+        while !pending.is_empty() {
+            let (mut batch, mut who, mut rest, mut budget) = (Batch::default(), Vec::new(), Vec::new(), max_tokens);
+            for &(w, from) in &pending {
+                let r = &self.running[wants[w].0];
+                let take = (r.text_len() - from).min(budget);
+                if take == 0 {
+                    rest.push((w, from));
+                    continue;
+                }
+                let done = from + take == r.text_len();
+                batch.chunks.push(Chunk { slot: r.slot, pos: from as u32, tokens: r.text().skip(from).take(take).collect(), outputs: if done { Outputs::Last } else { Outputs::None } });
+                budget -= take;
+                if done {
+                    who.push(w);
+                } else {
+                    rest.push((w, from + take));
+                }
+            }
+            run(draft, &batch, &who, &mut drafted)?;
+            pending = rest;
+        }
+        let longest = wants.iter().map(|w| w.1).max().unwrap_or(0);
+        for j in 1..longest {
+            let (mut batch, mut who) = (Batch::default(), Vec::new());
+            for (w, &(i, k)) in wants.iter().enumerate() {
+                if k > j {
+                    let r = &self.running[i];
+                    batch.chunks.push(Chunk { slot: r.slot, pos: (r.text_len() + j - 1) as u32, tokens: vec![drafted[w][j - 1]], outputs: Outputs::Last });
+                    who.push(w);
+                }
+            }
+            run(draft, &batch, &who, &mut drafted)?;
+        }
+        for (w, &(i, _)) in wants.iter().enumerate() {
+            let r = &mut self.running[i];
+            r.draft_cached = r.text_len() + drafted[w].len() - 1;
+        }
+        Ok(drafted)
+    }
+
     /// Build the next pass: decodes first (they are cheap and someone is waiting on each),
     /// each with its draft when speculating, then prompt tokens up to the step's budget.
-    fn plan(&mut self) -> Pass {
+    fn plan(&mut self, mut drafts: Vec<(Vec<TokenId>, u64)>) -> Pass {
         let mut pass = Pass::default();
         let mut budget = self.config.max_batch_tokens;
-        let spec = self.config.spec;
-        let decoding = self.running.iter().filter(|r| !r.prefilling()).count();
-        // Drafts take what the decodes leave of the budget, never a decode's own token.
-        let mut draft_budget = budget.saturating_sub(decoding);
         for (i, r) in self.running.iter_mut().enumerate() {
             if !r.prefilling() && budget > 0 {
-                let pos = (r.req.prompt.len() + r.generated.len() - 1) as u32;
+                let pos = (r.text_len() - 1) as u32;
+                let (draft, draft_ns) = std::mem::take(&mut drafts[i]);
                 let mut tokens = vec![*r.generated.last().expect("decoding")];
-                let (mut draft, mut draft_ns) = (Vec::new(), 0);
-                if spec.is_on() {
-                    // A pass yields at most the draft plus one token: never more than asked for.
-                    let room = (r.req.max_tokens as usize - r.generated.len()).saturating_sub(1).min(draft_budget);
-                    let k = (r.draft_len.allowed() as usize).min(room);
-                    if k > 0 {
-                        let started = Instant::now();
-                        draft = speculative::lookup(&r.req.prompt, &r.generated, spec.ngram_min as usize, spec.ngram_max as usize, k);
-                        draft_ns = started.elapsed().as_nanos() as u64;
-                    }
-                }
                 tokens.extend_from_slice(&draft);
                 budget -= tokens.len();
-                draft_budget -= draft.len();
                 pass.decode_tokens += 1;
                 pass.draft_tokens += draft.len() as u32;
                 let outputs = if draft.is_empty() { Outputs::Last } else { Outputs::All };
@@ -507,7 +646,15 @@ impl<B: Backend + ?Sized> Scheduler<B> {
     /// Admit what the policy allows and run one forward pass. Does nothing when idle.
     pub fn step(&mut self, sink: &mut dyn FnMut(SchedEvent)) {
         self.admit(sink);
-        let Pass { batch, members, prefill_tokens, decode_tokens, draft_tokens } = self.plan();
+        let drafts = match self.drafts() {
+            Ok(drafts) => drafts,
+            Err((failed, error)) => {
+                // The draft model's caches of these sequences are in an unknown state.
+                self.fail_all(failed, &error, sink);
+                return;
+            }
+        };
+        let Pass { batch, members, prefill_tokens, decode_tokens, draft_tokens } = self.plan(drafts);
         if batch.chunks.is_empty() {
             return;
         }
@@ -523,15 +670,7 @@ impl<B: Backend + ?Sized> Scheduler<B> {
             Ok(outputs) => outputs,
             Err(e) => {
                 // A failed pass leaves every member's cache in an unknown state: fail them all.
-                let error = format!("backend step failed: {e}");
-                let mut failed: Vec<usize> = members.iter().map(|m| m.index).collect();
-                failed.sort_unstable_by(|a, b| b.cmp(a));
-                for i in failed {
-                    let r = self.running.swap_remove(i);
-                    sink(SchedEvent::Failed { id: r.req.id, error: error.clone() });
-                    self.retire(r);
-                }
-                self.close_static_batch();
+                self.fail_all(members.iter().map(|m| m.index).collect(), &format!("backend step failed: {e}"), sink);
                 return;
             }
         };
@@ -581,10 +720,24 @@ impl<B: Backend + ?Sized> Scheduler<B> {
             // Rejected drafts leave the cache: it holds exactly what plain decoding would
             // have put there (everything but the newest token).
             if !done && accepted < m.draft.len() {
-                let keep = (r.req.prompt.len() + r.generated.len() - 1) as u32;
+                let keep = (r.text_len() - 1) as u32;
                 if let Err(e) = self.backend.truncate(r.slot, keep) {
                     sink(SchedEvent::Failed { id: r.req.id, error: format!("speculative decoding: {e}") });
                     finished.push(i);
+                    continue;
+                }
+            }
+            // And the draft model's: it drafted past the first rejected token (or fed all but
+            // the last drafted one), and keeps only the text both models now agree on.
+            let model_drafted = self.config.spec.drafter == Drafter::Draft && !m.draft.is_empty();
+            if let Some(draft) = self.draft.as_mut().filter(|_| model_drafted && !done) {
+                let agreed = chunk.pos as usize + 1 + accepted.min(m.draft.len() - 1);
+                if agreed < r.draft_cached {
+                    r.draft_cached = agreed;
+                    if let Err(e) = draft.truncate(r.slot, agreed as u32) {
+                        sink(SchedEvent::Failed { id: r.req.id, error: format!("speculative decoding: draft model: {e}") });
+                        finished.push(i);
+                    }
                 }
             }
         }
@@ -615,6 +768,17 @@ impl<B: Backend + ?Sized> Scheduler<B> {
         if self.running.is_empty() {
             self.close_static_batch();
         }
+    }
+
+    /// Fail and retire the running requests at these indices.
+    fn fail_all(&mut self, mut failed: Vec<usize>, error: &str, sink: &mut dyn FnMut(SchedEvent)) {
+        failed.sort_unstable_by(|a, b| b.cmp(a));
+        for i in failed {
+            let r = self.running.swap_remove(i);
+            sink(SchedEvent::Failed { id: r.req.id, error: error.to_string() });
+            self.retire(r);
+        }
+        self.close_static_batch();
     }
 
     fn close_static_batch(&mut self) {

@@ -13,8 +13,9 @@ pub(crate) struct HashModel {
     /// Each slot's truncations: (slot, length kept).
     pub truncations: Vec<(Slot, u32)>,
     /// The next token: a hash of the whole cache, or (`cycle`) the last token plus one
-    /// modulo `cycle`, a text prompt lookup can predict.
+    /// modulo `cycle`, a text prompt lookup can predict, but at every `hash_every`th position.
     pub cycle: Option<u32>,
+    pub hash_every: usize,
 }
 
 impl HashModel {
@@ -28,13 +29,13 @@ impl HashModel {
             capabilities: Capabilities { mixed_position_batches: true, max_batch_tokens: 4096, slots, ctx_per_slot: ctx, prefix_copy: true },
             ..Default::default()
         };
-        Self { info, caches: vec![Vec::new(); slots], passes: Vec::new(), fail_next: false, copies: Vec::new(), truncations: Vec::new(), cycle: None }
+        Self { info, caches: vec![Vec::new(); slots], passes: Vec::new(), fail_next: false, copies: Vec::new(), truncations: Vec::new(), cycle: None, hash_every: 16 }
     }
 
     fn next(&self, cache: &[TokenId]) -> TokenId {
         match self.cycle {
-            // Ten steps of a cycle, then a hash's choice: drafts hold for a while, then fail.
-            Some(n) if cache.len() % 16 != 0 => (cache.last().copied().unwrap_or(0) + 1) % n,
+            // Steps of a cycle, then a hash's choice: drafts hold for a while, then fail.
+            Some(n) if cache.len() % self.hash_every != 0 => (cache.last().copied().unwrap_or(0) + 1) % n,
             _ => cache.iter().fold(17u32, |h, &t| h.wrapping_mul(31).wrapping_add(t)) % 1000,
         }
     }
@@ -398,13 +399,23 @@ fn lookup(draft_max: u32, adaptive: bool) -> Speculation {
 /// Run requests to completion over a model whose text is cyclic (`cycle`) or a hash, with
 /// the speculation given; every request's tokens, the events and the model.
 fn run_spec(policy: Policy, slots: usize, spec: Speculation, cycle: Option<u32>, reqs: Vec<WorkRequest>) -> (std::collections::BTreeMap<u64, Vec<TokenId>>, Vec<SchedEvent>, HashModel) {
+    let (tokens, events, model, _) = run_drafted(policy, slots, spec, cycle, None, reqs);
+    (tokens, events, model)
+}
+
+/// [`run_spec`] with a draft model beside the target; the draft model comes back too.
+fn run_drafted(policy: Policy, slots: usize, spec: Speculation, cycle: Option<u32>, draft: Option<HashModel>, reqs: Vec<WorkRequest>) -> (std::collections::BTreeMap<u64, Vec<TokenId>>, Vec<SchedEvent>, HashModel, Option<HashModel>) {
     let mut config = SchedulerConfig::new(policy, slots, 4096);
     config.chunk_tokens = 8;
     config.static_form_up_ms = 0;
     config.spec = spec;
     let mut model = HashModel::new(slots, 256);
     model.cycle = cycle;
-    let mut s = Scheduler::new(Box::new(model), config, Instant::now());
+    let mut s = Scheduler::new(Box::new(model), config.clone(), Instant::now());
+    if let Some(draft) = draft {
+        s.set_draft(Box::new(draft), "test draft".into()).unwrap();
+    }
+    s.check(&config).unwrap();
     let mut events = Vec::new();
     for r in reqs {
         s.submit(r, &mut |e| events.push(e));
@@ -424,8 +435,8 @@ fn run_spec(policy: Policy, slots: usize, spec: Speculation, cycle: Option<u32>,
             _ => {}
         }
     }
-    let Scheduler { backend, .. } = s;
-    (tokens, events, *backend)
+    let Scheduler { backend, draft, .. } = s;
+    (tokens, events, *backend, draft.map(|d| *d))
 }
 
 fn verified(events: &[SchedEvent]) -> (u32, u32) {
@@ -507,4 +518,81 @@ fn bad_speculation_settings_are_refused() {
     let mut c = SchedulerConfig::new(Policy::Continuous, 2, 64);
     c.spec = Speculation { ngram_min: 0, ..lookup(4, true) };
     assert_eq!(c.validate().unwrap_err().field, "spec_ngram_min");
+}
+
+fn drafting(draft_max: u32, adaptive: bool) -> Speculation {
+    Speculation { drafter: Drafter::Draft, draft_max, adaptive, ..Speculation::default() }
+}
+
+/// A draft model's drafts change no token either, and its own cache follows the text: the
+/// draft model asserts, as the target does, that every chunk starts at its slot's cached end,
+/// so a draft cache left holding rejected tokens (or missing accepted ones) fails the run.
+#[test]
+fn a_draft_model_changes_no_token_and_its_cache_follows_the_text() {
+    let reqs = || vec![request(1, 5, 40), request(2, 30, 25), request(3, 1, 33), request(4, 17, 50), request(5, 9, 3)];
+    let draft_model = |hash_every| HashModel { cycle: Some(10), hash_every, ..HashModel::new(4, 256) };
+    for policy in Policy::ALL {
+        let (plain, _, _) = run_spec(policy, 4, Speculation::default(), Some(10), reqs());
+        for spec in [drafting(8, true), drafting(8, false), drafting(1, false)] {
+            // Agrees with the target but at every 7th position (and the target's 16th).
+            let (tokens, events, _, draft) = run_drafted(policy, 4, spec, Some(10), Some(draft_model(7)), reqs());
+            assert_eq!(tokens, plain, "{policy}, {}: drafting changed the tokens", spec.label());
+            let (drafted, accepted) = verified(&events);
+            assert!(accepted > 0 && accepted < drafted, "{policy}, {}: {accepted} of {drafted} accepted", spec.label());
+            let draft = draft.unwrap();
+            // One drafted token is never fed to the draft model, so only longer drafts roll back.
+            assert_eq!(!draft.truncations.is_empty(), spec.draft_max > 1, "{policy}, {}: draft cache rollbacks", spec.label());
+            let marked = events.iter().filter(|e| matches!(e, SchedEvent::Token { drafted: true, .. })).count();
+            assert_eq!(marked as u32, accepted);
+        }
+        // A draft model that is the target drafts only what the target writes.
+        let (tokens, events, _, _) = run_drafted(policy, 4, drafting(4, false), Some(10), Some(draft_model(16)), reqs());
+        assert_eq!(tokens, plain);
+        let (drafted, accepted) = verified(&events);
+        assert_eq!(accepted, drafted, "{policy}: an exact draft was rejected");
+    }
+}
+
+#[test]
+fn the_draft_model_drafts_all_sequences_in_one_pass_per_token() {
+    let (_, _, _, draft) = run_drafted(Policy::Continuous, 2, drafting(4, false), Some(10), Some(HashModel { cycle: Some(10), ..HashModel::new(2, 256) }), vec![request(1, 12, 30), request(2, 12, 30)]);
+    let passes = draft.unwrap().passes;
+    // The first pass feeds both prompts (catching up); later ones one token per sequence.
+    assert_eq!(passes[0].iter().map(|c| (c.0, c.1, c.2)).collect::<Vec<_>>(), vec![(0, 0, 13), (1, 0, 13)]);
+    assert!(passes.iter().skip(1).all(|p| p.len() == 2 || p.iter().all(|c| c.2 == 1)), "{passes:?}");
+    assert!(passes.iter().filter(|p| p.len() == 2 && p.iter().all(|c| c.2 == 1)).count() >= 3, "{passes:?}");
+}
+
+#[test]
+fn drafting_with_a_model_needs_one_that_fits() {
+    let config = SchedulerConfig { spec: drafting(4, true), ..SchedulerConfig::new(Policy::Continuous, 2, 64) };
+    let mut s = Scheduler::new(Box::new(HashModel::new(2, 256)), config.clone(), Instant::now());
+    assert_eq!(s.check(&config).unwrap_err().field, "spec");
+    let e = s.set_draft(Box::new(HashModel::new(1, 256)), "small".into()).unwrap_err();
+    assert!(e.contains("1 slots of 256 tokens; the target needs 2 of 256"), "{e}");
+    s.set_draft(Box::new(HashModel::new(2, 256)), "fits".into()).unwrap();
+    assert!(s.check(&config).is_ok());
+}
+
+#[test]
+fn a_failing_draft_model_fails_its_requests_with_the_reason() {
+    let config = SchedulerConfig { spec: drafting(4, false), ..SchedulerConfig::new(Policy::Continuous, 2, 64) };
+    let mut s = Scheduler::new(Box::new(HashModel::new(2, 256)), config, Instant::now());
+    s.set_draft(Box::new(HashModel { fail_next: true, ..HashModel::new(2, 256) }), "failing".into()).unwrap();
+    let mut events = Vec::new();
+    s.submit(request(1, 5, 10), &mut |e| events.push(e));
+    while s.has_work() {
+        s.step(&mut |e| events.push(e));
+    }
+    let error = events.iter().find_map(|e| match e {
+        SchedEvent::Failed { id: 1, error } => Some(error.clone()),
+        _ => None,
+    });
+    assert_eq!(error.as_deref(), Some("draft model: forward pass failed: injected"));
+    // The slot is free again and the scheduler keeps serving (the draft works now).
+    s.submit(request(2, 5, 10), &mut |e| events.push(e));
+    while s.has_work() {
+        s.step(&mut |e| events.push(e));
+    }
+    assert!(events.iter().any(|e| matches!(e, SchedEvent::Finished { id: 2, reason: FinishReason::Length, .. })));
 }

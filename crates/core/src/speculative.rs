@@ -1,5 +1,6 @@
 //! Speculative decoding's drafting side: which tokens to propose for a sequence before the
-//! target model verifies them all in one pass (the verifying is the scheduler's).
+//! target model verifies them all in one pass (the verifying, and running a draft model, are
+//! the scheduler's).
 //!
 //! Prompt lookup drafts without a second model: the tokens that followed the latest earlier
 //! occurrence of the sequence's last n tokens, in its own prompt and output only (a draft
@@ -22,15 +23,19 @@ pub enum Drafter {
     None,
     /// Prompt lookup: n-gram matches in the sequence's own prompt and output.
     Lookup,
+    /// A draft model that shares the target's vocabulary, loaded beside it in the same
+    /// worker with a KV cache of its own, decoding greedily.
+    Draft,
 }
 
 impl Drafter {
-    pub const ALL: [Drafter; 2] = [Drafter::None, Drafter::Lookup];
+    pub const ALL: [Drafter; 3] = [Drafter::None, Drafter::Lookup, Drafter::Draft];
 
     pub fn name(self) -> &'static str {
         match self {
             Drafter::None => "none",
             Drafter::Lookup => "lookup",
+            Drafter::Draft => "draft",
         }
     }
 }
@@ -44,7 +49,7 @@ impl std::fmt::Display for Drafter {
 impl std::str::FromStr for Drafter {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Drafter::ALL.into_iter().find(|d| d.name() == s).ok_or_else(|| format!("unknown drafter '{s}' (expected none or lookup)"))
+        Drafter::ALL.into_iter().find(|d| d.name() == s).ok_or_else(|| format!("unknown drafter '{s}' (expected none, lookup or draft)"))
     }
 }
 
@@ -87,17 +92,13 @@ impl Speculation {
         Ok(())
     }
 
-    /// `lookup n2-4 d8 adaptive`: the settings on one line, as tables and names show them.
+    /// `lookup n2-4 d8`, `draft d8 fixed`: the settings on one line, as tables and names show them.
     pub fn label(&self) -> String {
+        let fixed = if self.adaptive { "" } else { " fixed" };
         match self.drafter {
             Drafter::None => "none".into(),
-            Drafter::Lookup => format!(
-                "lookup n{}-{} d{}{}",
-                self.ngram_min,
-                self.ngram_max,
-                self.draft_max,
-                if self.adaptive { "" } else { " fixed" }
-            ),
+            Drafter::Lookup => format!("lookup n{}-{} d{}{fixed}", self.ngram_min, self.ngram_max, self.draft_max),
+            Drafter::Draft => format!("draft d{}{fixed}", self.draft_max),
         }
     }
 }
@@ -257,6 +258,7 @@ mod tests {
         assert_eq!(Speculation { draft_max: 0, ..on }.validate().unwrap_err().field, "spec_draft_max");
         assert!(Speculation { draft_max: 0, ..Default::default() }.validate().is_ok(), "off: nothing to check");
         assert_eq!("lookup".parse::<Drafter>(), Ok(Drafter::Lookup));
-        assert!("draft".parse::<Drafter>().unwrap_err().contains("none or lookup"));
+        assert_eq!(Speculation { drafter: Drafter::Draft, adaptive: false, ..on }.label(), "draft d8 fixed");
+        assert!("model".parse::<Drafter>().unwrap_err().contains("none, lookup or draft"));
     }
 }

@@ -10,10 +10,28 @@ use std::time::Instant;
 
 use crate::backend::{Backend, BackendError, LoadSpec};
 use crate::protocol::{Command, Reply, PROTOCOL_VERSION};
-use crate::scheduler::Scheduler;
+use crate::scheduler::{Scheduler, SchedulerConfig};
 
-/// Makes a backend from a load spec; the binary maps a backend name to one of these.
-pub type Loader = Box<dyn FnOnce(&LoadSpec) -> Result<Box<dyn Backend>, BackendError>>;
+/// Makes a backend from a load spec; the binary maps a backend name to one of these. Called
+/// once for the model, and once more for a draft model when the spec names one.
+pub type Loader = Box<dyn Fn(&LoadSpec) -> Result<Box<dyn Backend>, BackendError>>;
+
+/// The model, and its draft model when the spec names one (checked to share its vocabulary),
+/// under a scheduler whose configuration they can run.
+pub fn load_with_draft(load: &dyn Fn(&LoadSpec) -> Result<Box<dyn Backend>, BackendError>, spec: &LoadSpec, config: SchedulerConfig, epoch: Instant) -> Result<Scheduler<dyn Backend>, String> {
+    let backend = load(spec).map_err(|e| e.to_string())?;
+    let mut s = Scheduler::new(backend, config.clone(), epoch);
+    if let Some(path) = &spec.draft_model {
+        lx_format::gguf::draft::check_vocabulary(&spec.model_path, path)?;
+        let draft = load(&LoadSpec { model_path: path.clone(), draft_model: None, ..spec.clone() }).map_err(|e| format!("draft model: {e}"))?;
+        let facts = lx_format::gguf::ModelFacts::read(path).map_err(|e| format!("draft model: {e}"))?;
+        let file = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        let name = facts.draft_of.or(facts.name).map(|n| format!("{n} ({file})")).unwrap_or(file);
+        s.set_draft(draft, name)?;
+    }
+    s.check(&config).map_err(|e| e.to_string())?;
+    Ok(s)
+}
 
 /// Serve the protocol until `Shutdown` or end of input. Returns when done; I/O errors on
 /// the output (the coordinator went away) end the loop quietly.
@@ -73,21 +91,22 @@ pub fn serve(loader: Loader, input: impl BufRead + Send + 'static, mut output: i
                     (Some(_), Err(invalid)) => events.push(Reply::LoadFailed { error: invalid.to_string() }),
                     (Some(load), Ok(())) => {
                         let t0 = Instant::now();
-                        match load(&spec) {
-                            Ok(backend) => {
-                                let mut info = backend.info().clone();
+                        match load_with_draft(&load, &spec, config, epoch) {
+                            Ok(s) => {
+                                let mut info = s.backend().info().clone();
                                 info.settings_from = std::env::var(crate::backend::SETTINGS_FROM_ENV).ok();
-                                scheduler = Some(Scheduler::new(backend, config, epoch));
+                                info.draft = s.draft_name().map(str::to_string);
+                                scheduler = Some(s);
                                 events.push(Reply::Loaded { info, load_ms: t0.elapsed().as_secs_f64() * 1e3 });
                             }
-                            Err(e) => events.push(Reply::LoadFailed { error: e.to_string() }),
+                            Err(error) => events.push(Reply::LoadFailed { error }),
                         }
                     }
                 },
                 Ok(cmd) => match scheduler.as_mut() {
                     None => events.push(Reply::Error { error: "no model loaded yet".into() }),
                     Some(s) => match cmd {
-                        Command::Configure { scheduler: config } => match config.validate() {
+                        Command::Configure { scheduler: config } => match s.check(&config) {
                             Ok(()) => s.configure(config),
                             Err(invalid) => events.push(Reply::Error { error: invalid.to_string() }),
                         },

@@ -87,10 +87,15 @@ pub struct SweepPlan {
     pub rates: Vec<f64>,
     /// Prefix caching off and/or on.
     pub prefix_cache: Vec<bool>,
-    /// Speculative decoding's drafters: `none` (plain decoding) and/or `lookup`.
+    /// Speculative decoding's drafters: `none` (plain decoding), `lookup` and/or `draft`.
     pub spec: Vec<Drafter>,
     /// The drafters' settings (n-gram lengths, draft length; its own drafter is ignored).
     pub spec_settings: Speculation,
+    /// The `draft` drafter's model; `None` until the sweep is started, which finds (or
+    /// makes) one from the model unless it is named.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[ts(type = "string | null")]
+    pub draft_model: Option<PathBuf>,
     /// What the prompts ask for: prose to continue, or a passage to copy.
     pub prompts: PromptText,
     /// Measured requests per point.
@@ -136,6 +141,7 @@ impl Default for SweepPlan {
             prefix_cache: vec![false],
             spec: vec![Drafter::None],
             spec_settings: Speculation::default(),
+            draft_model: None,
             prompts: PromptText::Prose,
             requests: 8,
             warmup: 4,
@@ -326,7 +332,9 @@ impl SweepPlan {
         if points.iter().any(|p| p.traffic.prefix_cache) {
             slots += 1;
         }
-        LoadSpec { model_path, threads: self.threads, slots, ctx_per_slot, max_batch_tokens, gpu_layers: self.gpu_layers }
+        let drafts = points.iter().any(|p| p.traffic.spec.drafter == Drafter::Draft);
+        let draft_model = if drafts { self.draft_model.clone() } else { None };
+        LoadSpec { model_path, threads: self.threads, slots, ctx_per_slot, max_batch_tokens, gpu_layers: self.gpu_layers, draft_model }
     }
 
     /// Context each sequence needs: the deepest depth, the longest prompt and the longest

@@ -21,6 +21,12 @@ const POLICY_HELP: Record<Policy, string> = {
   chunked: "continuous, with prompts split into chunks",
 };
 
+const SPEC_HELP: Record<Drafter, string> = {
+  none: "one token per request per pass",
+  lookup: "drafts from each request's own prompt and output, verified in one pass; accepted tokens are underlined in the preview",
+  draft: "a draft model (made from this model unless one is named) proposes tokens, verified in one pass; loads it beside the model; accepted tokens are underlined",
+};
+
 export const DEFAULT_SETTINGS: LiveSettings = {
   ...LIVE_SETTINGS,
   // Event batches 4 times a second: as often as the preview draws, and each batch wakes the
@@ -48,7 +54,7 @@ export class Controls {
   private maxInput = h("input", { type: "number", min: 1, max: 4096, step: 1, class: "exact", "aria-label": "output tokens per request", "data-testid": "max-tokens" }) as HTMLInputElement;
   private policySelect = h("select", { "aria-label": "scheduling policy", "data-testid": "policy" }, ...POLICIES.map((p) => h("option", { value: p }, p))) as HTMLSelectElement;
   private policyHelp = h("span", { class: "muted small" });
-  private specSelect = h("select", { "aria-label": "speculative decoding", "data-testid": "spec" }, h("option", { value: "none" }, "off"), h("option", { value: "lookup" }, "prompt lookup")) as HTMLSelectElement;
+  private specSelect = h("select", { "aria-label": "speculative decoding", "data-testid": "spec" }, h("option", { value: "none" }, "off"), h("option", { value: "lookup" }, "prompt lookup"), h("option", { value: "draft" }, "draft model")) as HTMLSelectElement;
   private specHelp = h("span", { class: "muted small" });
   private chunkInput = h("input", { type: "number", min: 16, max: 8192, step: 16, class: "exact", "aria-label": "chunk tokens (chunked policy)" }) as HTMLInputElement;
   private threadsInput = h("input", { type: "number", min: 0, max: 512, step: 1, class: "exact", "data-testid": "threads", "aria-label": "compute threads, 0 for auto", "aria-describedby": "threads-help" }) as HTMLInputElement;
@@ -244,7 +250,7 @@ export class Controls {
     setText(this.policyHelp, onlyServers ? "scheduled by the server" : someServers ? `${POLICY_HELP[s.policy]} (servers schedule their own)` : POLICY_HELP[s.policy]);
     this.specSelect.value = s.spec.drafter;
     this.specSelect.disabled = onlyServers;
-    setText(this.specHelp, s.spec.drafter === "lookup" ? "drafts from each request's own prompt and output, verified in one pass; accepted tokens are underlined in the preview" : "one token per request per pass");
+    setText(this.specHelp, SPEC_HELP[s.spec.drafter]);
     this.chunkInput.value = String(s.chunkTokens);
     this.chunkInput.disabled = onlyServers || s.policy !== "chunked";
     this.threadsInput.value = String(s.threads);

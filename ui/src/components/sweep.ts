@@ -11,6 +11,9 @@ import { POLICIES } from "../ipc/types";
 import { backendLabel } from "./charts";
 import { CHUNK_TOKENS, HANG_TIMEOUT_S, READING_PACE_TPS, SPECULATION } from "../ipc/generated/defaults";
 
+// The speculative-decoding choices that stand for several drafters.
+const SPEC_CHOICES: Record<string, Drafter[]> = { both: ["none", "lookup"], all: ["none", "lookup", "draft"] };
+
 export function parseList(text: string, min: number, max: number): number[] | string {
   const parts = text.split(/[\s,]+/).filter(Boolean);
   if (parts.length === 0) return "give at least one value";
@@ -85,7 +88,7 @@ export class SweepPanel {
   private warmup = h("input", { type: "number", min: 0, value: "", placeholder: "largest clients", "aria-label": "warm-up requests per point" }) as HTMLInputElement;
   private prefix = h("input", { type: "number", min: 0, value: 0, "aria-label": "shared prefix tokens" }) as HTMLInputElement;
   private prefixCache = h("select", { "aria-label": "prefix caching" }, ...[["off", "off"], ["on", "on"], ["both", "off and on"]].map(([v, t]) => h("option", { value: v }, t))) as HTMLSelectElement;
-  private spec = h("select", { "aria-label": "speculative decoding", "data-testid": "sweep-spec" }, ...[["none", "off"], ["lookup", "prompt lookup"], ["both", "off and prompt lookup"]].map(([v, t]) => h("option", { value: v }, t))) as HTMLSelectElement;
+  private spec = h("select", { "aria-label": "speculative decoding", "data-testid": "sweep-spec" }, ...[["none", "off"], ["lookup", "prompt lookup"], ["draft", "draft model"], ["both", "off and prompt lookup"], ["all", "off, prompt lookup and draft model"]].map(([v, t]) => h("option", { value: v }, t))) as HTMLSelectElement;
   private promptText = h("select", { "aria-label": "what the prompts ask for", "data-testid": "sweep-prompts" }, ...[["prose", "prose to continue"], ["copy", "a passage to copy"]].map(([v, t]) => h("option", { value: v }, t))) as HTMLSelectElement;
   private maxBatch = h("input", { type: "number", min: 1, value: "", placeholder: "clients", "aria-label": "most sequences per pass" }) as HTMLInputElement;
   private maxBatchTokens = h("input", { type: "number", min: 1, value: "", placeholder: "auto", "aria-label": "most tokens per pass" }) as HTMLInputElement;
@@ -219,8 +222,9 @@ export class SweepPanel {
       seed: opt(this.seed) ?? 0,
       prefix_tokens: opt(this.prefix) ?? 0,
       prefix_cache: cache === "both" ? [false, true] : [cache === "on"],
-      spec: this.spec.value === "both" ? ["none", "lookup"] : [this.spec.value as Drafter],
+      spec: SPEC_CHOICES[this.spec.value] ?? [this.spec.value as Drafter],
       spec_settings: SPECULATION,
+      draft_model: null,
       prompts: this.promptText.value as PromptText,
       max_batch_seqs: opt(this.maxBatch),
       max_batch_tokens: opt(this.maxBatchTokens),

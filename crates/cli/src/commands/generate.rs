@@ -83,11 +83,12 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<i32> {
         ctx_per_slot: need,
         max_batch_tokens: prompt.len().max(512),
         gpu_layers: None,
+        draft_model: args.spec.draft_model(&model.path)?,
     };
     let mut scheduler = SchedulerConfig::new(Policy::Serial, 1, load.max_batch_tokens);
     scheduler.spec = args.spec.settings();
     if args.spec.drafters().len() > 1 {
-        anyhow::bail!("lx generate takes one --spec (none or lookup); `lx sweep` compares them");
+        anyhow::bail!("lx generate takes one --spec (none, lookup or draft); `lx sweep` compares them");
     }
     scheduler.validate()?;
     if scheduler.spec.is_on() && !servers.is_empty() {
@@ -96,6 +97,9 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<i32> {
     let spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::tune::Use::Measure, 0);
     let mut worker = spawn(backend, &load, &scheduler)?;
     eprintln!("{}: {} on {}", backend, worker.info().version, worker.info().device);
+    if let Some(draft) = &worker.info().draft {
+        eprintln!("draft model: {draft}");
+    }
     if let Some(why) = &worker.info().cpu_fallback {
         eprintln!("warning: {why}");
     }

@@ -98,7 +98,7 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
         ..LiveSettings::default()
     };
     if args.spec.drafters().len() > 1 {
-        anyhow::bail!("lx live takes one --spec (none or lookup); `lx sweep` compares them");
+        anyhow::bail!("lx live takes one --spec (none, lookup or draft); `lx sweep` compares them");
     }
     // Cheap checks first, so a typo never waits for a model load; then against the model.
     settings.validate(usize::MAX)?;
@@ -113,7 +113,7 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
     if !args.no_ceilings && !settings.backends.iter().all(|b| servers.iter().any(|s| &s.name == b)) {
         crate::commands::add_ceilings(&mut run, &model.path);
     }
-    let live_model = model.live_model();
+    let live_model = model.live_model(args.spec.draft_model(&model.path)?);
     let (tx, events) = mpsc::channel();
     let sink = Box::new(move |batch: Vec<LiveEvent>| {
         let _ = tx.send(batch);

@@ -1,4 +1,4 @@
-//! `lx models list|fetch|synth`.
+//! `lx models list|fetch|synth|draft`.
 
 use clap::Subcommand;
 
@@ -29,6 +29,22 @@ pub enum ModelsCmd {
         /// List the presets with their parameter counts and file sizes.
         #[arg(long)]
         list: bool,
+    },
+    /// Write a draft model for speculative decoding (`--spec draft`) from a model itself, with
+    /// the same tokenizer: a lower-bit copy (its Q8_0 matrices at Q4_0) or a copy without some
+    /// middle layers. Every result drafted with it says what it was made from. `--spec draft`
+    /// makes the model's default one on first use.
+    Draft {
+        /// The model to draft for (catalog name, .gguf path or hf:...).
+        #[arg(default_value = "default")]
+        model: String,
+        /// Leave out these layers, FROM-TO inclusive, instead of the default recipe (Gemma 3:
+        /// the lower-bit copy; others: a fifth of the layers, past the middle).
+        #[arg(long, value_parser = lx_backends::draft::parse_drop)]
+        drop: Option<std::ops::Range<u32>>,
+        /// Where to write it (default: the model directory's drafts/STEM-without-FROM-TO.gguf).
+        #[arg(long, short)]
+        out: Option<std::path::PathBuf>,
     },
 }
 
@@ -83,6 +99,14 @@ pub fn run(cmd: ModelsCmd) -> anyhow::Result<i32> {
                 lx_format::gguf::synth::SYNTHETIC_NOTE
             );
             println!("{}", made.path.display());
+        }
+        ModelsCmd::Draft { model, drop, out } => {
+            let spec = lx_models::ModelSpec::parse(&model)?;
+            let resolved = lx_models::resolve(&spec, &lx_models::Options::default(), &mut crate::progress::fetch_reporter())?;
+            let path = lx_backends::draft::make(&resolved.path, drop.map(lx_format::gguf::draft::Recipe::WithoutLayers), out.as_deref())?;
+            let facts = lx_format::gguf::ModelFacts::read(&path)?;
+            eprintln!("draft: {}", facts.draft_of.as_deref().unwrap_or("a model of its own"));
+            println!("{}", path.display());
         }
     }
     Ok(0)

@@ -9,9 +9,10 @@ fn drafters(s: &str) -> Result<Vec<Drafter>, String> {
 
 #[derive(Args, Debug, Clone)]
 pub struct SpecArgs {
-    /// Speculative decoding: none (plain decoding) or lookup (drafts from n-gram matches in
-    /// each request's own prompt and output, verified in one pass); `lx sweep` takes both,
-    /// comma-separated, as a dimension.
+    /// Speculative decoding: none (plain decoding), lookup (drafts from n-gram matches in
+    /// each request's own prompt and output) or draft (drafts from a draft model, see
+    /// --spec-draft-model), verified in one pass; `lx sweep` takes several, comma-separated,
+    /// as a dimension.
     #[arg(long, default_value = "none", value_parser = drafters)]
     pub spec: Vec<Vec<Drafter>>,
     /// Longest n-gram the lookup drafter matches (tried first).
@@ -28,12 +29,28 @@ pub struct SpecArgs {
     /// drafts fare.
     #[arg(long)]
     pub spec_fixed: bool,
+    /// The draft model for --spec draft: a .gguf that shares the model's vocabulary, loaded
+    /// beside it on the same backend. Default: one made from the model itself (`lx models
+    /// draft`), which every result names as such.
+    #[arg(long)]
+    pub spec_draft_model: Option<std::path::PathBuf>,
 }
 
 impl SpecArgs {
     /// The drafters asked for, in order.
     pub fn drafters(&self) -> Vec<Drafter> {
         self.spec.iter().flatten().copied().collect()
+    }
+
+    /// The draft model to load beside `model`: `Some` when a draft model drafts (made from
+    /// the model on first use unless --spec-draft-model names one), checked to share its
+    /// vocabulary.
+    pub fn draft_model(&self, model: &std::path::Path) -> anyhow::Result<Option<std::path::PathBuf>> {
+        if !self.drafters().contains(&Drafter::Draft) {
+            anyhow::ensure!(self.spec_draft_model.is_none(), "--spec-draft-model is the draft model of --spec draft, which was not asked for");
+            return Ok(None);
+        }
+        lx_backends::draft::resolve(model, self.spec_draft_model.as_deref()).map(Some)
     }
 
     /// The settings, with the first drafter asked for.

@@ -136,6 +136,9 @@ pub struct SweepArgs {
 fn plan(args: &SweepArgs, servers: &[lx_openai::Server]) -> anyhow::Result<SweepPlan> {
     let backends = crate::commands::backends_and_servers(args.backend.as_deref(), servers)?;
     let concurrency: Vec<usize> = args.concurrency.iter().flatten().copied().collect();
+    if args.spec.spec_draft_model.is_some() && !args.spec.drafters().contains(&lx_core::speculative::Drafter::Draft) {
+        anyhow::bail!("--spec-draft-model is the draft model of --spec draft, which was not asked for");
+    }
     Ok(SweepPlan {
         backends,
         servers: servers.iter().map(|s| s.name.clone()).collect(),
@@ -147,6 +150,7 @@ fn plan(args: &SweepArgs, servers: &[lx_openai::Server]) -> anyhow::Result<Sweep
         prefix_cache: args.prefix_cache.iter().flatten().copied().collect(),
         spec: args.spec.drafters(),
         spec_settings: args.spec.settings(),
+        draft_model: args.spec.spec_draft_model.clone(),
         prompts: args.prompts,
         warmup: args.warmup.unwrap_or_else(|| concurrency.iter().copied().max().unwrap_or(1)),
         concurrency,

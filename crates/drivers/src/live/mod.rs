@@ -86,6 +86,9 @@ pub struct LiveModel {
     pub prompt: Box<dyn Fn(u32, usize) -> Vec<TokenId> + Send>,
     /// One token's decoded bytes (for the preview).
     pub token_bytes: Box<dyn Fn(TokenId) -> Vec<u8> + Send>,
+    /// The draft model's file for speculative decoding's `draft` drafter, found (or made)
+    /// when a worker first needs it, on the loading thread.
+    pub draft_model: std::sync::Arc<dyn Fn() -> Result<std::path::PathBuf, String> + Send + Sync>,
 }
 
 /// Receives event batches, on the session thread: keep it quick (hand off, do not draw).

@@ -161,6 +161,9 @@ pub struct Capacity {
     pub threads: usize,
     /// GPU layers asked for.
     pub gpu_layers: Option<u32>,
+    /// A draft model is loaded beside the model (speculative decoding's `draft` drafter).
+    #[serde(default)]
+    pub draft: bool,
 }
 
 impl Capacity {
@@ -170,9 +173,11 @@ impl Capacity {
         let need_ctx = s.prompt_tokens as usize + s.max_tokens as usize;
         let mut slots = s.concurrency.next_power_of_two().max(4);
         let mut ctx = need_ctx.next_power_of_two().max(1024);
+        let mut draft = s.spec.drafter == Drafter::Draft;
         if let Some(c) = current.filter(|c| c.threads == s.threads && c.gpu_layers == s.gpu_layers) {
             slots = slots.max(c.slots);
             ctx = ctx.max(c.ctx_per_slot);
+            draft |= c.draft;
         }
         let ctx = ctx.min(model_context.max(need_ctx));
         Capacity {
@@ -181,6 +186,7 @@ impl Capacity {
             max_batch_tokens: lx_core::scheduler::batch_tokens_for(ctx, slots),
             threads: s.threads,
             gpu_layers: s.gpu_layers,
+            draft,
         }
     }
 
@@ -190,6 +196,7 @@ impl Capacity {
             && self.ctx_per_slot >= s.prompt_tokens as usize + s.max_tokens as usize
             && self.threads == s.threads
             && self.gpu_layers == s.gpu_layers
+            && (self.draft || s.spec.drafter != Drafter::Draft)
     }
 
     pub(super) fn load_spec(&self, model_path: &std::path::Path) -> LoadSpec {
@@ -200,6 +207,7 @@ impl Capacity {
             ctx_per_slot: self.ctx_per_slot,
             max_batch_tokens: self.max_batch_tokens,
             gpu_layers: self.gpu_layers,
+            draft_model: None,
         }
     }
 }

@@ -81,6 +81,10 @@ pub struct ModelFacts {
     /// that model's; its text is noise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub synthetic: Option<String>,
+    /// Set for a draft model made from a model itself ([`super::draft`]): what it was made
+    /// from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_of: Option<String>,
 }
 
 impl ModelFacts {
@@ -131,6 +135,7 @@ impl ModelFacts {
             head_count_kv: arch_u64("attention.head_count_kv"),
             vocab_size: g.vocab_size(),
             synthetic: g.get_str(super::synth::SYNTHETIC_KEY).ok().map(str::to_string),
+            draft_of: g.get_str(super::draft::DRAFT_KEY).ok().map(str::to_string),
             architecture: arch,
         })
     }

@@ -102,6 +102,7 @@ impl<T> OptionalKey<T> for Result<T, GgufError> {
     }
 }
 
+pub mod draft;
 mod facts;
 pub mod synth;
 mod values;

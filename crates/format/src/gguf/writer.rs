@@ -121,6 +121,24 @@ impl GgufWriter {
         self
     }
 
+    /// Adds a Q4_0 tensor from f32 values: blocks of 32 values, each an f16 scale and 32
+    /// four-bit codes (value = scale * (code - 8)), byte j holding codes j and j + 16. The
+    /// scale maps the block's value of largest magnitude to code 0, so it keeps its sign
+    /// exactly and the other values share 15 steps. `dims[0]` must be a multiple of 32.
+    pub fn tensor_q4_0(mut self, name: impl Into<String>, dims: &[u64], data: &[f32]) -> Self {
+        let mut bytes = Vec::with_capacity(data.len() / 32 * 18);
+        for block in data.chunks(32) {
+            let extreme = block.iter().fold(0f32, |m, &v| if v.abs() > m.abs() { v } else { m });
+            let d = extreme / -8.0;
+            let inv = if d != 0.0 { 1.0 / d } else { 0.0 };
+            let code = |v: f32| ((v * inv).round() + 8.0).clamp(0.0, 15.0) as u8;
+            bytes.extend_from_slice(&f32_to_f16_bits(d).to_le_bytes());
+            bytes.extend((0..16).map(|j| code(block[j]) | code(block[j + 16]) << 4));
+        }
+        self.tensors.push(PendingTensor { name: name.into(), dims: dims.to_vec(), type_id: GgmlType::Q4_0.id(), data: TensorData::Bytes(bytes), checked: true });
+        self
+    }
+
     /// Adds a tensor of type `ty` from its raw bytes ([`GgufWriter::write`] fails when their
     /// count does not match `dims`).
     pub fn tensor(mut self, name: impl Into<String>, dims: &[u64], ty: GgmlType, data: Vec<u8>) -> Self {
@@ -352,6 +370,24 @@ fn put_array(out: &mut Vec<u8>, a: &Array) {
         Array::String(v) => v.iter().for_each(|s| put_str(out, s)),
         Array::Array(v) => v.iter().for_each(|inner| put_array(out, inner)),
     }
+}
+
+/// IEEE single from half (exact).
+pub(super) fn f16_bits_to_f32(h: u16) -> f32 {
+    let sign = u32::from(h & 0x8000) << 16;
+    let exp = u32::from((h >> 10) & 0x1f);
+    let mant = u32::from(h & 0x3ff);
+    let bits = match (exp, mant) {
+        (0, 0) => sign,
+        // Subnormal: value = mant * 2^-24.
+        (0, m) => {
+            let v = m as f32 * 2f32.powi(-24);
+            return if sign != 0 { -v } else { v };
+        }
+        (0x1f, m) => sign | 0x7f80_0000 | (m << 13),
+        (e, m) => sign | ((e + 127 - 15) << 23) | (m << 13),
+    };
+    f32::from_bits(bits)
 }
 
 /// IEEE half from single, round to nearest even.

@@ -1,7 +1,8 @@
-//! Prompt lookup, ours against llama.cpp's own (`scripts/spec-compare`): `lx generate --spec
-//! lookup` and `llama-lookup` on the same prompts, each held against its own plain decoding
-//! in the same round, so the speed-ups compare even where the two tools time decoding a little
-//! differently.
+//! Speculative decoding, ours against llama.cpp's own (`scripts/spec-compare`): `lx generate
+//! --spec lookup` against `llama-lookup`, and `lx generate --spec draft` against
+//! `llama-speculative-simple` with the same draft model, on the same prompts, each held
+//! against its own plain decoding in the same round, so the speed-ups compare even where the
+//! two tools time decoding a little differently.
 
 use serde::{Deserialize, Serialize};
 
@@ -18,8 +19,11 @@ pub struct SpecCompare {
     pub threads: usize,
     /// Output tokens of every run.
     pub tokens: usize,
-    /// llama-lookup's draft length.
+    /// llama-lookup's draft length (and llama-speculative-simple's).
     pub their_draft_max: usize,
+    /// The draft model both draft-model runs used, when they ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_model: Option<String>,
     /// The prompts' texts, by name.
     pub prompts: std::collections::BTreeMap<String, String>,
     pub rounds: Vec<Round>,
@@ -33,6 +37,11 @@ pub struct Round {
     pub ours_lookup: Run,
     pub theirs_plain: Run,
     pub theirs_lookup: Run,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ours_draft: Option<Run>,
+    /// llama-speculative-simple with the same draft model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub theirs_draft: Option<Run>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -45,11 +54,15 @@ pub struct Run {
 }
 
 pub const KIND: &str = "spec-compare";
-pub const TABLES: &[&str] = &["lookup"];
+pub const TABLES: &[&str] = &["lookup", "draft"];
 
-pub fn header(_table: &str) -> [String; 2] {
+pub fn header(table: &str) -> [String; 2] {
+    let (ours, theirs) = match table {
+        "draft" => ("draft", "llama-speculative-simple"),
+        _ => ("lookup", "llama-lookup"),
+    };
     [
-        "| prompt | rounds | ours plain tok/s | ours lookup tok/s | ours speed-up | ours accepted | llama.cpp plain tok/s | llama-lookup tok/s | llama-lookup speed-up | llama-lookup accepted | same text as llama-lookup |".into(),
+        format!("| prompt | rounds | ours plain tok/s | ours {ours} tok/s | ours speed-up | ours accepted | llama.cpp plain tok/s | {theirs} tok/s | {theirs} speed-up | {theirs} accepted | same text as {theirs} |"),
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |".into(),
     ]
 }
@@ -66,8 +79,13 @@ fn accepted(runs: &[&Run]) -> String {
 
 impl SpecCompare {
     /// A row per prompt, in the order first measured: medians over rounds, and speed-ups as
-    /// the median of each round's own ratio.
-    pub fn rows(&self, _table: &str) -> Vec<String> {
+    /// the median of each round's own ratio. `lookup` compares prompt lookup, `draft` a draft
+    /// model (rounds without draft-model runs are left out).
+    pub fn rows(&self, table: &str) -> Vec<String> {
+        let (ours, theirs): (fn(&Round) -> Option<&Run>, fn(&Round) -> Option<&Run>) = match table {
+            "draft" => (|r| r.ours_draft.as_ref(), |r| r.theirs_draft.as_ref()),
+            _ => (|r| Some(&r.ours_lookup), |r| Some(&r.theirs_lookup)),
+        };
         let mut names: Vec<&str> = Vec::new();
         for r in &self.rounds {
             if !names.contains(&r.prompt.as_str()) {
@@ -76,32 +94,36 @@ impl SpecCompare {
         }
         names
             .into_iter()
-            .map(|name| {
-                let rounds: Vec<&Round> = self.rounds.iter().filter(|r| r.prompt == name).collect();
-                let rate = |f: fn(&Round) -> &Run| rounds.iter().map(|r| f(r).decode_tok_s).collect::<Vec<_>>();
-                let (op, ol, tp, tl) = (rate(|r| &r.ours_plain), rate(|r| &r.ours_lookup), rate(|r| &r.theirs_plain), rate(|r| &r.theirs_lookup));
-                // llama-lookup counts one token more than it was asked for: the same text is
-                // one text a prefix of the other.
+            .filter_map(|name| {
+                let rounds: Vec<(&Round, &Run, &Run)> = self.rounds.iter().filter(|r| r.prompt == name).filter_map(|r| Some((r, ours(r)?, theirs(r)?))).collect();
+                if rounds.is_empty() {
+                    return None;
+                }
+                let rate = |f: &dyn Fn(&(&Round, &Run, &Run)) -> f64| rounds.iter().map(f).collect::<Vec<_>>();
+                let (op, ol) = (rate(&|r| r.0.ours_plain.decode_tok_s), rate(&|r| r.1.decode_tok_s));
+                let (tp, tl) = (rate(&|r| r.0.theirs_plain.decode_tok_s), rate(&|r| r.2.decode_tok_s));
+                // llama.cpp's tools count one token more than they were asked for: the same
+                // text is one text a prefix of the other.
                 let same = rounds
                     .iter()
-                    .filter(|r| {
-                        let (a, b) = (r.ours_lookup.text.trim_end(), r.theirs_lookup.text.trim_end());
+                    .filter(|(_, o, t)| {
+                        let (a, b) = (o.text.trim_end(), t.text.trim_end());
                         a.starts_with(b) || b.starts_with(a)
                     })
                     .count();
-                row(&[
+                Some(row(&[
                     name.to_string(),
                     rounds.len().to_string(),
                     fixed(median(&op), 1),
                     fixed(median(&ol), 1),
                     format!("{}x", fixed(paired_ratio(&ol, &op), 2)),
-                    accepted(&rounds.iter().map(|r| &r.ours_lookup).collect::<Vec<_>>()),
+                    accepted(&rounds.iter().map(|r| r.1).collect::<Vec<_>>()),
                     fixed(median(&tp), 1),
                     fixed(median(&tl), 1),
                     format!("{}x", fixed(paired_ratio(&tl, &tp), 2)),
-                    accepted(&rounds.iter().map(|r| &r.theirs_lookup).collect::<Vec<_>>()),
+                    accepted(&rounds.iter().map(|r| r.2).collect::<Vec<_>>()),
                     format!("{same} of {}", rounds.len()),
-                ])
+                ]))
             })
             .collect()
     }
@@ -124,6 +146,8 @@ mod tests {
             ours_lookup: run(40.0 * ours, 100, 90, "b"),
             theirs_plain: run(45.0, 0, 0, "a"),
             theirs_lookup: run(45.0 * theirs, 50, 40, if i == 1 { "b and more" } else { "c" }),
+            ours_draft: (prompt == "prose").then(|| run(20.0, 10, 5, "d")),
+            theirs_draft: (prompt == "prose").then(|| run(30.0, 10, 8, "d")),
         };
         let f = SpecCompare {
             kind: KIND.into(),
@@ -133,6 +157,7 @@ mod tests {
             threads: 2,
             tokens: 128,
             their_draft_max: 16,
+            draft_model: Some("d.gguf".into()),
             prompts: Default::default(),
             rounds: vec![round(1, "copy", 2.5, 2.0), round(1, "prose", 1.0, 0.8), round(2, "copy", 2.7, 2.4), round(3, "copy", 2.6, 2.2)],
         };
@@ -141,5 +166,7 @@ mod tests {
         assert_eq!(rows[1], "| prose | 1 | 40.0 | 40.0 | 1.00x | 90.0% of 100 | 45.0 | 36.0 | 0.80x | 80.0% of 50 | 1 of 1 |");
         let back: SpecCompare = serde_json::from_str(&serde_json::to_string(&f).unwrap()).unwrap();
         assert_eq!(back.rows("lookup"), rows);
+        // Only the prose rounds ran a draft model.
+        assert_eq!(f.rows("draft"), vec!["| prose | 1 | 40.0 | 20.0 | 0.50x | 50.0% of 10 | 45.0 | 30.0 | 0.67x | 80.0% of 10 | 1 of 1 |"]);
     }
 }

@@ -29,6 +29,11 @@ cpu_fallback?: string | null,
  */
 threads: number, capabilities: Capabilities, 
 /**
+ * The draft model loaded beside the model for speculative decoding, when there is one:
+ * its name and file (a draft made from the model itself says what from).
+ */
+draft?: string | null, 
+/**
  * The backend's own settings as it ran with them, by the names `lx tune` uses (e.g.
  * candle's `weights`, llama.cpp's `flash_attn`); threads are [`BackendInfo::threads`].
  */

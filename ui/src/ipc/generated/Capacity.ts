@@ -23,4 +23,8 @@ threads: number,
 /**
  * GPU layers asked for.
  */
-gpuLayers: number | null, };
+gpuLayers: number | null, 
+/**
+ * A draft model is loaded beside the model (speculative decoding's `draft` drafter).
+ */
+draft: boolean, };

@@ -3,4 +3,4 @@
 /**
  * Where drafts come from.
  */
-export type Drafter = "none" | "lookup";
+export type Drafter = "none" | "lookup" | "draft";

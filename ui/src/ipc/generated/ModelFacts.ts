@@ -17,4 +17,9 @@ parameter_count: number, tensor_count: number, quantization: Quantization, conte
  * Set for a shape-only model ([`super::synth`]): what it mimics. Its timings stand for
  * that model's; its text is noise.
  */
-synthetic?: string | null, };
+synthetic?: string | null, 
+/**
+ * Set for a draft model made from a model itself ([`super::draft`]): what it was made
+ * from.
+ */
+draft_of?: string | null, };

@@ -31,13 +31,18 @@ rates: Array<number>,
  */
 prefix_cache: Array<boolean>, 
 /**
- * Speculative decoding's drafters: `none` (plain decoding) and/or `lookup`.
+ * Speculative decoding's drafters: `none` (plain decoding), `lookup` and/or `draft`.
  */
 spec: Array<Drafter>, 
 /**
  * The drafters' settings (n-gram lengths, draft length; its own drafter is ignored).
  */
 spec_settings: Speculation, 
+/**
+ * The `draft` drafter's model; `None` until the sweep is started, which finds (or
+ * makes) one from the model unless it is named.
+ */
+draft_model: string | null, 
 /**
  * What the prompts ask for: prose to continue, or a passage to copy.
  */

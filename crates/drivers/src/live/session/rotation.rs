@@ -108,13 +108,20 @@ impl Session {
             drop(old);
         }
         self.slots[i].capacity = None;
-        let spec = capacity.load_spec(&self.model.model_path);
+        let mut spec = capacity.load_spec(&self.model.model_path);
         let config = self.settings.scheduler(&capacity);
         let spawner = Arc::clone(&self.spawner);
+        let draft_model = Arc::clone(&self.model.draft_model);
         let name = self.slots[i].name.clone();
         let (tx, done) = mpsc::channel();
         let spawned = std::thread::Builder::new().name(format!("lx-load-{name}")).spawn(move || {
-            let _ = tx.send(spawner(&name, &spec, &config).map_err(|e| e.to_string()));
+            let loaded = (|| {
+                if capacity.draft {
+                    spec.draft_model = Some(draft_model()?);
+                }
+                spawner(&name, &spec, &config).map_err(|e| e.to_string())
+            })();
+            let _ = tx.send(loaded);
         });
         let at_ms = self.now_ms();
         let message = format!("loading for {} sequences × {} tokens", capacity.slots, capacity.ctx_per_slot);

@@ -195,7 +195,7 @@ pub(super) fn fakes(prefill_us_per_token: u64, step_us: u64) -> (Spawner, Fakes)
         let writer = ChanWriter { tx: tx_out, line: Vec::new(), crash: dead.clone() };
         std::thread::spawn(move || {
             let loader: lx_core::worker::Loader = Box::new(move |_spec: &LoadSpec| {
-                Ok(Box::new(SlowModel { info: model_info, prefill_us_per_token, step_us }) as Box<dyn Backend>)
+                Ok(Box::new(SlowModel { info: model_info.clone(), prefill_us_per_token, step_us }) as Box<dyn Backend>)
             });
             let input = BufReader::new(ChanReader { rx: rx_in, buf: Vec::new() });
             let _ = lx_core::worker::serve(loader, input, writer);
@@ -221,6 +221,7 @@ pub(super) fn model() -> LiveModel {
         context_length: 8192,
         prompt: Box::new(|n, _| (0..n).map(|i| 97 + (i % 26)).collect()),
         token_bytes: Box::new(|t| vec![t as u8]),
+        draft_model: std::sync::Arc::new(|| Err("the fake model has no draft".into())),
     }
 }
 
