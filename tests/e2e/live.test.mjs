@@ -22,7 +22,8 @@
 //   7. runs "Check backends" (a tiny model on every backend and device) and saves a screenshot;
 //   8. starts "Tune this machine", waits for the first real trial's figures, and cancels it.
 //
-// Also: turns speculative decoding on live and checks the preview and readout show it.
+// Also: turns speculative decoding on live and checks the preview and readout show it, then
+// a draft model and a q8_0 KV cache (a reload) and the cache's bytes in the hardware panel.
 // Environment: LX_APP (the app binary, required), LX_E2E_ARTIFACTS (screenshots; default
 // tests/e2e/artifacts), TAURI_DRIVER (default: tauri-driver on PATH or in ~/.cargo/bin).
 
@@ -291,6 +292,53 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
       el.value = "none";
       el.dispatchEvent(new Event("change", { bubbles: true }));
     });
+  });
+
+  test("a draft model and a q8_0 KV cache: the worker reloads with them, drafts are verified, the hardware panel gives the cache's bytes", async () => {
+    const choose = (testid, value) =>
+      browser.execute(
+        (id, v) => {
+          const el = document.querySelector(`[data-testid="${id}"]`);
+          el.value = v;
+          el.dispatchEvent(new Event("change", { bubbles: true }));
+        },
+        testid,
+        value,
+      );
+    await choose("spec", "draft");
+    await choose("kv-type", "q8_0");
+    const capacity = await until(
+      "a worker loaded with the draft model and a q8_0 cache",
+      () => {
+        const b = window.__lx.store.backends.get("llama");
+        return b && b.state === "measuring" && b.capacity ? b.capacity : null;
+      },
+      (c) => c !== null && c.draft && c.kv.k === "q8_0" && c.kv.v === "q8_0" && c.kvCacheBytes > 0,
+      300_000,
+    );
+    const summary = await until(
+      "settled requests drafted by the draft model",
+      () => {
+        const v = [...window.__lx.store.summaries.values()].find((x) => x.key.drafter === "draft" && x.key.kv.k === "q8_0");
+        return v ? { requests: v.requests, drafted: v.drafted, accepted: v.accepted } : null;
+      },
+      (v) => v !== null && v.requests >= 2 && v.drafted > 0,
+      600_000,
+    );
+    console.log(`draft model, q8_0 cache of ${capacity.kvCacheBytes} bytes: ${summary.accepted} of ${summary.drafted} drafted tokens accepted over ${summary.requests} requests`);
+    assert.ok(summary.accepted > 0, "the draft model's drafts should sometimes hold");
+    const facts = await browser.execute(() => document.querySelector('.backend-facts[data-backend="llama"]').textContent);
+    assert.match(facts, /KV cache [\d.,]+ [KMG]iB q8_0 · with its draft model/);
+    assert.match(facts, /Draft model.*with its Q8_0 matrices at Q4_0/);
+    const help = await browser.execute(() => document.querySelector('[data-testid="kv-type"]').parentElement.textContent);
+    assert.match(help, /34 bytes per 32 values/);
+    await browser.execute(() => document.querySelector('.backend-facts[data-backend="llama"]').scrollIntoView());
+    await sleep(600);
+    await shot("live-draft-q8-lower");
+    await browser.execute(() => (document.querySelector(".main").scrollTop = 0));
+    await shot("live-draft-q8");
+    await choose("spec", "none");
+    await choose("kv-type", "f16");
   });
 
   test("a killed worker is reported, and Retry recovers", async () => {

@@ -18,7 +18,7 @@ const NEW_TOKENS: u32 = 32;
 pub type Load = fn(&LoadSpec) -> Box<dyn Backend>;
 
 fn run(load: Load, policy: Policy, prompts: &[Vec<TokenId>]) -> Streams {
-    let spec = LoadSpec { model_path: integration_tests::model_path(), threads: 0, slots: 4, ctx_per_slot: 256, max_batch_tokens: 512, gpu_layers: None, draft_model: None };
+    let spec = LoadSpec { model_path: integration_tests::model_path(), threads: 0, slots: 4, ctx_per_slot: 256, max_batch_tokens: 512, gpu_layers: None, ..Default::default() };
     let backend = load(&spec);
     let mut s = Scheduler::new(backend, SchedulerConfig::new(policy, 4, 512), Instant::now());
     let requests = prompts.iter().enumerate().map(|(i, p)| WorkRequest { id: i as u64, prompt: p.clone(), max_tokens: NEW_TOKENS, stop_tokens: vec![], top_logprobs: ALTERNATIVES, prefix_tokens: 0 }).collect();

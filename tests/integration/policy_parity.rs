@@ -16,7 +16,7 @@ const NEW_TOKENS: u32 = 24;
 /// Run the prompts to completion on a fresh backend. `prefix > 0`: they share their first
 /// `prefix` tokens and prefix caching is on (one extra slot holds the cache).
 fn run(policy: Policy, prompts: &[Vec<TokenId>], prefix: u32) -> Streams {
-    let spec = LoadSpec { model_path: integration_tests::model_path(), threads: 0, slots: 5, ctx_per_slot: 256, max_batch_tokens: 512, gpu_layers: None, draft_model: None };
+    let spec = LoadSpec { model_path: integration_tests::model_path(), threads: 0, slots: 5, ctx_per_slot: 256, max_batch_tokens: 512, gpu_layers: None, ..Default::default() };
     let backend: Box<dyn Backend> = Box::new(LlamaCppBackend::load(&spec).expect("load the default model"));
     let mut config = SchedulerConfig::new(policy, 4, 512);
     // Small chunks, so `chunked` really splits these short prompts across passes.

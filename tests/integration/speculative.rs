@@ -22,7 +22,7 @@ fn run(backend: &str, spec: Speculation, prompts: &[Vec<TokenId>]) -> (Streams, 
     let model_path = integration_tests::model_path();
     // The draft the default model gets when none is named: the model with its output head at 4 bits.
     let draft_model = (spec.drafter == Drafter::Draft).then(|| lx_backends::draft::resolve(&model_path, None).unwrap());
-    let load = LoadSpec { model_path, threads: 0, slots: 4, ctx_per_slot: longest + NEW_TOKENS as usize, max_batch_tokens: 1024, gpu_layers: None, draft_model };
+    let load = LoadSpec { model_path, threads: 0, slots: 4, ctx_per_slot: longest + NEW_TOKENS as usize, max_batch_tokens: 1024, gpu_layers: None, draft_model, ..Default::default() };
     let mut config = SchedulerConfig::new(Policy::Continuous, 4, 1024);
     config.spec = spec;
     let mut s = lx_core::worker::load_with_draft(&lx_backends::loader(backend), &load, config, Instant::now()).unwrap_or_else(|e| panic!("{backend} loads the default model: {e}"));

@@ -63,7 +63,7 @@ fn a_synthetic_twin_times_like_the_real_model_on_llama_cpp() {
     std::fs::copy(model_path(), &real_path).unwrap();
 
     let load = |path: &std::path::Path| {
-        let spec = LoadSpec { model_path: path.to_path_buf(), threads: 0, slots: 1, ctx_per_slot: 512, max_batch_tokens: 512, gpu_layers: None, draft_model: None };
+        let spec = LoadSpec { model_path: path.to_path_buf(), threads: 0, slots: 1, ctx_per_slot: 512, max_batch_tokens: 512, gpu_layers: None, ..Default::default() };
         LlamaCppBackend::load(&spec).unwrap_or_else(|e| panic!("llama.cpp loads {}: {e}", path.display()))
     };
     let mut models = [load(&real_path), load(&twin_path)];

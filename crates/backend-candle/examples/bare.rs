@@ -64,7 +64,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ctx_per_slot: ctx,
             max_batch_tokens: prompt.max(1),
             gpu_layers: Some(0),
-            draft_model: None,
+            ..Default::default()
         };
         let opts = Options {
             device: DeviceChoice::Cpu,

@@ -54,7 +54,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     set_thread_env(threads);
     let max_b = *batches.iter().max().ok_or("--batches is empty")?;
     let ctx = prompt + 8 * max_b + steps + 1;
-    let spec = LoadSpec { model_path: lx_models::default_model_path(), threads, slots: 1, ctx_per_slot: ctx, max_batch_tokens: ctx, gpu_layers: None, draft_model: None };
+    let spec = LoadSpec { model_path: lx_models::default_model_path(), threads, slots: 1, ctx_per_slot: ctx, max_batch_tokens: ctx, gpu_layers: None, ..Default::default() };
     let options = Options { device: DeviceChoice::Auto, layer_weights: weights };
     let backend = CandleBackend::load_with(&spec, &options)?;
     // A second copy with a slot per sequence, driven through its step interface.

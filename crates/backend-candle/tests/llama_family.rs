@@ -275,7 +275,7 @@ fn load(
             ctx_per_slot: ctx,
             max_batch_tokens: 4096,
             gpu_layers: Some(0),
-            draft_model: None,
+            ..Default::default()
         },
         &Options {
             device: DeviceChoice::Cpu,

@@ -109,7 +109,7 @@ fn spec(path: &Path, slots: usize, ctx: usize) -> LoadSpec {
         ctx_per_slot: ctx,
         max_batch_tokens: 4096,
         gpu_layers: Some(0),
-        draft_model: None,
+        ..Default::default()
     }
 }
 

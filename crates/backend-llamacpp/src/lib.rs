@@ -139,20 +139,6 @@ fn flash_attention() -> Result<(i32, &'static str), BackendError> {
     }
 }
 
-/// The KV cache's key and value types: `LX_LLAMA_KV_TYPE_K` and `LX_LLAMA_KV_TYPE_V` (what
-/// `--kv-type`, `--kv-type-k` and `--kv-type-v` set), else f16, llama.cpp's default.
-pub const KV_TYPE_K_ENV: &str = "LX_LLAMA_KV_TYPE_K";
-pub const KV_TYPE_V_ENV: &str = "LX_LLAMA_KV_TYPE_V";
-
-/// The cache types the environment asks for, keys then values.
-pub fn kv_types() -> Result<(KvType, KvType), BackendError> {
-    let read = |var: &str| match std::env::var(var) {
-        Err(_) => Ok(KvType::F16),
-        Ok(s) => s.parse::<KvType>().map_err(|e| BackendError::Load(format!("{var}: {e}"))),
-    };
-    Ok((read(KV_TYPE_K_ENV)?, read(KV_TYPE_V_ENV)?))
-}
-
 fn cache_type(t: KvType) -> KvCacheType {
     match t {
         KvType::F16 => KvCacheType::F16,
@@ -315,7 +301,7 @@ impl LlamaCppBackend {
         let n_ctx = (spec.ctx_per_slot * slots) as u32;
         let n_batch = spec.max_batch_tokens.max(1) as u32;
         let n_ubatch = micro_batch(n_batch)?;
-        let (type_k, type_v) = kv_types()?;
+        let (type_k, type_v) = (spec.kv.k, spec.kv.v);
         let (flash_attn, flash_attn_name) = flash_attention_for(type_v)?;
         let params = LlamaContextParams::default()
             .with_n_ctx(NonZeroU32::new(n_ctx))

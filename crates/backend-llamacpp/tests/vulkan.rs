@@ -44,7 +44,8 @@ fn load(gpu_layers: Option<u32>) -> LlamaCppBackend {
         slots: 1,
         ctx_per_slot: 256,
         max_batch_tokens: 128,
-        gpu_layers, draft_model: None,
+        gpu_layers,
+        ..Default::default()
     };
     LlamaCppBackend::load(&spec).unwrap_or_else(|e| panic!("load with gpu_layers {gpu_layers:?}: {e}"))
 }

@@ -54,7 +54,7 @@ fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
 }
 
 fn spec(slots: usize, ctx: usize) -> LoadSpec {
-    LoadSpec { model_path: model_path(), threads: 2, slots, ctx_per_slot: ctx, max_batch_tokens: 4096, gpu_layers: None, draft_model: None }
+    LoadSpec { model_path: model_path(), threads: 2, slots, ctx_per_slot: ctx, max_batch_tokens: 4096, gpu_layers: None, ..Default::default() }
 }
 
 fn load(slots: usize, ctx: usize, weights: WeightMode) -> MlxBackend {

@@ -96,7 +96,7 @@ fn check_one(backend: &str, requested: &str, model: &Path) -> CheckRow {
         ctx_per_slot: 64,
         max_batch_tokens: 64,
         gpu_layers: (requested == "cpu").then_some(0),
-        draft_model: None,
+        ..Default::default()
     };
     let scheduler = SchedulerConfig::new(Policy::Serial, 1, spec.max_batch_tokens);
     let started = Instant::now();

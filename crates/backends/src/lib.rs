@@ -13,7 +13,6 @@ pub mod synth;
 pub mod tune;
 pub mod worker;
 
-pub use lx_backend_llamacpp::{KV_TYPE_K_ENV, KV_TYPE_V_ENV};
 
 use lx_core::backend::{Backend, BackendError, LoadSpec};
 use lx_core::child::WorkerCommand;
@@ -151,9 +150,7 @@ pub fn spawner(usage: tune::Use, untuned_threads: usize) -> lx_core::target::Spa
 pub fn worker_spawner(settings: impl Fn(&str, &LoadSpec) -> tune::Applied + Send + Sync + 'static) -> lx_core::target::Spawner {
     std::sync::Arc::new(move |name: &str, spec: &LoadSpec, config: &lx_core::scheduler::SchedulerConfig| {
         if memory::in_system_memory(spec) {
-            // Only llama.cpp's cache can be quantized (`--kv-type` refuses the others).
-            let kv = if name == "llama" { lx_backend_llamacpp::kv_types().map_err(|e| lx_core::coordinator::WorkerError::Load(e.to_string()))? } else { Default::default() };
-            memory::check(spec, kv, lx_machine::hardware::available_memory_bytes()).map_err(lx_core::coordinator::WorkerError::Load)?;
+            memory::check(spec, lx_machine::hardware::available_memory_bytes()).map_err(lx_core::coordinator::WorkerError::Load)?;
         }
         let applied = settings(name, spec);
         let mut command = worker_command(name);

@@ -71,12 +71,14 @@ impl OpenModel {
         let prompts = PromptBuilder::new(&self.tokenizer);
         let tokenizer = self.tokenizer.clone();
         let path = self.path.clone();
+        let cost = lx_format::gguf::GgufFile::open(&self.path).ok().and_then(|g| lx_machine::roofline::ModelCost::from_gguf(&g).ok());
         LiveModel {
             model_path: self.path.clone(),
             context_length: self.context_length,
             prompt: Box::new(move |n, i| prompts.prompt(n as usize, i as u64)),
             token_bytes: Box::new(move |t| tokenizer.token_bytes(t).to_vec()),
             draft_model: std::sync::Arc::new(move || crate::draft::resolve(&path, draft_model.as_deref()).map_err(|e| format!("{e:#}"))),
+            kv_bytes_f16: Box::new(move |ctx| cost.as_ref().map(|c| c.kv_bytes_at(ctx as u64))),
         }
     }
 

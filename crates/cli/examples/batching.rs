@@ -175,7 +175,7 @@ fn bare_pass(rt: &LlamaBackend, model: &LlamaModel, a: &Args, prompts: &[Vec<Tok
 /// Our engine through a worker process: `clients` closed-loop clients over `clients` slots,
 /// `continuous`.
 fn ours(a: &Args, cmd: &WorkerCommand, model: &Path, prompts: &[Vec<TokenId>], clients: usize, warmup: usize) -> anyhow::Result<PointResult> {
-    let load = LoadSpec { model_path: model.to_path_buf(), threads: a.threads, slots: clients, ctx_per_slot: a.prompt + a.gen, max_batch_tokens: lx_core::scheduler::batch_tokens_for(a.prompt, clients), gpu_layers: None, draft_model: None };
+    let load = LoadSpec { model_path: model.to_path_buf(), threads: a.threads, slots: clients, ctx_per_slot: a.prompt + a.gen, max_batch_tokens: lx_core::scheduler::batch_tokens_for(a.prompt, clients), gpu_layers: None, ..Default::default() };
     let sched = SchedulerConfig::new(Policy::Continuous, clients, load.max_batch_tokens);
     let mut worker = Worker::spawn(cmd, &load, &sched, Duration::from_secs(300))?;
     let spec = PointSpec { prompt_tokens: a.prompt as u32, max_tokens: a.gen as u32, concurrency: clients, requests: prompts.len() - warmup, warmup, stop_at_eos: false, top_logprobs: 0 };

@@ -22,8 +22,8 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use lx_backend_llamacpp::{KvLayout, LlamaCppBackend, KV_TYPE_K_ENV, KV_TYPE_V_ENV};
-use lx_core::backend::{Backend, Batch, Chunk, KvType, LoadSpec, Outputs, Scored, TokenId};
+use lx_backend_llamacpp::{KvLayout, LlamaCppBackend};
+use lx_core::backend::{Backend, Batch, Chunk, KvType, KvTypes, LoadSpec, Outputs, Scored, TokenId};
 use lx_format::gguf::GgufFile;
 use lx_format::tokenizer::Tokenizer;
 use lx_format::workload::PromptBuilder;
@@ -42,10 +42,7 @@ fn arg(args: &[String], name: &str) -> Option<String> {
 }
 
 fn load(model: &std::path::Path, threads: usize, ctx: usize, t: KvType) -> LlamaCppBackend {
-    // Read by the backend at load: this process has no other thread using them.
-    std::env::set_var(KV_TYPE_K_ENV, t.name());
-    std::env::set_var(KV_TYPE_V_ENV, t.name());
-    let spec = LoadSpec { model_path: model.to_path_buf(), threads, slots: 1, ctx_per_slot: ctx, max_batch_tokens: 512, gpu_layers: Some(0), draft_model: None };
+    let spec = LoadSpec { model_path: model.to_path_buf(), threads, slots: 1, ctx_per_slot: ctx, max_batch_tokens: 512, gpu_layers: Some(0), kv: KvTypes { k: t, v: t }, ..Default::default() };
     LlamaCppBackend::load_with(&spec, KvLayout::PerSequence).unwrap_or_else(|e| panic!("load with a {} cache: {e}", t.name()))
 }
 

@@ -210,7 +210,7 @@ fn main() -> anyhow::Result<()> {
     // else the CPU default); a comparison across formats would measure the format.
     let candle_weights = lx_backend_candle::Options::from_env()?.layer_weights.unwrap_or(lx_backend_candle::CPU_DEFAULT_WEIGHTS);
     cmd.env.push(("LX_CANDLE_WEIGHTS".into(), candle_weights.to_string()));
-    let load = LoadSpec { model_path: model_spec.path.clone(), threads, slots: 1, ctx_per_slot: long + gen, max_batch_tokens: long.max(512), gpu_layers: None, draft_model: None };
+    let load = LoadSpec { model_path: model_spec.path.clone(), threads, slots: 1, ctx_per_slot: long + gen, max_batch_tokens: long.max(512), gpu_layers: None, ..Default::default() };
     let mut worker = Worker::spawn(&cmd, &load, &SchedulerConfig::new(Policy::Serial, 1, load.max_batch_tokens), Duration::from_secs(300))?;
 
     // The bare loop, in this process, with the worker's context size and threads.

@@ -125,7 +125,7 @@ pub struct Capabilities {
 }
 
 /// How a KV cache stores its keys or its values (llama.cpp's cache types).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "snake_case")]
 pub enum KvType {
     /// 16-bit floats: llama.cpp's default.
@@ -202,7 +202,7 @@ pub struct BackendInfo {
 pub const SETTINGS_FROM_ENV: &str = "LX_SETTINGS_FROM";
 
 /// How to load a model into a backend.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct LoadSpec {
     pub model_path: std::path::PathBuf,
     /// Compute threads; 0 means the number of physical cores.
@@ -220,6 +220,60 @@ pub struct LoadSpec {
     /// vocabulary.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draft_model: Option<std::path::PathBuf>,
+    /// How the KV cache stores keys and values. Only llama.cpp takes other types than f16;
+    /// the other backends refuse them when they load.
+    #[serde(default, skip_serializing_if = "KvTypes::is_default")]
+    pub kv: KvTypes,
+}
+
+/// A KV cache's key and value types.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
+pub struct KvTypes {
+    pub k: KvType,
+    pub v: KvType,
+}
+
+impl KvTypes {
+    pub fn is_default(&self) -> bool {
+        *self == KvTypes::default()
+    }
+
+    /// The cache's size against an f16 cache of the same sequences (keys and values alike
+    /// in size): 1 for f16, 0.53 for q8_0, 0.28 for q4_0.
+    pub fn of_f16(&self) -> f64 {
+        (self.k.bytes_per_element() + self.v.bytes_per_element()) / (2.0 * KvType::F16.bytes_per_element())
+    }
+
+    /// `q8_0`, or `K q8_0, V f16` when they differ.
+    pub fn label(&self) -> String {
+        if self.k == self.v {
+            self.k.name().to_string()
+        } else {
+            format!("K {}, V {}", self.k.name(), self.v.name())
+        }
+    }
+
+    /// Refuses quantized types for a backend other than llama.cpp (`llama`), or a server,
+    /// saying why, before anything loads.
+    pub fn for_backend(&self, backend: &str) -> Result<(), String> {
+        let why = match backend {
+            _ if self.is_default() => return Ok(()),
+            "llama" => return Ok(()),
+            "candle" => "candle keeps its KV cache in f32",
+            "mlx" => "our MLX backend keeps its KV cache in f32",
+            _ => "a server's cache is set where the server is started",
+        };
+        Err(format!("KV cache type {} is llama.cpp's, and {why}: measure {backend} with an f16 cache", self.label()))
+    }
+
+    /// Refuses anything but f16 for a backend whose cache is f16 or f32 only, saying why.
+    pub fn only_default(&self, why: &str) -> Result<(), BackendError> {
+        if self.is_default() {
+            Ok(())
+        } else {
+            Err(BackendError::Load(format!("KV cache type {}: {why}", self.label())))
+        }
+    }
 }
 
 /// Errors a backend reports. The worker turns them into protocol errors.
@@ -354,6 +408,19 @@ mod tests {
         assert_eq!(argmax(&[]), 0);
         assert_eq!(argmax(&[f32::NAN, f32::NAN]), 0);
         assert_eq!(argmax(&[f32::NEG_INFINITY, -1.0, f32::NEG_INFINITY]), 1);
+    }
+
+    #[test]
+    fn quantized_cache_types_are_llama_cpps_only() {
+        let q8 = KvTypes { k: KvType::Q8_0, v: KvType::Q8_0 };
+        assert_eq!(q8.label(), "q8_0");
+        assert_eq!(KvTypes { v: KvType::F16, ..q8 }.label(), "K q8_0, V f16");
+        assert!(q8.for_backend("llama").is_ok());
+        assert!(KvTypes::default().for_backend("candle").is_ok());
+        assert_eq!(q8.for_backend("candle").unwrap_err(), "KV cache type q8_0 is llama.cpp's, and candle keeps its KV cache in f32: measure candle with an f16 cache");
+        assert!(q8.for_backend("lab-server").unwrap_err().contains("a server's cache is set where the server is started"));
+        let e = q8.only_default("candle keeps its KV cache in f32").unwrap_err().to_string();
+        assert_eq!(e, "cannot load model: KV cache type q8_0: candle keeps its KV cache in f32");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::TokenId;
+use crate::backend::{KvTypes, TokenId};
 use crate::client::{Clients, Heard};
 use crate::coordinator::WorkerError;
 use crate::records::{is_zero, RequestRecord, StepRecord};
@@ -92,6 +92,9 @@ pub struct Traffic {
     /// What the prompts ask for: prose to continue, or a passage to copy.
     #[serde(skip_serializing_if = "is_prose")]
     pub prompts: PromptText,
+    /// The KV cache's types in the worker that measured it (llama.cpp's; f16 elsewhere).
+    #[serde(skip_serializing_if = "KvTypes::is_default")]
+    pub kv: KvTypes,
 }
 
 fn is_plain(s: &Speculation) -> bool {

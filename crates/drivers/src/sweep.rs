@@ -13,7 +13,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use lx_core::backend::{LoadSpec, TokenId};
+use lx_core::backend::{KvTypes, LoadSpec, TokenId};
 use lx_core::traffic::{run_point, Arrivals, Draw, Observer, Traffic, PointRun, PointSpec, RunControl};
 use lx_results::printers::Printer;
 use lx_results::results::{PointResult, RunFile, Slo};
@@ -96,6 +96,9 @@ pub struct SweepPlan {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[ts(type = "string | null")]
     pub draft_model: Option<PathBuf>,
+    /// The KV cache's types (llama.cpp only), for the whole sweep.
+    #[serde(skip_serializing_if = "KvTypes::is_default")]
+    pub kv: KvTypes,
     /// What the prompts ask for: prose to continue, or a passage to copy.
     pub prompts: PromptText,
     /// Measured requests per point.
@@ -142,6 +145,7 @@ impl Default for SweepPlan {
             spec: vec![Drafter::None],
             spec_settings: Speculation::default(),
             draft_model: None,
+            kv: KvTypes::default(),
             prompts: PromptText::Prose,
             requests: 8,
             warmup: 4,
@@ -185,6 +189,9 @@ impl SweepPlan {
         nonempty("prefix_cache", "--prefix-cache: give on, off or both;", self.prefix_cache.len())?;
         nonempty("depths", "--depth", self.depths.len())?;
         nonempty("spec", "--spec", self.spec.len())?;
+        for b in &self.backends {
+            self.kv.for_backend(b).map_err(|why| Invalid::new("kv", why))?;
+        }
         if self.spec.iter().any(|d| *d != Drafter::None) {
             Speculation { drafter: Drafter::Lookup, ..self.spec_settings }.validate()?;
         }
@@ -304,6 +311,7 @@ impl SweepPlan {
                                             depth,
                                             spec: Speculation { drafter, ..self.spec_settings },
                                             prompts: self.prompts,
+                                            kv: self.kv,
                                         };
                                         out.push(SweepPoint { backend: b.clone(), policy, spec, traffic, repetition });
                                     }
@@ -334,7 +342,8 @@ impl SweepPlan {
         }
         let drafts = points.iter().any(|p| p.traffic.spec.drafter == Drafter::Draft);
         let draft_model = if drafts { self.draft_model.clone() } else { None };
-        LoadSpec { model_path, threads: self.threads, slots, ctx_per_slot, max_batch_tokens, gpu_layers: self.gpu_layers, draft_model }
+        // The KV cache's types are each point's own (its traffic's): the runner loads them.
+        LoadSpec { model_path, threads: self.threads, slots, ctx_per_slot, max_batch_tokens, gpu_layers: self.gpu_layers, draft_model, kv: KvTypes::default() }
     }
 
     /// Context each sequence needs: the deepest depth, the longest prompt and the longest
@@ -408,8 +417,8 @@ pub fn run_sweep(
 }
 
 /// Run a list of points (a sweep's grid, or a demo's hand-made list) on workers loaded
-/// once per backend; `plan` gives threads, chunk size, batch limits and SLOs. Returns the
-/// number of points that had errors.
+/// once per backend and KV cache type (consecutive points share one); `plan` gives threads,
+/// chunk size, batch limits and SLOs. Returns the number of points that had errors.
 pub fn run_points(
     plan: &SweepPlan,
     points: Vec<SweepPoint>,
@@ -420,7 +429,7 @@ pub fn run_points(
 ) -> Result<usize, SweepError> {
     printer.header(run)?;
     let total = points.len();
-    let mut worker: Option<(String, Box<dyn Target>)> = None;
+    let mut worker: Option<(String, KvTypes, Box<dyn Target>)> = None;
     let mut failed_points = 0;
     // A backend that cannot load the model will not load it for the next point either.
     let mut load_failures: std::collections::HashMap<String, String> = Default::default();
@@ -446,11 +455,13 @@ pub fn run_points(
             result.repetition = repetition;
             result
         };
-        // Reuse the worker for the same backend; otherwise (new backend, or it died) start one.
+        // Reuse the worker for the same backend and cache types; otherwise (a new backend or
+        // cache type, or it died) start one.
         let reuse = match worker.as_mut() {
-            Some((b, w)) => *b == backend && !w.is_gone(),
+            Some((b, kv, w)) => *b == backend && *kv == traffic.kv && !w.is_gone(),
             None => false,
         };
+        let loads = if traffic.kv.is_default() { backend.clone() } else { format!("{backend} (KV cache {})", traffic.kv.label()) };
         if model_changed.is_none() {
             model_changed = ctx.model_stamp.changed(&ctx.model_path).map(|what| {
                 worker = None;
@@ -460,7 +471,7 @@ pub fn run_points(
                 )
             });
         }
-        if let Some(why) = model_changed.as_ref().or(load_failures.get(&backend)) {
+        if let Some(why) = model_changed.as_ref().or(load_failures.get(&loads)) {
             failed_points += 1;
             finish_point(run, fail(why.clone()), printer, observer, &mut saver)?;
             continue;
@@ -468,18 +479,18 @@ pub fn run_points(
         if !reuse {
             worker = None; // shut the previous one down before loading the next
             observer.loading(&backend);
-            match (ctx.spawn)(&backend, &load_spec, &config) {
+            match (ctx.spawn)(&backend, &LoadSpec { kv: traffic.kv, ..load_spec.clone() }, &config) {
                 Ok(w) => {
                     observer.loaded(&backend, w.info(), w.load_ms());
-                    if !run.backends.iter().any(|b| b.name == w.info().name) {
+                    if !run.backends.iter().any(|b| b.name == w.info().name && b.version == w.info().version) {
                         run.backends.push(w.info().clone());
                     }
-                    worker = Some((backend.clone(), w));
+                    worker = Some((backend.clone(), traffic.kv, w));
                 }
                 Err(e) => {
-                    let why = format!("{backend}: {e}");
+                    let why = format!("{loads}: {e}");
                     if matches!(e, lx_core::coordinator::WorkerError::Load(_)) {
-                        load_failures.insert(backend.clone(), why.clone());
+                        load_failures.insert(loads.clone(), why.clone());
                     }
                     failed_points += 1;
                     finish_point(run, fail(why), printer, observer, &mut saver)?;
@@ -487,7 +498,7 @@ pub fn run_points(
                 }
             }
         }
-        let (_, w) = worker.as_mut().expect("set above");
+        let (_, _, w) = worker.as_mut().expect("set above");
         if traffic.prefix_cache && !w.schedules_itself() && !w.info().capabilities.prefix_copy {
             failed_points += 1;
             let why = format!("{backend}: this backend cannot copy a cached prefix between sequences (capability prefix_copy is false); run it with --prefix-cache off");

@@ -253,7 +253,7 @@ impl Setup {
             ctx_per_slot: self.ids.len() + self.gen,
             max_batch_tokens: self.ids.len() * max_batch,
             gpu_layers: Some(0),
-            draft_model: None,
+            ..Default::default()
         }
     }
 

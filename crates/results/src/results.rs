@@ -202,6 +202,9 @@ impl PointResult {
         if t.spec.is_on() {
             name += &format!(" {}", t.spec.label());
         }
+        if !t.kv.is_default() {
+            name += &format!(" kv {}", t.kv.label());
+        }
         name
     }
 

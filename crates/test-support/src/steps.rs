@@ -19,7 +19,7 @@ pub fn spec_at(model_path: PathBuf, slots: usize, ctx: usize) -> LoadSpec {
         ctx_per_slot: ctx,
         max_batch_tokens: 4096,
         gpu_layers: Some(0),
-        draft_model: None,
+        ..Default::default()
     }
 }
 

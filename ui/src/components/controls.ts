@@ -11,6 +11,7 @@ import { clampTokens, MIN_PROMPT, positionOf, STEPS, tokensAt } from "../lib/sca
 import { toAppError } from "../ipc/core";
 import type { BackendAvailability, LiveSettings, Policy, ServerSpec } from "../ipc/types";
 import type { Drafter } from "../ipc/generated/Drafter";
+import type { KvType } from "../ipc/generated/KvType";
 import { POLICIES } from "../ipc/types";
 import { LIVE_SETTINGS } from "../ipc/generated/defaults";
 
@@ -19,6 +20,14 @@ const POLICY_HELP: Record<Policy, string> = {
   static: "batches form, run to the end; nothing joins",
   continuous: "requests join and leave every step",
   chunked: "continuous, with prompts split into chunks",
+};
+
+const KV_TYPES: KvType[] = ["f16", "q8_0", "q4_0"];
+
+const KV_HELP: Record<KvType, string> = {
+  f16: "16 bits per value, llama.cpp's default; changing it reloads the model",
+  q8_0: "34 bytes per 32 values: about 1.9x the sequences in the same memory; turns flash attention on",
+  q4_0: "18 bytes per 32 values: about 3.6x the sequences in the same memory; turns flash attention on",
 };
 
 const SPEC_HELP: Record<Drafter, string> = {
@@ -56,6 +65,8 @@ export class Controls {
   private policyHelp = h("span", { class: "muted small" });
   private specSelect = h("select", { "aria-label": "speculative decoding", "data-testid": "spec" }, h("option", { value: "none" }, "off"), h("option", { value: "lookup" }, "prompt lookup"), h("option", { value: "draft" }, "draft model")) as HTMLSelectElement;
   private specHelp = h("span", { class: "muted small" });
+  private kvSelect = h("select", { "aria-label": "KV cache type", "data-testid": "kv-type" }, ...KV_TYPES.map((t) => h("option", { value: t }, t))) as HTMLSelectElement;
+  private kvHelp = h("span", { class: "muted small" });
   private chunkInput = h("input", { type: "number", min: 16, max: 8192, step: 16, class: "exact", "aria-label": "chunk tokens (chunked policy)" }) as HTMLInputElement;
   private threadsInput = h("input", { type: "number", min: 0, max: 512, step: 1, class: "exact", "data-testid": "threads", "aria-label": "compute threads, 0 for auto", "aria-describedby": "threads-help" }) as HTMLInputElement;
   // Why auto is not simply every core: the window's repaints would stall the backend's
@@ -100,6 +111,12 @@ export class Controls {
       this.sync();
       this.changed(true);
     });
+    this.kvSelect.addEventListener("change", () => {
+      const t = this.kvSelect.value as KvType;
+      this.settings.kv = { k: t, v: t };
+      this.sync();
+      this.changed(true);
+    });
     this.chunkInput.addEventListener("change", () => {
       this.settings.chunkTokens = Math.max(1, Math.round(Number(this.chunkInput.value) || 256));
       this.sync();
@@ -120,6 +137,7 @@ export class Controls {
       field("Output tokens per request", this.maxInput),
       field("Scheduling policy", this.policySelect, this.policyHelp),
       field("Speculative decoding", this.specSelect, this.specHelp),
+      field("KV cache", this.kvSelect, this.kvHelp),
       field("Prefill chunk (chunked)", this.chunkInput),
       field("Threads (0 = auto)", this.threadsInput, this.threadsHelp),
     );
@@ -251,6 +269,12 @@ export class Controls {
     this.specSelect.value = s.spec.drafter;
     this.specSelect.disabled = onlyServers;
     setText(this.specHelp, SPEC_HELP[s.spec.drafter]);
+    // Quantized caches are llama.cpp's: any other backend or a server takes f16 only.
+    const llamaOnly = s.backends.every((b) => b === "llama");
+    if (!llamaOnly) s.kv = { k: "f16", v: "f16" };
+    this.kvSelect.value = s.kv.k === s.kv.v ? s.kv.k : "f16";
+    this.kvSelect.disabled = !llamaOnly;
+    setText(this.kvHelp, llamaOnly ? KV_HELP[this.kvSelect.value as KvType] : "llama.cpp only: candle and MLX keep f32 caches, servers set theirs when started");
     this.chunkInput.value = String(s.chunkTokens);
     this.chunkInput.disabled = onlyServers || s.policy !== "chunked";
     this.threadsInput.value = String(s.threads);

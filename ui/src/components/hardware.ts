@@ -118,11 +118,16 @@ export class HardwarePanel {
       if (st) lines.push(["Worker", `${st.state}${st.pid ? ` · pid ${st.pid}` : ""}${st.loadMs ? ` · loaded in ${fmtMs(st.loadMs)}` : ""}`]);
       if (info) lines.push(["Running on", `${info.device} · ${info.version}`]);
       if (info?.cpu_fallback) lines.push(["Warning", info.cpu_fallback]);
+      if (info?.draft) lines.push(["Draft model", info.draft]);
       if (info) {
         const settings = Object.entries({ threads: String(info.threads), ...(info.settings ?? {}) }).map(([k, v]) => `${k}=${v}`).join(" ");
         lines.push(["Settings", `${settings}${info.settings_from ? ` · ${info.settings_from}` : ""}`]);
       }
-      if (st?.capacity) lines.push(["Loaded for", `${st.capacity.slots} sequences × ${num(st.capacity.ctxPerSlot)} tokens`]);
+      if (st?.capacity) {
+        const c = st.capacity;
+        const kv = c.kvCacheBytes != null ? ` · KV cache ${bytes(c.kvCacheBytes, true)}${c.kv.k === c.kv.v ? ` ${c.kv.k}` : ` K ${c.kv.k}, V ${c.kv.v}`}` : "";
+        lines.push(["Loaded for", `${c.slots} sequences × ${num(c.ctxPerSlot)} tokens${kv}${c.draft ? " · with its draft model" : ""}`]);
+      }
       if (st?.state === "error" && st.message) lines.push(["Error", st.message]);
       for (const p of b.proven ?? []) lines.push(["Platform status", p]);
       const head = h("h4", {}, backendLabel(b.name));

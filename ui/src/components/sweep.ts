@@ -225,6 +225,7 @@ export class SweepPanel {
       spec: SPEC_CHOICES[this.spec.value] ?? [this.spec.value as Drafter],
       spec_settings: SPECULATION,
       draft_model: null,
+      kv: { k: "f16", v: "f16" },
       prompts: this.promptText.value as PromptText,
       max_batch_seqs: opt(this.maxBatch),
       max_batch_tokens: opt(this.maxBatchTokens),

@@ -10,6 +10,7 @@ const settings: LiveSettings = {
   policy: "continuous",
   chunkTokens: 256,
   threads: 0,
+  kv: { k: "f16", v: "f16" },
   gpuLayers: null,
   rotateAfterS: 8,
   batchMs: 100,

@@ -82,7 +82,7 @@ export interface Problem {
   retry: boolean;
 }
 
-export const keyId = (k: SettingKey) => `${k.backend}|${k.policy}|${k.promptTokens}|${k.concurrency}|${k.maxTokens}|${k.chunkTokens}|${k.drafter}`;
+export const keyId = (k: SettingKey) => `${k.backend}|${k.policy}|${k.promptTokens}|${k.concurrency}|${k.maxTokens}|${k.chunkTokens}|${k.drafter}|${k.kv.k}/${k.kv.v}`;
 
 export const CAPACITY = { done: 20_000, ticks: 10_000, timeline: 40, sensors: 10_000 };
 
@@ -331,7 +331,7 @@ export class LiveStore {
   currentSummary(backend: string | undefined): SettingSummary | undefined {
     const s = this.settings;
     if (!s || !backend) return undefined;
-    return this.summaries.get(keyId({ backend, policy: s.policy, promptTokens: s.promptTokens, concurrency: s.concurrency, maxTokens: s.maxTokens, chunkTokens: s.chunkTokens, drafter: s.spec.drafter }));
+    return this.summaries.get(keyId({ backend, policy: s.policy, promptTokens: s.promptTokens, concurrency: s.concurrency, maxTokens: s.maxTokens, chunkTokens: s.chunkTokens, drafter: s.spec.drafter, kv: s.kv }));
   }
 
   /** The backend being measured now. */
@@ -397,8 +397,8 @@ export class LiveStore {
 
   addSweepPoint(p: PointFigures, chunkTokens: number): void {
     if (!curvePoint(p)) return;
-    // A sweep's figures carry no drafter: its points sit with plain decoding's.
-    this.sweepPoints.set(keyId({ backend: p.backend, policy: p.policy, promptTokens: p.promptTokens, concurrency: p.concurrency, maxTokens: p.maxTokens, chunkTokens, drafter: "none" }), p);
+    // A sweep's figures carry no drafter or cache type: its points sit with plain decoding's.
+    this.sweepPoints.set(keyId({ backend: p.backend, policy: p.policy, promptTokens: p.promptTokens, concurrency: p.concurrency, maxTokens: p.maxTokens, chunkTokens, drafter: "none", kv: { k: "f16", v: "f16" } }), p);
     this.summaryVersion++;
     this.version++;
   }

@@ -64,7 +64,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<i32> {
     if args.max_tokens == 0 {
         anyhow::bail!("--max-tokens must be at least 1");
     }
-    args.kv.apply(&names)?;
+    let kv = args.kv.types_for(&names)?;
     let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
     let prompt = model.tokenizer.encode(&args.prompt);
     let need = prompt.len() + args.max_tokens as usize;
@@ -84,6 +84,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<i32> {
         max_batch_tokens: prompt.len().max(512),
         gpu_layers: None,
         draft_model: args.spec.draft_model(&model.path)?,
+        kv,
     };
     let mut scheduler = SchedulerConfig::new(Policy::Serial, 1, load.max_batch_tokens);
     scheduler.spec = args.spec.settings();

@@ -82,7 +82,7 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
     // Live mode always asks for exactly --max-tokens (EOS ignored), servers included.
     let servers = args.targets.servers(false)?;
     let backends = crate::commands::backends_and_servers(args.backend.as_deref(), &servers)?;
-    args.kv.apply(&backends)?;
+    let kv = args.kv.types_for(&backends)?;
     let settings = LiveSettings {
         backends,
         prompt_tokens: args.prompt_tokens,
@@ -95,6 +95,7 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
         rotate_after_s: args.rotate_after,
         hang_timeout_s: args.hang_timeout,
         spec: args.spec.settings(),
+        kv,
         ..LiveSettings::default()
     };
     if args.spec.drafters().len() > 1 {

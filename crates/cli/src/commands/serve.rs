@@ -63,7 +63,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
         ctx_per_slot,
         max_batch_tokens: lx_core::scheduler::batch_tokens_for(ctx_per_slot, args.slots),
         gpu_layers: args.engine.gpu_layers,
-        draft_model: None,
+        ..Default::default()
     };
     let mut config = SchedulerConfig::new(args.engine.policy, args.slots, load.max_batch_tokens);
     config.chunk_tokens = args.engine.chunk_tokens;

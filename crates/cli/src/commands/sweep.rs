@@ -151,6 +151,8 @@ fn plan(args: &SweepArgs, servers: &[lx_openai::Server]) -> anyhow::Result<Sweep
         spec: args.spec.drafters(),
         spec_settings: args.spec.settings(),
         draft_model: args.spec.spec_draft_model.clone(),
+        // Checked against the backends with the rest of the plan (SweepPlan::validate).
+        kv: args.kv.types(),
         prompts: args.prompts,
         warmup: args.warmup.unwrap_or_else(|| concurrency.iter().copied().max().unwrap_or(1)),
         concurrency,
@@ -177,7 +179,6 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
         // Read by the spawner of every worker this process starts (no thread runs yet).
         std::env::set_var(lx_backends::tune::UNTUNED_ENV, "1");
     }
-    args.kv.apply(&plan.backends)?;
     // Cheap checks first, so a typo never waits for a model load; then against the model.
     plan.validate(None)?;
     let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;

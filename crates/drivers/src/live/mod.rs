@@ -89,6 +89,9 @@ pub struct LiveModel {
     /// The draft model's file for speculative decoding's `draft` drafter, found (or made)
     /// when a worker first needs it, on the loading thread.
     pub draft_model: std::sync::Arc<dyn Fn() -> Result<std::path::PathBuf, String> + Send + Sync>,
+    /// Bytes of an f16 KV cache for one sequence of this many tokens (`None` when the
+    /// model's shape is not known).
+    pub kv_bytes_f16: Box<dyn Fn(usize) -> Option<u64> + Send>,
 }
 
 /// Receives event batches, on the session thread: keep it quick (hand off, do not draw).

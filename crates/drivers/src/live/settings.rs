@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use lx_core::backend::LoadSpec;
+use lx_core::backend::{KvTypes, LoadSpec};
 use lx_core::scheduler::{Policy, SchedulerConfig};
 use lx_core::invalid::Invalid;
 use lx_core::speculative::{Drafter, Speculation};
@@ -37,6 +37,8 @@ pub struct LiveSettings {
     pub hang_timeout_s: f64,
     /// Speculative decoding in our scheduler (servers decode as they were started).
     pub spec: Speculation,
+    /// The KV cache's types (llama.cpp only). Changing them reloads the workers.
+    pub kv: KvTypes,
 }
 
 impl Default for LiveSettings {
@@ -54,6 +56,7 @@ impl Default for LiveSettings {
             batch_ms: 100,
             hang_timeout_s: lx_core::defaults::HANG_TIMEOUT_S as f64,
             spec: Speculation::default(),
+            kv: KvTypes::default(),
         }
     }
 }
@@ -72,6 +75,9 @@ impl LiveSettings {
     pub fn validate(&self, model_context: usize) -> Result<(), Invalid> {
         if self.backends.is_empty() {
             return Err(Invalid::new("backends", "select at least one backend"));
+        }
+        for b in &self.backends {
+            self.kv.for_backend(b).map_err(|why| Invalid::new("kv", why))?;
         }
         if self.prompt_tokens == 0 {
             return Err(Invalid::new("prompt_tokens", "prompt tokens must be at least 1 (the BOS token counts)"));
@@ -108,6 +114,7 @@ impl LiveSettings {
             max_tokens: self.max_tokens,
             chunk_tokens: self.chunk_tokens,
             drafter: self.spec.drafter,
+            kv: self.kv,
         }
     }
 
@@ -145,6 +152,9 @@ pub struct SettingKey {
     /// Speculative decoding's drafter (`none`: plain decoding).
     #[serde(default)]
     pub drafter: Drafter,
+    /// The KV cache's types.
+    #[serde(default)]
+    pub kv: KvTypes,
 }
 
 /// What a worker was loaded for: a setting fits when it needs no more.
@@ -164,6 +174,13 @@ pub struct Capacity {
     /// A draft model is loaded beside the model (speculative decoding's `draft` drafter).
     #[serde(default)]
     pub draft: bool,
+    /// The KV cache's types.
+    #[serde(default)]
+    pub kv: KvTypes,
+    /// What the model's KV cache takes at this capacity and these types (the draft model's
+    /// not counted), when the model's shape is known: set by the session as it loads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_cache_bytes: Option<u64>,
 }
 
 impl Capacity {
@@ -187,6 +204,8 @@ impl Capacity {
             threads: s.threads,
             gpu_layers: s.gpu_layers,
             draft,
+            kv: s.kv,
+            kv_cache_bytes: None,
         }
     }
 
@@ -197,6 +216,7 @@ impl Capacity {
             && self.threads == s.threads
             && self.gpu_layers == s.gpu_layers
             && (self.draft || s.spec.drafter != Drafter::Draft)
+            && self.kv == s.kv
     }
 
     pub(super) fn load_spec(&self, model_path: &std::path::Path) -> LoadSpec {
@@ -207,7 +227,8 @@ impl Capacity {
             ctx_per_slot: self.ctx_per_slot,
             max_batch_tokens: self.max_batch_tokens,
             gpu_layers: self.gpu_layers,
-            draft_model: None,
+            kv: self.kv,
+            ..Default::default()
         }
     }
 }

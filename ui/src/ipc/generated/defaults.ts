@@ -29,6 +29,10 @@ export const LIVE_SETTINGS: LiveSettings = {
     "ngram_min": 2,
     "draft_max": 8,
     "adaptive": true
+  },
+  "kv": {
+    "k": "f16",
+    "v": "f16"
   }
 };
 /** Speculative decoding's drafter settings (n-grams, draft length) as `lx` has them. */

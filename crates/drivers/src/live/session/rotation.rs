@@ -103,7 +103,8 @@ impl Session {
         }
         // Load (or reload with room for the new setting). The old worker goes first, so two
         // models never share the machine.
-        let capacity = Capacity::for_settings(&self.settings, self.slots[i].capacity.as_ref(), self.model.context_length);
+        let mut capacity = Capacity::for_settings(&self.settings, self.slots[i].capacity.as_ref(), self.model.context_length);
+        capacity.kv_cache_bytes = (self.model.kv_bytes_f16)(capacity.ctx_per_slot).map(|f16| (capacity.slots as f64 * f16 as f64 * capacity.kv.of_f16()) as u64);
         if let Some(old) = self.slots[i].endpoint.take() {
             drop(old);
         }

@@ -222,6 +222,7 @@ pub(super) fn model() -> LiveModel {
         prompt: Box::new(|n, _| (0..n).map(|i| 97 + (i % 26)).collect()),
         token_bytes: Box::new(|t| vec![t as u8]),
         draft_model: std::sync::Arc::new(|| Err("the fake model has no draft".into())),
+        kv_bytes_f16: Box::new(|ctx| Some(ctx as u64 * 1024)),
     }
 }
 

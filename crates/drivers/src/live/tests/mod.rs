@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::{BackendState, Capacity, EventBatcher, EventSink, LiveError, LiveEvent, LiveSession, LiveSettings};
 use lx_core::scheduler::Policy;
+use lx_core::speculative::{Drafter, Speculation};
 
 mod fake;
 
@@ -85,7 +86,27 @@ fn capacity_grows_in_powers_of_two_and_never_shrinks() {
     let long = LiveSettings { prompt_tokens: 30000, max_tokens: 700, ..s.clone() };
     assert_eq!(Capacity::for_settings(&long, None, 32768).ctx_per_slot, 32768);
     // A thread change needs a reload.
-    assert!(!c2.fits(&LiveSettings { threads: 3, ..s }));
+    assert!(!c2.fits(&LiveSettings { threads: 3, ..s.clone() }));
+}
+
+#[test]
+fn a_draft_model_or_another_cache_type_needs_a_reload_and_a_draft_stays_loaded() {
+    use lx_core::backend::{KvType, KvTypes};
+    let plain = LiveSettings::default();
+    let c = Capacity::for_settings(&plain, None, 32768);
+    let drafting = LiveSettings { spec: Speculation { drafter: Drafter::Draft, ..Speculation::default() }, ..plain.clone() };
+    assert!(!c.draft && !c.fits(&drafting), "no draft model is loaded yet");
+    let with_draft = Capacity::for_settings(&drafting, Some(&c), 32768);
+    assert!(with_draft.draft && with_draft.fits(&drafting));
+    // Back to plain decoding or prompt lookup: the draft stays loaded, no reload.
+    assert!(with_draft.fits(&plain));
+    assert!(Capacity::for_settings(&plain, Some(&with_draft), 32768).draft);
+    let q8 = LiveSettings { kv: KvTypes { k: KvType::Q8_0, v: KvType::Q8_0 }, ..plain.clone() };
+    assert!(!c.fits(&q8));
+    assert_eq!(Capacity::for_settings(&q8, Some(&c), 32768).kv, q8.kv);
+    // Only llama.cpp takes them.
+    let e = LiveSettings { backends: vec!["candle".into()], ..q8 }.validate(32768).unwrap_err();
+    assert_eq!(e.field, "kv");
 }
 
 #[test]
