@@ -56,6 +56,7 @@ const PAGES: &[(&str, &[&str])] = &[
             "docs/results/demo-speculative.json",
             "docs/results/spec-compare-amd-avx512.json",
             "docs/results/kv-cache-amd-avx512.json",
+            "docs/results/demo-kv-cache.json",
         ],
     ),
     ("docs/METHODS.md", &["docs/results/ceilings-llama-candle-pp64-512-c1-16.json", "docs/results/sensors-llama-candle-pp64-c1-4.json"]),

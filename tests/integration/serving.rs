@@ -243,6 +243,13 @@ fn demo_prefix_cache() {
 }
 
 #[test]
+fn demo_kv_cache() {
+    let _lock = heavy();
+    let out = demo("kv-cache").stdout();
+    assert!(out.contains("ok   sequences of 512 tokens a 256 MiB cache holds, q8_0 ÷ f16"), "{out}");
+}
+
+#[test]
 fn demo_speculative() {
     let _lock = heavy();
     let out = demo("speculative").stdout();

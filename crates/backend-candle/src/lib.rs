@@ -373,6 +373,7 @@ impl CandleBackend {
                 .collect(),
             settings_from: None,
             draft: None,
+            kv_cache_bytes: None,
         };
         Ok(Self {
             model,

@@ -318,10 +318,13 @@ impl LlamaCppBackend {
             // with every layer on the CPU (ggml's op offload): --gpu-layers 0 means the CPU.
             .with_op_offload(!matches!(gpu_layers, Some((0, _))))
             .with_offload_kqv(!matches!(gpu_layers, Some((0, _))));
+        logs::start_kv_buffers();
         let ctx = model.new_context(rt, params).map_err(|e| {
+            logs::take_kv_buffers();
             let why = logs::take_recent().join("; ");
             BackendError::Load(format!("llama.cpp could not create a context: {e} {why}"))
         })?;
+        let kv_cache_bytes = logs::take_kv_buffers();
         let ctx_per_slot = ctx.n_ctx() as usize / slots;
         let vocab = model.n_vocab() as usize;
 
@@ -351,6 +354,7 @@ impl LlamaCppBackend {
                 .collect(),
             settings_from: None,
             draft: None,
+            kv_cache_bytes,
         };
         Ok(Self {
             ctx,

@@ -19,6 +19,8 @@ const KEEP: usize = 16;
 static RECENT: Mutex<VecDeque<String>> = Mutex::new(VecDeque::new());
 /// The device of each layer, in the order llama.cpp reported them while loading.
 static PLACEMENT: Mutex<Vec<String>> = Mutex::new(Vec::new());
+/// The KV cache buffers llama.cpp allocated while a context was created, in bytes.
+static KV_BUFFERS: Mutex<Vec<u64>> = Mutex::new(Vec::new());
 /// Whether a model is loading: only then are llama.cpp's debug lines read (for placement),
 /// so decoding never formats log text it would throw away.
 static LOADING: AtomicBool = AtomicBool::new(false);
@@ -56,6 +58,9 @@ impl<S: Subscriber> Layer<S> for Capture {
         if let Some(device) = layer_device(&text.0) {
             PLACEMENT.lock().unwrap_or_else(|e| e.into_inner()).push(device.to_string());
         }
+        if let Some(bytes) = kv_buffer_bytes(&text.0) {
+            KV_BUFFERS.lock().unwrap_or_else(|e| e.into_inner()).push(bytes);
+        }
         if level <= Level::WARN && !text.0.is_empty() {
             let mut recent = RECENT.lock().unwrap_or_else(|e| e.into_inner());
             if recent.len() == KEEP {
@@ -91,6 +96,29 @@ pub fn take_placement() -> Vec<String> {
     std::mem::take(&mut *PLACEMENT.lock().unwrap_or_else(|e| e.into_inner()))
 }
 
+/// Start keeping the KV cache buffers llama.cpp allocates: call before creating a context.
+pub fn start_kv_buffers() {
+    KV_BUFFERS.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    LOADING.store(true, Ordering::Relaxed);
+}
+
+/// The bytes of every KV cache buffer allocated since [`start_kv_buffers`] (Gemma 3 has
+/// two caches: its sliding-window layers' and its global layers'); `None` when llama.cpp
+/// reported none. Stops keeping.
+pub fn take_kv_buffers() -> Option<u64> {
+    LOADING.store(false, Ordering::Relaxed);
+    let buffers = std::mem::take(&mut *KV_BUFFERS.lock().unwrap_or_else(|e| e.into_inner()));
+    (!buffers.is_empty()).then(|| buffers.iter().sum())
+}
+
+/// The size in a log line of the form "llama_kv_cache:        CPU KV buffer size =    18.00
+/// MiB" (llama.cpp prints MiB with two decimals).
+fn kv_buffer_bytes(line: &str) -> Option<u64> {
+    let (_, rest) = line.split_once("KV buffer size =")?;
+    let mib: f64 = rest.trim().strip_suffix("MiB")?.trim().parse().ok()?;
+    Some((mib * 1024.0 * 1024.0).round() as u64)
+}
+
 /// The device named by a log line of the form "layer  3 assigned to device Vulkan0, is_swa = 1".
 fn layer_device(line: &str) -> Option<&str> {
     let rest = line.strip_prefix("layer ")?;
@@ -103,7 +131,15 @@ fn layer_device(line: &str) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
-    use super::layer_device;
+    use super::{kv_buffer_bytes, layer_device};
+
+    #[test]
+    fn reads_the_size_of_a_kv_buffer() {
+        assert_eq!(kv_buffer_bytes("llama_kv_cache:        CPU KV buffer size =    18.00 MiB"), Some(18 << 20));
+        assert_eq!(kv_buffer_bytes("llama_kv_cache_iswa: KV buffer size = 0.50 MiB"), Some(1 << 19));
+        assert_eq!(kv_buffer_bytes("llama_context: CPU compute buffer size = 5.00 MiB"), None);
+        assert_eq!(kv_buffer_bytes("KV buffer size = lots"), None);
+    }
 
     #[test]
     fn reads_the_device_of_a_placed_layer() {

@@ -472,6 +472,7 @@ impl MlxBackend {
             settings: [("weights".to_string(), opts.weights.name().to_string())].into(),
             settings_from: None,
             draft: None,
+            kv_cache_bytes: None,
         };
         Ok(Self { model, caches, lens: vec![0; spec.slots], info, compute: None })
     }

@@ -187,6 +187,10 @@ pub struct BackendInfo {
     /// its name and file (a draft made from the model itself says what from).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draft: Option<String>,
+    /// The KV cache's bytes as the library allocated them for every slot (llama.cpp's own
+    /// account); `None` where the backend does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kv_cache_bytes: Option<u64>,
     /// The backend's own settings as it ran with them, by the names `lx tune` uses (e.g.
     /// candle's `weights`, llama.cpp's `flash_attn`); threads are [`BackendInfo::threads`].
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]

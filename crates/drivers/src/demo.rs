@@ -9,6 +9,7 @@
 
 use serde::Serialize;
 
+use lx_core::backend::{BackendInfo, KvType, KvTypes};
 use lx_core::traffic::{Arrivals, Traffic, PointSpec, Scripted};
 use lx_results::printers::Printer;
 use lx_results::results::{PointResult, RunFile};
@@ -26,13 +27,14 @@ pub struct Demo {
     pub shows: &'static str,
 }
 
-pub const DEMOS: [Demo; 6] = [
+pub const DEMOS: [Demo; 7] = [
     Demo { name: "prompt-length", shows: "prompt length drives TTFT, not decode speed" },
     Demo { name: "batching", shows: "batching trades per-request speed for throughput" },
     Demo { name: "static-vs-continuous", shows: "static batching costs TTFT when requests arrive over time" },
     Demo { name: "chunked-prefill", shows: "chunked prefill keeps a long prompt from stalling everyone's decode" },
     Demo { name: "prefix-cache", shows: "prefix caching removes the cost of a stable prompt prefix" },
     Demo { name: "speculative", shows: "speculative decoding speeds up output that repeats its input, and costs little when drafts fail" },
+    Demo { name: "kv-cache", shows: "a q8_0 KV cache fits nearly twice the sequences of f16 in the same memory, at a small cost in speed and text" },
 ];
 
 /// A demo name that is not one of [`DEMOS`]; the message lists those.
@@ -83,6 +85,13 @@ const SPEC_OUTPUT: u32 = 128;
 /// gain, not the 2× a GPU or an AMX Xeon can give.
 const SPEC_COPY_GAIN: f64 = 1.3;
 const SPEC_PROSE_FLOOR: f64 = 0.95;
+/// `kv-cache`: each sequence's context, and the memory the caches are held to (what a small
+/// GPU or a phone leaves a model's cache). q8_0 stores 34 bytes per 32 values where f16
+/// stores 64: 1.88x the sequences, less what whole sequences leave over.
+const KV_PROMPT: u32 = 448;
+const KV_OUTPUT: u32 = 64;
+pub const KV_BUDGET_BYTES: u64 = 256 << 20;
+const KV_ADMITS: f64 = 1.8;
 
 /// The points of demo `demo` on `backend`. Kept short (few requests, short outputs): each
 /// demo takes well under a minute on two CPU cores.
@@ -173,6 +182,16 @@ pub fn plan(demo: Demo, backend: &str, threads: usize) -> Plan {
                 vec!["copy, plain", "copy, prompt lookup", "prose, plain", "prose, prompt lookup"],
             )
         }
+        // The same four prompts (a worker per cache type starts the prompt sequence again)
+        // through an f16 cache and a q8_0 one: what each cache takes per sequence (llama.cpp's
+        // own account of its buffers), the speed, and how far the text moves.
+        "kv-cache" => {
+            let q8 = KvTypes { k: KvType::Q8_0, v: KvType::Q8_0 };
+            (
+                vec![point(Policy::Continuous, KV_PROMPT, KV_OUTPUT, 4, 8, 1, closed()), point(Policy::Continuous, KV_PROMPT, KV_OUTPUT, 4, 8, 1, Traffic { kv: q8, ..closed() })],
+                vec!["f16 cache", "q8_0 cache"],
+            )
+        }
         _ => unreachable!("demo names come from DEMOS"),
     };
     let rate_over_capacity = (demo.name == "static-vs-continuous").then_some(OVER_CAPACITY);
@@ -232,6 +251,38 @@ fn long_request_ttft(p: &PointResult) -> f64 {
 
 /// Judge a demo's measured points (in [`plan`]'s order).
 pub fn judge(demo: Demo, labels: &[String], points: &[PointResult]) -> Report {
+    judge_with(demo, labels, points, &[])
+}
+
+/// KV cache bytes per sequence of the worker that measured `p`: its backend's own account of
+/// the cache it allocated (for every slot), over the slots.
+fn kv_bytes_per_sequence(p: &PointResult, backends: &[BackendInfo]) -> Option<f64> {
+    let kv = p.traffic.kv;
+    let matches = |b: &&BackendInfo| {
+        let setting = |key: &str, t: KvType| b.settings.get(key).map(String::as_str).unwrap_or("f16") == t.name();
+        b.name == p.backend && setting("kv_type_k", kv.k) && setting("kv_type_v", kv.v)
+    };
+    let b = backends.iter().find(matches)?;
+    Some(b.kv_cache_bytes? as f64 / b.capabilities.slots.max(1) as f64)
+}
+
+/// The share of tokens two points' requests (in order: the same prompts) wrote alike before
+/// they first parted.
+fn same_text_share(a: &PointResult, b: &PointResult) -> f64 {
+    let (mut same, mut total) = (0usize, 0usize);
+    for (x, y) in a.samples.iter().zip(&b.samples) {
+        same += x.tokens.iter().zip(&y.tokens).take_while(|(s, t)| s == t).count();
+        total += x.tokens.len().max(y.tokens.len());
+    }
+    if total == 0 {
+        f64::NAN
+    } else {
+        same as f64 / total as f64
+    }
+}
+
+/// [`judge`], with the backends the run loaded (what `kv-cache` reads its caches' sizes from).
+pub fn judge_with(demo: Demo, labels: &[String], points: &[PointResult], backends: &[BackendInfo]) -> Report {
     let header = ["", "TTFT p50 ms", "TTFT p95 ms", "decode tok/s p50", "max ITL ms", "throughput tok/s", "errors"];
     let rows = labels
         .iter()
@@ -341,6 +392,22 @@ pub fn judge(demo: Demo, labels: &[String], points: &[PointResult]) -> Report {
                     ),
                 )
             }
+            "kv-cache" => {
+                let admitted = |p: &PointResult| kv_bytes_per_sequence(p, backends).map_or(f64::NAN, |per| (KV_BUDGET_BYTES as f64 / per).floor());
+                let (f16, q8) = (admitted(a), admitted(b));
+                let speed = b.throughput_tps / a.throughput_tps;
+                let same = same_text_share(a, b);
+                (
+                    vec![Check::new(format!("sequences of {} tokens a {} MiB cache holds, q8_0 ÷ f16", KV_PROMPT + KV_OUTPUT, KV_BUDGET_BYTES >> 20), q8 / f16, ">=", KV_ADMITS)],
+                    format!(
+                        "In {} MiB a q8_0 cache holds {q8:.0} sequences of {} tokens where f16 holds {f16:.0} ({:.2}×); at 4 clients it ran at {speed:.2}× f16's throughput, and {:.0}% of the greedy text was the same before it first parted: the cache's bytes per sequence, not the model's, decide how many sequences fit.",
+                        KV_BUDGET_BYTES >> 20,
+                        KV_PROMPT + KV_OUTPUT,
+                        q8 / f16,
+                        same * 100.0
+                    ),
+                )
+            }
             _ => unreachable!("demo names come from DEMOS"),
         }
     };
@@ -361,7 +428,7 @@ pub fn judge_run(run: &RunFile) -> Option<Result<Report, UnknownDemo>> {
     let name = run.settings.get("demo")?.as_str()?;
     let backend = run.settings.get("backend").and_then(|b| b.as_str()).unwrap_or("llama");
     let threads = run.settings.get("threads").and_then(|t| t.as_u64()).unwrap_or(0) as usize;
-    Some(find(name).map(|demo| judge(demo, &plan(demo, backend, threads).labels, &run.points)))
+    Some(find(name).map(|demo| judge_with(demo, &plan(demo, backend, threads).labels, &run.points, &run.backends)))
 }
 
 /// Demos' checks as one Markdown table: a row per check, with the value measured, the
@@ -403,12 +470,12 @@ pub fn run_demo(demo: Demo, backend: &str, threads: usize, ctx: &SweepContext<'_
         let capacity = run.points.last().filter(|p| p.errors == 0 && p.requests > 0).map(|p| p.requests_per_min / 60.0);
         let Some(capacity) = capacity else {
             // The capacity point failed: judge reports the errors and runs nothing more.
-            return Ok(judge(demo, &plan.labels, &run.points[first..]));
+            return Ok(judge_with(demo, &plan.labels, &run.points[first..], &run.backends));
         };
         points = with_rate(rest, factor * capacity);
     }
     run_points(&plan.sweep, points, ctx, run, &mut Silent, observer)?;
-    Ok(judge(demo, &plan.labels, &run.points[first..]))
+    Ok(judge_with(demo, &plan.labels, &run.points[first..], &run.backends))
 }
 
 /// The points, with every Poisson arrival rate set to `rate` requests per second.
@@ -494,6 +561,33 @@ mod tests {
         // TTFT only 2×: fails.
         let near = result(Policy::Continuous, vec![(1024, vec![200.0, 210.0, 220.0])], 1000.0);
         assert!(!judge(d, &labels(d), &[short, near]).held);
+    }
+
+    #[test]
+    fn kv_cache_check_reads_each_caches_size_from_its_backend_and_compares_the_texts() {
+        let d = find("kv-cache").unwrap();
+        let backend = |kv_cache_bytes: u64, q8: bool| BackendInfo {
+            name: "hash".into(),
+            capabilities: lx_core::backend::Capabilities { slots: 4, ..Default::default() },
+            settings: if q8 { [("kv_type_k", "q8_0"), ("kv_type_v", "q8_0")].map(|(k, v)| (k.to_string(), v.to_string())).into() } else { Default::default() },
+            kv_cache_bytes: Some(kv_cache_bytes),
+            ..Default::default()
+        };
+        let f16 = result(Policy::Continuous, vec![(448, vec![10.0, 20.0, 30.0, 40.0]); 4], 40.0);
+        let mut q8 = result(Policy::Continuous, vec![(448, vec![11.0, 22.0, 33.0, 44.0]); 4], 44.0);
+        q8.traffic.kv = KvTypes { k: KvType::Q8_0, v: KvType::Q8_0 };
+        // The last request's text parts at its third token.
+        q8.samples[3].tokens = vec![1, 1, 2, 2];
+        // 36 MiB and 19.125 MiB for 4 sequences: 9 MiB and 4.78 MiB each; 256 MiB holds 28
+        // and 53 of them.
+        let backends = [backend(36 << 20, false), backend(19_584 << 10, true)];
+        let r = judge_with(d, &labels(d), &[f16.clone(), q8.clone()], &backends);
+        assert!(r.held, "{r:?}");
+        assert!((r.checks[0].value - 53.0 / 28.0).abs() < 1e-9, "{r:?}");
+        assert!(r.sentence.contains("holds 53 sequences of 512 tokens where f16 holds 28 (1.89×); at 4 clients it ran at 0.91× f16's throughput") && r.sentence.contains("88% of the greedy text"), "{}", r.sentence);
+        // A cache that is not smaller fails; a run without the backends' sizes shows nothing.
+        assert!(!judge_with(d, &labels(d), &[f16.clone(), q8.clone()], &[backend(36 << 20, false), backend(30 << 20, true)]).held);
+        assert!(!judge(d, &labels(d), &[f16, q8]).held);
     }
 
     #[test]

@@ -514,10 +514,11 @@ pub fn run_points(
         let shared = traffic.prefix_tokens > 0;
         // Every request of a backend's points (warm-ups included) gets a prompt of its own: a
         // server that caches prompts (llama-server, vLLM, SGLang) would otherwise answer a
-        // repeated one from its cache and report a TTFT no new prompt gets. Each backend gets
-        // the same sequence (the seed moves it), so backends are compared on the same prompts.
-        if prompts_for.as_deref() != Some(backend.as_str()) {
-            prompts_for = Some(backend.clone());
+        // repeated one from its cache and report a TTFT no new prompt gets. Each backend (and
+        // each KV cache type of one) gets the same sequence (the seed moves it), so they are
+        // compared on the same prompts.
+        if prompts_for.as_deref() != Some(loads.as_str()) {
+            prompts_for = Some(loads.clone());
             prompts_sent.set((plan.seed as usize).wrapping_mul(1 << 20));
         }
         let text = traffic.prompts;
