@@ -284,6 +284,8 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     console.log(`prompt lookup: ${summary.accepted} of ${summary.drafted} drafted tokens accepted over ${summary.requests} requests`);
     const marked = await until("a drafted token marked in the preview", () => document.querySelectorAll('[data-testid="preview-text"] .tok.drafted').length, (n) => n >= 1, 300_000);
     assert.ok(marked >= 1);
+    const ticks = await until("a verify pass marked in the timeline", () => document.querySelectorAll('[data-testid="timeline"] [data-verify]').length, (n) => n >= 1, 120_000);
+    assert.ok(ticks >= 1);
     const sub = await browser.execute(() => document.querySelector('[data-testid="readout-decode"]').parentElement.textContent);
     assert.match(sub, /drafts: \d+% of [\d,]+ accepted/);
     await shot("live-speculative");

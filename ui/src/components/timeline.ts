@@ -1,6 +1,7 @@
 /**
  * The request timeline: for the last few dozen requests, queue wait, each prefill pass and
- * the decode span, on one time axis, so prefill and decode can be pointed at. SVG (a
+ * the decode span (with a tick at each verify pass that accepted drafted tokens), on one
+ * time axis, so prefill and decode can be pointed at. SVG (a
  * diagram of spans, not a chart), redrawn a few times a second.
  */
 import { backendColor, THEME } from "../lib/colors";
@@ -35,7 +36,9 @@ export class Timeline {
       h("span", { class: "swatch prefill" }),
       "prefill (each pass) ",
       h("span", { class: "swatch decode" }),
-      "decode",
+      "decode ",
+      h("span", { class: "swatch verify", title: "a verify pass that accepted drafted tokens (speculative decoding)" }),
+      "verify pass",
     );
     this.el = h("section", { class: "card timeline", "data-testid": "timeline" }, h("header", { class: "card-head" }, h("span", {}, "Request timeline"), legend, this.axisNote), this.svgEl);
   }
@@ -79,6 +82,13 @@ export class Timeline {
       rect(y, r.submit, admitted ?? end(r.prefill[0]?.startMs ?? null), THEME.queue, `queue ${fmtMs((admitted ?? now) - r.submit)}`);
       for (const p of r.prefill) rect(y, p.startMs, p.endMs, THEME.prefill, `prefill ${p.tokens} tokens in ${fmtMs(p.endMs - p.startMs)}`);
       if (r.first !== null) rect(y, r.first, end(r.last), backendColor(r.backend), `decode ${fmtMs(end(r.last) - r.first)}`);
+      for (const t of r.verified) {
+        const tick = svg("rect", { x: X(t) - 0.75, y, width: 1.5, height: ROW_H, fill: THEME.throughput, "data-verify": "" });
+        const title = svg("title", {});
+        title.textContent = "verify pass: drafted tokens accepted";
+        tick.append(title);
+        this.svgEl.append(tick);
+      }
     });
     const axis = svg("line", { x1: LABEL_W, x2: width - 8, y1: ROWS * ROW_H + 2, y2: ROWS * ROW_H + 2, stroke: THEME.grid });
     this.svgEl.append(axis);

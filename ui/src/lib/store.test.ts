@@ -24,7 +24,7 @@ const started = (id: number, atMs: number, preview = false): LiveEvent => ({
 
 const done = (id: number, submit: number, first: number, last: number, extra: Partial<Extract<LiveEvent, { type: "requestDone" }>> = {}): LiveEvent => ({
   type: "requestDone", id, backend: "llama", policy: "continuous", promptTokens: 64, maxTokens: 8, concurrency: 2, submitAtMs: submit, admitAtMs: submit + 1,
-  prefill: [{ tokens: 64, startMs: submit + 1, endMs: first - 1 }], firstTokenAtMs: first, lastTokenAtMs: last, outputTokens: 8, ttftMs: first - submit,
+  prefill: [{ tokens: 64, startMs: submit + 1, endMs: first - 1 }], firstTokenAtMs: first, lastTokenAtMs: last, verifiedAtMs: [], outputTokens: 8, ttftMs: first - submit,
   queueMs: 1, decodeTps: 7000 / (last - first), prefillTps: 1000, e2eMs: last - submit, settled: true, finish: "length", error: null, ...extra,
 });
 
@@ -38,9 +38,12 @@ describe("LiveStore", () => {
     expect(s.preview?.drafted).toEqual([false, true]);
     expect(s.preview?.ttftMs).toBe(50);
     expect(s.inFlight.size).toBe(2);
-    s.apply([done(1, 10, 60, 200)], 1300);
+    // The timeline marks the verify pass that brought an accepted draft, while in flight and done.
+    expect(s.inFlight.get(1)?.verified).toEqual([80]);
+    s.apply([done(1, 10, 60, 200, { verifiedAtMs: [80, 150] })], 1300);
     expect(s.inFlight.size).toBe(1);
     expect(s.finished.size).toBe(1);
+    expect(s.finished.last()?.verified).toEqual([80, 150]);
     expect(s.done.size).toBe(1);
     expect(s.done.last()?.ttftMs).toBe(50);
     expect(s.done.last()?.doneAt).toBeCloseTo(0.2);

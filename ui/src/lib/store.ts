@@ -49,6 +49,8 @@ export interface TimelineRow {
   done: boolean;
   error: string | null;
   preview: boolean;
+  /** Receipt of each verify pass that accepted drafted tokens (speculative decoding). */
+  verified: number[];
 }
 
 /** The request streamed in the preview pane. */
@@ -187,6 +189,7 @@ export class LiveStore {
           done: false,
           error: null,
           preview: e.preview,
+          verified: [],
         });
         if (e.preview) {
           this.preview = {
@@ -234,6 +237,9 @@ export class LiveStore {
         if (r && e.atMs.length > 0) {
           r.first ??= e.atMs[0];
           r.last = e.atMs[e.atMs.length - 1];
+          e.atMs.forEach((t, i) => {
+            if (e.drafted[i] && r.verified[r.verified.length - 1] !== t) r.verified.push(t);
+          });
         }
         break;
       }
@@ -253,6 +259,7 @@ export class LiveStore {
           done: true,
           error: e.error,
           preview: row?.preview ?? false,
+          verified: e.verifiedAtMs,
         };
         this.finished.push(finished);
         if (e.finish !== "cancelled") {

@@ -173,6 +173,9 @@ pub enum LiveEvent {
         first_token_at_ms: Option<f64>,
         /// Receipt of the last token.
         last_token_at_ms: Option<f64>,
+        /// Receipt of each verify pass that accepted drafted tokens (speculative decoding),
+        /// once per pass: where the timeline marks them.
+        verified_at_ms: Vec<f64>,
         /// Output tokens received.
         output_tokens: u32,
         /// first token − submit, ms.

@@ -34,6 +34,11 @@ threads: number, capabilities: Capabilities,
  */
 draft?: string | null, 
 /**
+ * The KV cache's bytes as the library allocated them for every slot (llama.cpp's own
+ * account); `None` where the backend does not say.
+ */
+kv_cache_bytes?: number | null, 
+/**
  * The backend's own settings as it ran with them, by the names `lx tune` uses (e.g.
  * candle's `weights`, llama.cpp's `flash_attn`); threads are [`BackendInfo::threads`].
  */

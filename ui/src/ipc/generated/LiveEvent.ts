@@ -182,6 +182,11 @@ firstTokenAtMs: number | null,
  */
 lastTokenAtMs: number | null, 
 /**
+ * Receipt of each verify pass that accepted drafted tokens (speculative decoding),
+ * once per pass: where the timeline marks them.
+ */
+verifiedAtMs: Array<number>, 
+/**
  * Output tokens received.
  */
 outputTokens: number, 

@@ -205,6 +205,7 @@ impl Session {
             prefill: std::mem::take(&mut f.tag.prefill_spans),
             first_token_at_ms: r.token_ms.first().map(|t| r.submit_ms + t),
             last_token_at_ms: r.token_ms.last().map(|t| r.submit_ms + t),
+            verified_at_ms: verified_at(r),
             output_tokens: r.tokens.len() as u32,
             ttft_ms: r.ttft_ms(),
             queue_ms: r.queue_ms(),
@@ -236,4 +237,12 @@ impl Session {
             self.finish(f);
         }
     }
+}
+
+/// When each verify pass that accepted drafted tokens reached the client: a pass's tokens
+/// arrive together, so one time per pass.
+fn verified_at(r: &lx_core::records::RequestRecord) -> Vec<f64> {
+    let mut at: Vec<f64> = r.drafted.iter().filter_map(|&i| r.token_ms.get(i as usize)).map(|t| r.submit_ms + t).collect();
+    at.dedup();
+    at
 }
