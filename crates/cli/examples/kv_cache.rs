@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! cargo run --release -p lx-cli --example kv_cache -- [--model PATH] [--threads 2]
-//!     [--rounds 3] [--prompt 256] [--gen 128] [--context 4096] [--budget-mib 256] [--out FILE.json]
+//!     [--rounds 3] [--prompt 256] [--gen 128] [--context 4096] [--memory-budget 256 (MiB)] [--out FILE.json]
 //! ```
 //! Per round and type (keys and values alike: f16, q8_0, q4_0), each in a fresh context:
 //! - bytes per token, measured: the growth of llama.cpp's saved state of the sequence from a
@@ -71,7 +71,7 @@ fn main() {
     let prompt_len: usize = arg(&args, "--prompt").map_or(256, |s| s.parse().expect("--prompt"));
     let gen: usize = arg(&args, "--gen").map_or(128, |s| s.parse().expect("--gen"));
     let context: u64 = arg(&args, "--context").map_or(4096, |s| s.parse().expect("--context"));
-    let budget_mib: u64 = arg(&args, "--budget-mib").map_or(256, |s| s.parse().expect("--budget-mib"));
+    let budget_mib: u64 = arg(&args, "--memory-budget").map_or(256, |s| s.parse().expect("--memory-budget: MiB"));
     let out = arg(&args, "--out");
     assert!(prompt_len > FIRST, "--prompt must be longer than {FIRST} tokens");
 
