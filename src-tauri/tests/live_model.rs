@@ -10,8 +10,7 @@ use std::time::{Duration, Instant};
 use lx_backends::model::OpenModel;
 use lx_core::child::WorkerCommand;
 use lx_core::target::process_spawner;
-use lx_drivers::live::{BackendState, LiveEvent, LiveModel, LiveSession, LiveSettings};
-use lx_format::workload::PromptBuilder;
+use lx_drivers::live::{BackendState, LiveEvent, LiveSession, LiveSettings};
 
 type Log = Arc<Mutex<Vec<LiveEvent>>>;
 
@@ -41,15 +40,8 @@ fn settled(events: &[LiveEvent], prompt: u32) -> usize {
 #[test]
 fn live_mode_on_the_default_model() {
     let model = OpenModel::open("default", &mut |_| {}).expect("the default model must be present or fetchable (run scripts/app-setup)");
-    let prompts = PromptBuilder::new(&model.tokenizer);
-    let model = Arc::new((model, prompts));
-    let (m1, m2) = (Arc::clone(&model), Arc::clone(&model));
-    let live_model = LiveModel {
-        model_path: model.0.path.clone(),
-        context_length: model.0.context_length,
-        prompt: Box::new(move |n, i| m1.1.prompt(n as usize, i as u64)),
-        token_bytes: Box::new(move |t| m2.0.tokenizer.token_bytes(t).to_vec()),
-    };
+    // What the app's live command gives a session.
+    let live_model = model.live_model(None);
     // The app binary hosts the workers, as it does when the app runs.
     let exe = env!("CARGO_BIN_EXE_latency-explorer");
     let spawner = process_spawner(
