@@ -341,6 +341,16 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     await shot("live-draft-q8");
     await choose("spec", "none");
     await choose("kv-type", "f16");
+    // The cache type reloads the worker: the next test must find the new one measuring.
+    await until(
+      "the worker reloaded with an f16 cache",
+      () => {
+        const b = window.__lx.store.backends.get("llama");
+        return b && b.state === "measuring" && b.capacity ? b.capacity.kv.k : null;
+      },
+      (k) => k === "f16",
+      300_000,
+    );
   });
 
   test("a killed worker is reported, and Retry recovers", async () => {
