@@ -3,6 +3,7 @@
 //! take `integration_tests::heavy()` so they never measure each other.
 
 mod bad_input;
+mod advise;
 mod batching;
 mod candle;
 mod cli;

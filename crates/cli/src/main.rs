@@ -44,6 +44,10 @@ enum Cmd {
     /// Show one serving trade-off live: prompt-length, batching, static-vs-continuous,
     /// chunked-prefill, prefix-cache (--list). Exits 1 when the point did not hold.
     Demo(commands::demo::DemoArgs),
+    /// From a workload preset to a recommendation: capacity searches (TTFT-bound and mixed
+    /// presets) or a deadline plan (throughput-bound ones) per candidate within --budget, the
+    /// choice with its evidence, and a confirmation run. Exits 2 when it is not confirmed.
+    Advise(Box<commands::advise::AdviseArgs>),
     /// Serve one backend as an OpenAI-compatible server (/v1/completions, /v1/chat/completions,
     /// /v1/models, /health, /metrics), scheduled by our engine.
     Serve(commands::serve::ServeArgs),
@@ -64,6 +68,7 @@ fn main() {
         Cmd::Generate(args) => commands::generate::run(args),
         Cmd::Sweep(args) => commands::sweep::run(*args),
         Cmd::Demo(args) => commands::demo::run(args),
+        Cmd::Advise(args) => commands::advise::run(*args),
         Cmd::Compare(args) => commands::compare::run(args),
         Cmd::Show(args) => commands::show::run(args),
         Cmd::Report(args) => commands::report::run(args),

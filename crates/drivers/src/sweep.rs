@@ -402,6 +402,9 @@ pub enum SweepError {
     Print(#[from] std::io::Error),
     #[error("the run file {} could not be written ({why}); it holds the first {kept} of the {total} points, and the table above has them all", .path.display())]
     Unsaved { path: PathBuf, why: String, kept: usize, total: usize },
+    /// A search's trial measured nothing (the worker could not load, or died at once).
+    #[error("a trial measured nothing: {0}")]
+    Trial(String),
 }
 
 /// Run the sweep, filling `run` and printing rows as points finish. Returns the number
@@ -428,150 +431,191 @@ pub fn run_points(
     observer: &mut dyn SweepObserver,
 ) -> Result<usize, SweepError> {
     printer.header(run)?;
-    let total = points.len();
-    let mut worker: Option<(String, KvTypes, Box<dyn Target>)> = None;
-    let mut failed_points = 0;
-    // A backend that cannot load the model will not load it for the next point either.
-    let mut load_failures: std::collections::HashMap<String, String> = Default::default();
-    let load_spec = plan.load_spec_for(ctx.model_path.clone(), &points);
-    let prompts_sent = std::cell::Cell::new(0usize);
-    let mut prompts_for: Option<String> = None;
-    let mut model_changed: Option<String> = None;
-    let mut saver = RunFileSaver::new(ctx.out.as_deref());
-    let mut sensors = Some(lx_machine::sensors::Sensors::open());
-    for (index, point) in points.into_iter().enumerate() {
-        let SweepPoint { backend, policy, spec: point, traffic, repetition } = point;
-        if ctx.control.stop.load(std::sync::atomic::Ordering::Relaxed) {
-            run.stopped = true;
-            break;
+    let load = plan.load_spec_for(ctx.model_path.clone(), &points);
+    let mut session = Session::new(load);
+    let failed = session.run(plan, points, ctx, run, printer, observer)?;
+    drop(session);
+    printer.footer(run)?;
+    Ok(failed)
+}
+
+/// Workers and prompts that last from one batch of points to the next: a search that
+/// decides its next point from the last one's figures keeps its worker loaded, and never
+/// sends a prompt twice (a server's prompt cache would answer a repeat).
+pub struct Session {
+    load: LoadSpec,
+    worker: Option<(String, KvTypes, Box<dyn Target>)>,
+    /// A backend that cannot load the model will not load it for the next point either.
+    load_failures: std::collections::HashMap<String, String>,
+    prompts_sent: std::cell::Cell<usize>,
+    prompts_for: Option<String>,
+    model_changed: Option<String>,
+    sensors: Option<lx_machine::sensors::Sensors>,
+}
+
+impl Session {
+    /// Workers are loaded with `load` (slots and context for the largest point to come).
+    pub fn new(load: LoadSpec) -> Session {
+        Session {
+            load,
+            worker: None,
+            load_failures: Default::default(),
+            prompts_sent: std::cell::Cell::new(0),
+            prompts_for: None,
+            model_changed: None,
+            sensors: Some(lx_machine::sensors::Sensors::open()),
         }
-        observer.point_started(index, total, &backend, policy, &point);
-        let mut config = plan.scheduler(policy, plan.max_batch_seqs.unwrap_or(point.concurrency), load_spec.max_batch_tokens);
-        config.prefix_cache = traffic.prefix_cache;
-        config.spec = traffic.spec;
-        let fail = |why: String| {
-            let mut result = failed_point(&backend, policy, &point, why).with_traffic(&traffic);
-            result.judge(plan.slo);
-            result.repetition = repetition;
-            result
-        };
-        // Reuse the worker for the same backend and cache types; otherwise (a new backend or
-        // cache type, or it died) start one.
-        let reuse = match worker.as_mut() {
-            Some((b, kv, w)) => *b == backend && *kv == traffic.kv && !w.is_gone(),
-            None => false,
-        };
-        let loads = if traffic.kv.is_default() { backend.clone() } else { format!("{backend} (KV cache {})", traffic.kv.label()) };
-        if model_changed.is_none() {
-            model_changed = ctx.model_stamp.changed(&ctx.model_path).map(|what| {
-                worker = None;
-                format!(
-                    "the model file {} changed during the run ({what}): this point and the rest are not measured, as they would not be of the model the run names; run again to measure the new file",
-                    ctx.model_path.display()
-                )
-            });
-        }
-        if let Some(why) = model_changed.as_ref().or(load_failures.get(&loads)) {
-            failed_points += 1;
-            finish_point(run, fail(why.clone()), printer, observer, &mut saver)?;
-            continue;
-        }
-        if !reuse {
-            worker = None; // shut the previous one down before loading the next
-            observer.loading(&backend);
-            match (ctx.spawn)(&backend, &LoadSpec { kv: traffic.kv, ..load_spec.clone() }, &config) {
-                Ok(w) => {
-                    observer.loaded(&backend, w.info(), w.load_ms());
-                    if !run.backends.iter().any(|b| b.name == w.info().name && b.version == w.info().version) {
-                        run.backends.push(w.info().clone());
+    }
+
+    /// Run `points`, adding each to `run` (written after every point) and printing its row.
+    /// Returns the number of points that had errors.
+    pub fn run(
+        &mut self,
+        plan: &SweepPlan,
+        points: Vec<SweepPoint>,
+        ctx: &SweepContext<'_>,
+        run: &mut RunFile,
+        printer: &mut dyn Printer,
+        observer: &mut dyn SweepObserver,
+    ) -> Result<usize, SweepError> {
+        let total = points.len();
+        let Session { load: load_spec, worker, load_failures, prompts_sent, prompts_for, model_changed, sensors } = self;
+        let load_spec = &*load_spec;
+        let prompts_sent = &*prompts_sent;
+        let mut failed_points = 0;
+        let mut saver = RunFileSaver::new(ctx.out.as_deref());
+        for (index, point) in points.into_iter().enumerate() {
+            let SweepPoint { backend, policy, spec: point, traffic, repetition } = point;
+            if ctx.control.stop.load(std::sync::atomic::Ordering::Relaxed) {
+                run.stopped = true;
+                break;
+            }
+            observer.point_started(index, total, &backend, policy, &point);
+            let mut config = plan.scheduler(policy, plan.max_batch_seqs.unwrap_or(point.concurrency), load_spec.max_batch_tokens);
+            config.prefix_cache = traffic.prefix_cache;
+            config.spec = traffic.spec;
+            let fail = |why: String| {
+                let mut result = failed_point(&backend, policy, &point, why).with_traffic(&traffic);
+                result.judge(plan.slo);
+                result.repetition = repetition;
+                result
+            };
+            // Reuse the worker for the same backend and cache types; otherwise (a new backend or
+            // cache type, or it died) start one.
+            let reuse = match worker.as_mut() {
+                Some((b, kv, w)) => *b == backend && *kv == traffic.kv && !w.is_gone(),
+                None => false,
+            };
+            let loads = if traffic.kv.is_default() { backend.clone() } else { format!("{backend} (KV cache {})", traffic.kv.label()) };
+            if model_changed.is_none() {
+                *model_changed = ctx.model_stamp.changed(&ctx.model_path).map(|what| {
+                    *worker = None;
+                    format!(
+                        "the model file {} changed during the run ({what}): this point and the rest are not measured, as they would not be of the model the run names; run again to measure the new file",
+                        ctx.model_path.display()
+                    )
+                });
+            }
+            if let Some(why) = model_changed.as_ref().or(load_failures.get(&loads)) {
+                failed_points += 1;
+                finish_point(run, fail(why.clone()), printer, observer, &mut saver)?;
+                continue;
+            }
+            if !reuse {
+                *worker = None; // shut the previous one down before loading the next
+                observer.loading(&backend);
+                match (ctx.spawn)(&backend, &LoadSpec { kv: traffic.kv, ..load_spec.clone() }, &config) {
+                    Ok(w) => {
+                        observer.loaded(&backend, w.info(), w.load_ms());
+                        if !run.backends.iter().any(|b| b.name == w.info().name && b.version == w.info().version) {
+                            run.backends.push(w.info().clone());
+                        }
+                        *worker = Some((backend.clone(), traffic.kv, w));
                     }
-                    worker = Some((backend.clone(), traffic.kv, w));
-                }
-                Err(e) => {
-                    let why = format!("{loads}: {e}");
-                    if matches!(e, lx_core::coordinator::WorkerError::Load(_)) {
-                        load_failures.insert(loads.clone(), why.clone());
+                    Err(e) => {
+                        let why = format!("{loads}: {e}");
+                        if matches!(e, lx_core::coordinator::WorkerError::Load(_)) {
+                            load_failures.insert(loads.clone(), why.clone());
+                        }
+                        failed_points += 1;
+                        finish_point(run, fail(why), printer, observer, &mut saver)?;
+                        continue;
                     }
-                    failed_points += 1;
-                    finish_point(run, fail(why), printer, observer, &mut saver)?;
-                    continue;
                 }
             }
-        }
-        let (_, _, w) = worker.as_mut().expect("set above");
-        if traffic.prefix_cache && !w.schedules_itself() && !w.info().capabilities.prefix_copy {
-            failed_points += 1;
-            let why = format!("{backend}: this backend cannot copy a cached prefix between sequences (capability prefix_copy is false); run it with --prefix-cache off");
-            finish_point(run, fail(why), printer, observer, &mut saver)?;
-            continue;
-        }
-        if let Err(e) = w.configure(&config) {
-            failed_points += 1;
-            worker = None;
-            finish_point(run, fail(e.to_string()), printer, observer, &mut saver)?;
-            continue;
-        }
-        let shared = traffic.prefix_tokens > 0;
-        // Every request of a backend's points (warm-ups included) gets a prompt of its own: a
-        // server that caches prompts (llama-server, vLLM, SGLang) would otherwise answer a
-        // repeated one from its cache and report a TTFT no new prompt gets. Each backend (and
-        // each KV cache type of one) gets the same sequence (the seed moves it), so they are
-        // compared on the same prompts.
-        if prompts_for.as_deref() != Some(loads.as_str()) {
-            prompts_for = Some(loads.clone());
-            prompts_sent.set((plan.seed as usize).wrapping_mul(1 << 20));
-        }
-        let text = traffic.prompts;
-        let source = |n: u32, i: usize| ctx.prompts.of(text, n as usize, i as u64);
-        let prompt = |d: &Draw, _: usize| {
-            let variant = prompts_sent.get();
-            prompts_sent.set(variant + 1);
-            lx_format::workload::prefixed_prompt(&source, if shared { d.prefix_tokens } else { 0 }, d.prompt_tokens, variant)
-        };
-        w.reset_peak_rss();
-        let by_server = w.schedules_itself();
-        // This machine's sensors say nothing of a server's machine.
-        let sampler = if by_server { None } else { sensors.take().map(|s| lx_machine::sensors::Sampler::start(s, lx_machine::sensors::SAMPLE_EVERY)) };
-        let measured = run_point(w.as_mut(), &point, &traffic, &prompt, &ctx.stop_tokens, &ctx.control, observer);
-        let sensed = sampler.and_then(|s| {
-            let trace = s.finish();
-            // No measured window (the warm-up failed): nothing to sum over.
-            let summary = measured.opened.map(|opened| {
-                let from = trace.sensors.ms(opened);
-                let tokens = measured.records.iter().filter(|r| r.ok()).map(|r| r.tokens.len()).sum();
-                lx_machine::sensors::SensorSummary::of(&trace, from, from + measured.window_ms, tokens, !traffic.is_open())
+            let (_, _, w) = worker.as_mut().expect("set above");
+            if traffic.prefix_cache && !w.schedules_itself() && !w.info().capabilities.prefix_copy {
+                failed_points += 1;
+                let why = format!("{backend}: this backend cannot copy a cached prefix between sequences (capability prefix_copy is false); run it with --prefix-cache off");
+                finish_point(run, fail(why), printer, observer, &mut saver)?;
+                continue;
+            }
+            if let Err(e) = w.configure(&config) {
+                failed_points += 1;
+                *worker = None;
+                finish_point(run, fail(e.to_string()), printer, observer, &mut saver)?;
+                continue;
+            }
+            let shared = traffic.prefix_tokens > 0;
+            // Every request of a backend's points (warm-ups included) gets a prompt of its own: a
+            // server that caches prompts (llama-server, vLLM, SGLang) would otherwise answer a
+            // repeated one from its cache and report a TTFT no new prompt gets. Each backend (and
+            // each KV cache type of one) gets the same sequence (the seed moves it), so they are
+            // compared on the same prompts.
+            if prompts_for.as_deref() != Some(loads.as_str()) {
+                *prompts_for = Some(loads.clone());
+                prompts_sent.set((plan.seed as usize).wrapping_mul(1 << 20));
+            }
+            let text = traffic.prompts;
+            let source = |n: u32, i: usize| ctx.prompts.of(text, n as usize, i as u64);
+            let prompt = |d: &Draw, _: usize| {
+                let variant = prompts_sent.get();
+                prompts_sent.set(variant + 1);
+                lx_format::workload::prefixed_prompt(&source, if shared { d.prefix_tokens } else { 0 }, d.prompt_tokens, variant)
+            };
+            w.reset_peak_rss();
+            let by_server = w.schedules_itself();
+            // This machine's sensors say nothing of a server's machine.
+            let sampler = if by_server { None } else { sensors.take().map(|s| lx_machine::sensors::Sampler::start(s, lx_machine::sensors::SAMPLE_EVERY)) };
+            let measured = run_point(w.as_mut(), &point, &traffic, &prompt, &ctx.stop_tokens, &ctx.control, observer);
+            let sensed = sampler.and_then(|s| {
+                let trace = s.finish();
+                // No measured window (the warm-up failed): nothing to sum over.
+                let summary = measured.opened.map(|opened| {
+                    let from = trace.sensors.ms(opened);
+                    let tokens = measured.records.iter().filter(|r| r.ok()).map(|r| r.tokens.len()).sum();
+                    lx_machine::sensors::SensorSummary::of(&trace, from, from + measured.window_ms, tokens, !traffic.is_open())
+                });
+                *sensors = Some(trace.sensors);
+                summary
             });
-            sensors = Some(trace.sensors);
-            summary
-        });
-        let peak_rss = w.peak_rss_mib();
-        if measured.worker_error.is_some() {
-            worker = None;
+            let peak_rss = w.peak_rss_mib();
+            if measured.worker_error.is_some() {
+                *worker = None;
+            }
+            let stopped = measured.stopped;
+            let mut result = PointResult::from_run(&backend, policy, &point, measured).with_traffic(&traffic);
+            result.scheduled_by_server = by_server;
+            result.judge(plan.slo);
+            result.worker_peak_rss_mib = peak_rss;
+            result.sensors = sensed;
+            result.repetition = repetition;
+            if result.errors > 0 || (result.requests == 0 && !stopped) {
+                failed_points += 1;
+            }
+            finish_point(run, result, printer, observer, &mut saver)?;
+            if stopped {
+                run.stopped = true;
+                break;
+            }
         }
-        let stopped = measured.stopped;
-        let mut result = PointResult::from_run(&backend, policy, &point, measured).with_traffic(&traffic);
-        result.scheduled_by_server = by_server;
-        result.judge(plan.slo);
-        result.worker_peak_rss_mib = peak_rss;
-        result.sensors = sensed;
-        result.repetition = repetition;
-        if result.errors > 0 || (result.requests == 0 && !stopped) {
-            failed_points += 1;
+        saver.settle(run, observer);
+        if let (Some(why), Some(path)) = (saver.unsaved, ctx.out.as_ref()) {
+            let kept = RunFile::read(path).map(|r| r.points.len()).unwrap_or(0);
+            return Err(SweepError::Unsaved { path: path.clone(), why, kept, total: run.points.len() });
         }
-        finish_point(run, result, printer, observer, &mut saver)?;
-        if stopped {
-            run.stopped = true;
-            break;
-        }
+        Ok(failed_points)
     }
-    drop(worker);
-    printer.footer(run)?;
-    saver.settle(run, observer);
-    if let (Some(why), Some(path)) = (saver.unsaved, ctx.out.as_ref()) {
-        let kept = RunFile::read(path).map(|r| r.points.len()).unwrap_or(0);
-        return Err(SweepError::Unsaved { path: path.clone(), why, kept, total: run.points.len() });
-    }
-    Ok(failed_points)
 }
 
 fn failed_point(backend: &str, policy: Policy, spec: &PointSpec, why: String) -> PointResult {

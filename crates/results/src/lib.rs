@@ -1,7 +1,8 @@
 //! What a run leaves, and everything that shows it: the run-file schema ([`results`]), the
 //! tables printed as a sweep goes and by `lx show` ([`printers`]), the HTML page
 //! ([`report`]), comparisons of runs ([`compare`]) and of repeated runs ([`repeats`]), what speculative
-//! decoding did ([`speculation`]); and the result files of
+//! decoding did ([`speculation`]), what a run decided (presets, capacity searches, deadline
+//! plans, advice: [`decision`]); and the result files of
 //! the studies that are not run files, with their tables ([`studies`]).
 
 pub mod results;
@@ -10,4 +11,5 @@ pub mod compare;
 pub mod report;
 pub mod repeats;
 pub mod speculation;
+pub mod decision;
 pub mod studies;

@@ -181,7 +181,9 @@ pub fn cells(p: &PointResult) -> [String; 20] {
 /// What the table needs said under it: where each backend ran, the limits the ceilings come
 /// from, a synthetic model, and every point's warnings.
 pub fn notes(run: &RunFile) -> Vec<String> {
-    let mut lines = device_lines(&run.backends);
+    let mut lines: Vec<String> = run.preset.iter().map(|p| format!("preset {} ({}; {}-bound): {}", p.name, p.source, p.bound.name(), p.objectives.describe())).collect();
+    lines.extend(run.decisions.lines());
+    lines.extend(device_lines(&run.backends));
     lines.extend(limits_lines(run));
     lines.extend(sensor_lines(&run.points));
     lines.extend(run.model.facts.synthetic_note().map(|note| format!("model: {note}")));

@@ -299,6 +299,12 @@ pub struct RunFile {
     /// What a token of the model costs, for ceilings ([`lx_machine::roofline`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_cost: Option<lx_machine::roofline::ModelCost>,
+    /// The workload preset the run was made from, with its objectives.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<crate::decision::PresetRecord>,
+    /// Capacity searches, deadline plans and advice made from the run's points.
+    #[serde(default, skip_serializing_if = "crate::decision::Decisions::is_empty")]
+    pub decisions: crate::decision::Decisions,
 }
 
 /// One reading of resident memory during a run.
@@ -330,6 +336,8 @@ impl RunFile {
             memory: Vec::new(),
             limits: None,
             model_cost: None,
+            preset: None,
+            decisions: Default::default(),
         }
     }
 

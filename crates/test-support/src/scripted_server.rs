@@ -58,6 +58,9 @@ pub struct Request {
     pub path: String,
     pub body: Value,
     pub authorization: Option<String>,
+    /// Streams in progress when it arrived (a stream stops counting as its last step is
+    /// sent, so a closed-loop client's next request never sees its own previous one).
+    pub in_flight: usize,
 }
 
 type Handler = dyn Fn(usize, &Request) -> Script + Send + Sync;
@@ -93,13 +96,14 @@ pub fn serve(handler: impl Fn(usize, &Request) -> Script + Send + Sync + 'static
     let sent: Arc<Mutex<Vec<(usize, Instant)>>> = Default::default();
     let stop = Arc::new(AtomicBool::new(false));
     let handler: Arc<Handler> = Arc::new(handler);
+    let streaming = Arc::new(AtomicUsize::new(0));
     let (b, a, t, s) = (requests.clone(), abandoned.clone(), sent.clone(), stop.clone());
     std::thread::spawn(move || {
         while !s.load(Ordering::SeqCst) {
             match listener.accept() {
                 Ok((conn, _)) => {
-                    let (b, a, t, h) = (b.clone(), a.clone(), t.clone(), handler.clone());
-                    std::thread::spawn(move || connection(conn, &b, &a, &t, h.as_ref()));
+                    let (b, a, t, h, f) = (b.clone(), a.clone(), t.clone(), handler.clone(), streaming.clone());
+                    std::thread::spawn(move || connection(conn, &b, &a, &t, h.as_ref(), &f));
                 }
                 Err(_) => std::thread::sleep(Duration::from_millis(2)),
             }
@@ -108,7 +112,7 @@ pub fn serve(handler: impl Fn(usize, &Request) -> Script + Send + Sync + 'static
     Scripted { url, requests, abandoned, sent, stop }
 }
 
-fn connection(conn: TcpStream, requests: &Mutex<Vec<Request>>, abandoned: &AtomicUsize, sent_at: &Mutex<Vec<(usize, Instant)>>, handler: &Handler) {
+fn connection(conn: TcpStream, requests: &Mutex<Vec<Request>>, abandoned: &AtomicUsize, sent_at: &Mutex<Vec<(usize, Instant)>>, handler: &Handler, streaming: &AtomicUsize) {
     let _ = conn.set_nonblocking(false);
     let _ = conn.set_nodelay(true);
     let Ok(read_half) = conn.try_clone() else { return };
@@ -146,7 +150,8 @@ fn connection(conn: TcpStream, requests: &Mutex<Vec<Request>>, abandoned: &Atomi
         return;
     }
     let path = request_line.split_whitespace().nth(1).unwrap_or_default().to_string();
-    let request = Request { path, body: serde_json::from_slice(&body).unwrap_or(Value::Null), authorization };
+    let in_flight = streaming.load(Ordering::SeqCst);
+    let request = Request { path, body: serde_json::from_slice(&body).unwrap_or(Value::Null), authorization, in_flight };
     let n = {
         let mut r = requests.lock().unwrap_or_else(|e| e.into_inner());
         r.push(request.clone());
@@ -165,7 +170,27 @@ fn connection(conn: TcpStream, requests: &Mutex<Vec<Request>>, abandoned: &Atomi
             if out.write_all(head.as_bytes()).is_err() {
                 return;
             }
-            for step in steps {
+            /// Counts a stream from its first step until its last is sent (or its client left).
+            struct Streaming<'a>(&'a AtomicUsize, bool);
+            impl Streaming<'_> {
+                fn end(&mut self) {
+                    if std::mem::replace(&mut self.1, false) {
+                        self.0.fetch_sub(1, Ordering::SeqCst);
+                    }
+                }
+            }
+            impl Drop for Streaming<'_> {
+                fn drop(&mut self) {
+                    self.end();
+                }
+            }
+            streaming.fetch_add(1, Ordering::SeqCst);
+            let mut counted = Streaming(streaming, true);
+            let last = steps.len().saturating_sub(1);
+            for (i, step) in steps.into_iter().enumerate() {
+                if i == last {
+                    counted.end();
+                }
                 let sent = match step {
                     Step::Wait(ms) => {
                         std::thread::sleep(Duration::from_millis(ms));

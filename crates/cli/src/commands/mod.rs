@@ -1,3 +1,4 @@
+pub mod advise;
 pub mod compare;
 pub mod demo;
 pub mod generate;

@@ -34,13 +34,19 @@ pub struct SweepArgs {
     /// Model: a catalog name (default), a .gguf path, or hf:OWNER/REPO/FILE.gguf.
     #[arg(long, default_value = "default")]
     model: String,
+    /// A workload preset (a built-in name, or a preset file): its prompt and output lengths,
+    /// shared prefix, SLOs, and open-loop arrivals at its start rate on its slots unless
+    /// --rate or --concurrency is given. The run file records it.
+    #[arg(long, conflicts_with_all = ["prompt_tokens", "max_tokens", "prefix_tokens", "prefix_cache", "prompts", "slo_ttft_ms", "slo_decode_tps"])]
+    preset: Option<String>,
     /// Prompt lengths in tokens, BOS (and any shared prefix) included; `A..B` draws each
     /// request's length uniformly from A to B with --seed.
     #[arg(long, default_value = "64,256,1024", value_parser = list::<Length>)]
     prompt_tokens: Vec<Vec<Length>>,
     /// Concurrent clients (closed loop); in open loop (--rate), the most sequences the
     /// scheduler runs at once (its slots): later arrivals wait in its queue.
-    #[arg(long, default_value = "1,4", value_parser = list::<usize>)]
+    /// [default: 1,4]
+    #[arg(long, value_parser = list::<usize>)]
     concurrency: Vec<Vec<usize>>,
     /// Output tokens per request (EOS ignored unless --stop-at-eos); `A..B` draws a range.
     #[arg(long, default_value = "64", value_parser = list::<Length>)]
@@ -135,7 +141,10 @@ pub struct SweepArgs {
 /// The sweep the arguments describe (not yet checked).
 fn plan(args: &SweepArgs, servers: &[lx_openai::Server]) -> anyhow::Result<SweepPlan> {
     let backends = crate::commands::backends_and_servers(args.backend.as_deref(), servers)?;
-    let concurrency: Vec<usize> = args.concurrency.iter().flatten().copied().collect();
+    let mut concurrency: Vec<usize> = args.concurrency.iter().flatten().copied().collect();
+    if concurrency.is_empty() {
+        concurrency = vec![1, 4];
+    }
     if args.spec.spec_draft_model.is_some() && !args.spec.drafters().contains(&lx_core::speculative::Drafter::Draft) {
         anyhow::bail!("--spec-draft-model is the draft model of --spec draft, which was not asked for");
     }
@@ -174,7 +183,15 @@ fn plan(args: &SweepArgs, servers: &[lx_openai::Server]) -> anyhow::Result<Sweep
 
 pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     let servers = args.targets.servers(args.stop_at_eos)?;
-    let plan = plan(&args, &servers)?;
+    let mut plan = plan(&args, &servers)?;
+    let preset = args.preset.as_deref().map(lx_drivers::preset::Preset::load).transpose()?;
+    if let Some(p) = &preset {
+        p.apply(&mut plan, !args.rate.is_empty() || !args.concurrency.is_empty());
+        if args.requests.is_none() && args.duration.is_none() {
+            plan.requests = lx_drivers::capacity::TRIAL_REQUESTS;
+        }
+        plan.warmup = args.warmup.unwrap_or_else(|| plan.concurrency.iter().copied().max().unwrap_or(1).min(4));
+    }
     if args.untuned {
         // Read by the spawner of every worker this process starts (no thread runs yet).
         std::env::set_var(lx_backends::tune::UNTUNED_ENV, "1");
@@ -188,6 +205,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     crate::commands::stop_on_ctrl_c(&job.control);
     job.out = args.out.clone();
     job.ceilings = !args.no_ceilings;
+    job.run.preset = preset.as_ref().map(lx_drivers::preset::Preset::record);
     let points = job.total_points();
     let total = if args.duration.is_some() && args.requests.is_none() { 0 } else { (points * job.plan.requests) as u64 };
     let mut progress = crate::progress::SweepProgress::new(total);
@@ -244,5 +262,15 @@ mod tests {
         assert_eq!((p.prefix_tokens, p.repetitions, p.warmup), (16, 3, 8));
         assert_eq!(p.policies, [Policy::Serial, Policy::Chunked]);
         assert_eq!(plan_of(&["--depth", "0,512,4096"]).depths, [0, 512, 4096]);
+    }
+
+    /// A preset sets the workload; flags that would say it again are refused.
+    #[test]
+    fn a_preset_sets_the_workload_and_refuses_flags_that_repeat_it() {
+        let parse = |args: &[&str]| Cli::try_parse_from(std::iter::once("sweep").chain(args.iter().copied()));
+        assert!(parse(&["--preset", "chat"]).is_ok());
+        let e = parse(&["--preset", "chat", "--prompt-tokens", "64"]).err().unwrap().to_string();
+        assert!(e.contains("--prompt-tokens") && e.contains("--preset"), "{e}");
+        assert!(parse(&["--preset", "chat", "--rate", "1"]).is_ok(), "arrivals may be given beside a preset");
     }
 }

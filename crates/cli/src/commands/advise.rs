@@ -1,0 +1,149 @@
+//! `lx advise`: from a workload preset to what to run it on, measured on this machine (or
+//! on servers) within a time budget.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use lx_core::scheduler::Policy;
+use lx_drivers::advise::{advise, lines, Request};
+use lx_drivers::capacity::Bench;
+use lx_drivers::preset::{parse_duration, Job, Preset};
+use lx_drivers::sweep::{Session, SweepPlan};
+use lx_format::workload::PromptBuilder;
+use lx_results::decision::Axis;
+use lx_results::printers::{printer, Format};
+
+#[derive(Args)]
+pub struct AdviseArgs {
+    /// The workload: a built-in preset (code-completion, chat, voice-agent, rag,
+    /// batch-enrichment, overnight-eval, agent-pipeline) or a preset file's path.
+    #[arg(long)]
+    preset: String,
+    /// Candidate backends, comma-separated (llama, candle, mlx). Default: llama, or none when
+    /// --target names servers.
+    #[arg(long)]
+    backend: Option<String>,
+    #[command(flatten)]
+    targets: crate::commands::TargetArgs,
+    /// Model: a catalog name (default), a .gguf path, or hf:OWNER/REPO/FILE.gguf.
+    #[arg(long, default_value = "default")]
+    model: String,
+    /// Time for all the measurements, confirmation included: 90s, 5m, 1h.
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    budget: f64,
+    /// The job's deadline (throughput-bound presets; default: the preset's).
+    #[arg(long, value_parser = parse_duration)]
+    deadline: Option<f64>,
+    /// The job's size in requests (throughput-bound presets; default: the preset's).
+    #[arg(long)]
+    requests: Option<usize>,
+    /// What the capacity search varies for TTFT-bound and mixed presets: rate (open-loop
+    /// arrivals on the preset's slots) or concurrency (closed-loop clients).
+    #[arg(long, default_value = "rate", value_parser = axis)]
+    by: Axis,
+    /// Most clients a concurrency search or a deadline plan tries.
+    #[arg(long, default_value_t = 16)]
+    most_clients: usize,
+    /// Scheduling policy of our engine (serial, static, continuous, chunked).
+    #[arg(long, default_value = "continuous")]
+    policy: Policy,
+    /// Compute threads (default: physical cores).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+    /// Seed of arrivals and drawn lengths.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Write the run (every trial's point, the searches, plans and advice) here, after every trial.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Seconds without any sign of life before a worker is declared hung and killed.
+    #[arg(long, default_value_t = lx_core::defaults::HANG_TIMEOUT_S)]
+    hang_timeout: u64,
+}
+
+fn axis(s: &str) -> Result<Axis, String> {
+    match s {
+        "rate" => Ok(Axis::Rate),
+        "concurrency" => Ok(Axis::Concurrency),
+        other => Err(format!("'{other}': expected rate or concurrency")),
+    }
+}
+
+pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
+    let preset = Preset::load(&args.preset)?;
+    let servers = args.targets.servers(false)?;
+    let candidates = crate::commands::backends_and_servers(args.backend.as_deref(), &servers)?;
+    let job = match (preset.job, args.requests, args.deadline) {
+        (_, Some(requests), Some(deadline_s)) => Some(Job { requests, deadline_s }),
+        (Some(j), r, d) => Some(Job { requests: r.unwrap_or(j.requests), deadline_s: d.unwrap_or(j.deadline_s) }),
+        (None, None, None) => None,
+        (None, _, _) => anyhow::bail!("--deadline and --requests go together for a preset without a job ({} is {}-bound)", preset.name, preset.bound.name()),
+    };
+    if job.is_some() && preset.bound != lx_results::decision::Bound::Throughput {
+        anyhow::bail!("--deadline plans a batch job; {} is {}-bound and is judged by its objectives ({})", preset.name, preset.bound.name(), preset.objectives.describe());
+    }
+    if args.most_clients == 0 {
+        anyhow::bail!("--most-clients must be at least 1");
+    }
+    let mut plan = SweepPlan {
+        backends: candidates.clone(),
+        servers: servers.iter().map(|s| s.name.clone()).collect(),
+        policies: vec![args.policy],
+        threads: args.threads,
+        seed: args.seed,
+        warmup: 0,
+        requests: lx_drivers::capacity::TRIAL_REQUESTS,
+        ..SweepPlan::default()
+    };
+    preset.apply(&mut plan, false);
+    // Loaded once for the most sequences any trial runs at once.
+    plan.concurrency = vec![preset.slots.max(args.most_clients)];
+    plan.validate(None)?;
+    let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
+    plan.validate(Some(model.context_length))?;
+    let spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::tune::Use::Measure, 0);
+    let mut run = lx_results::results::RunFile::new(std::env::args().collect(), lx_backends::hardware_report(), model.record(), serde_json::to_value(&plan)?);
+    run.preset = Some(preset.record());
+    let control = lx_core::traffic::RunControl { hang_timeout: Duration::from_secs(args.hang_timeout), ..Default::default() };
+    crate::commands::stop_on_ctrl_c(&control);
+    let prompts = PromptBuilder::new(&model.tokenizer);
+    let ctx = model.sweep_context(&prompts, spawn, args.out.clone(), control);
+    let mut session = Session::new(plan.load_spec_for(model.path.clone(), &plan.points()));
+    eprintln!("{} ({}-bound): {}; {}", preset.name, preset.bound.name(), preset.summary, preset.objectives.describe());
+    let request = Request { preset, candidates, servers: plan.servers.clone(), axis: args.by, job, policy: args.policy, most_clients: args.most_clients, budget: Duration::from_secs_f64(args.budget) };
+    let mut progress = crate::progress::SweepProgress::new(0);
+    let mut out = printer(Format::Markdown, Box::new(std::io::stdout()));
+    out.header(&run)?;
+    let objectives = request.preset.objectives;
+    let result = {
+        let mut bench = Bench::new(&plan, &ctx, &mut session, &mut run, out.as_mut(), &mut progress, objectives);
+        advise(&request, &mut bench)
+    };
+    drop(session);
+    progress.finish();
+    let advice = result?;
+    out.footer(&run)?;
+    drop(out);
+    for s in &run.decisions.searches {
+        println!("\nCapacity search, {} ({}; {}): {}\n", s.backend, s.axis.unit(), s.ended, s.answer());
+        for row in s.table() {
+            println!("{row}");
+        }
+    }
+    for d in &run.decisions.deadlines {
+        println!("\nDeadline plan, {} ({}): {}\n", d.backend, d.ended, d.answer());
+        for row in d.table() {
+            println!("{row}");
+        }
+    }
+    println!();
+    for line in lines(&advice) {
+        println!("{line}");
+    }
+    if let Some(path) = &args.out {
+        run.write_atomic(path)?;
+        eprintln!("run written to {}", path.display());
+    }
+    Ok(if run.stopped { 130 } else if advice.confirmed == Some(true) { 0 } else { 2 })
+}

@@ -1,0 +1,354 @@
+//! `lx advise`: from a workload preset to a recommendation. It runs the measurements the
+//! decision needs within a time budget (a capacity search per candidate for TTFT-bound and
+//! mixed presets, a deadline plan for throughput-bound ones), picks the candidate that does
+//! best on the metric the preset is judged by, says why and what would change the answer,
+//! and confirms it with a fresh run at the recommended setting.
+
+use std::time::{Duration, Instant};
+
+use lx_core::scheduler::Policy;
+use lx_results::decision::{duration, Advice, Axis, Bound, DeadlineRecord, SearchRecord, Trial, Verdict};
+
+use crate::capacity::{Bench, Search, Skipped, TRIAL_REQUESTS};
+use crate::preset::{Job, Preset};
+use crate::sweep::SweepError;
+
+/// What to advise on.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub preset: Preset,
+    /// Backends and servers to choose from.
+    pub candidates: Vec<String>,
+    /// Those of the candidates that are servers (they schedule requests themselves).
+    pub servers: Vec<String>,
+    /// What a TTFT-bound or mixed preset's search varies.
+    pub axis: Axis,
+    /// Overrides the preset's job (throughput-bound presets).
+    pub job: Option<Job>,
+    pub policy: Policy,
+    /// Most clients a concurrency search or a deadline plan tries.
+    pub most_clients: usize,
+    pub budget: Duration,
+}
+
+/// Share of the budget kept for the confirmation run.
+const CONFIRMATION_SHARE: f64 = 0.25;
+
+/// Runs the measurements and returns the advice; every search and plan is also kept in
+/// `bench.run.decisions`.
+pub fn advise(request: &Request, bench: &mut Bench<'_, '_>) -> Result<Advice, SweepError> {
+    let started = Instant::now();
+    let budget_s = request.budget.as_secs_f64();
+    let searching_until = started + request.budget.mul_f64(1.0 - CONFIRMATION_SHARE);
+    let preset = &request.preset;
+    let n = request.candidates.len().max(1);
+    // Candidates that could not be measured at all (a backend that cannot load the model).
+    let mut unmeasured: Vec<String> = Vec::new();
+    let mut advice = match preset.bound {
+        Bound::Throughput => {
+            let job = request.job.or(preset.job).expect("a throughput-bound preset has a job (checked when read)");
+            let mut plans = Vec::new();
+            for (i, backend) in request.candidates.iter().enumerate() {
+                bench.until = Some(share_of_time_left(searching_until, n - i));
+                let plan = match bench.plan_deadline(backend, request.policy, job.requests, job.deadline_s, request.most_clients) {
+                    Err(SweepError::Trial(why)) => {
+                        unmeasured.push(why);
+                        continue;
+                    }
+                    other => other?,
+                };
+                bench.run.decisions.deadlines.push(plan.clone());
+                plans.push(plan);
+                if bench.stopped() {
+                    break;
+                }
+            }
+            bench.until = Some(started + request.budget);
+            deadline_advice(request, &plans, job, bench)?
+        }
+        Bound::Ttft | Bound::Mixed => {
+            let mut searches = Vec::new();
+            for (i, backend) in request.candidates.iter().enumerate() {
+                bench.until = Some(share_of_time_left(searching_until, n - i));
+                let search = match request.axis {
+                    Axis::Rate => Search::rate(preset.start_rate),
+                    Axis::Concurrency => Search::concurrency(preset.slots.min(request.most_clients), request.most_clients),
+                };
+                let record = match bench.search(backend, request.policy, search, preset.slots) {
+                    Err(SweepError::Trial(why)) => {
+                        unmeasured.push(why);
+                        continue;
+                    }
+                    other => other?,
+                };
+                bench.run.decisions.searches.push(record.clone());
+                searches.push(record);
+                if bench.stopped() {
+                    break;
+                }
+            }
+            bench.until = Some(started + request.budget);
+            capacity_advice(request, &searches, bench)?
+        }
+    };
+    advice.because.extend(unmeasured.into_iter().map(|why| format!("not measured: {why}")));
+    advice.spent_s = started.elapsed().as_secs_f64();
+    advice.budget_s = budget_s;
+    bench.run.decisions.advice = Some(advice.clone());
+    Ok(advice)
+}
+
+/// Until when the next of `left` candidates may measure: an equal share of what is left.
+fn share_of_time_left(until: Instant, left: usize) -> Instant {
+    let now = Instant::now();
+    now + until.saturating_duration_since(now) / left.max(1) as u32
+}
+
+/// The metric a search's answer is ranked by: the capacity, or for a mixed preset the
+/// goodput measured at it.
+fn score(preset: &Preset, s: &SearchRecord) -> Option<f64> {
+    let c = s.capacity?;
+    match preset.bound {
+        Bound::Mixed => s.at_capacity().map(|t| t.goodput_rpm),
+        _ => Some(c),
+    }
+}
+
+fn capacity_advice(request: &Request, searches: &[SearchRecord], bench: &mut Bench<'_, '_>) -> Result<Advice, SweepError> {
+    let preset = &request.preset;
+    let objectives = preset.objectives.describe();
+    let axis = request.axis;
+    let optimised = match (preset.bound, axis) {
+        (Bound::Mixed, _) => format!("goodput: requests a minute that meet {objectives}, at the highest arrival rate where that share holds"),
+        (_, Axis::Rate) => format!("capacity: the highest Poisson arrival rate at which {objectives}, on {} slots", preset.slots),
+        (_, Axis::Concurrency) => format!("capacity: the most concurrent clients at which {objectives}"),
+    };
+    let mut ranked: Vec<(&SearchRecord, f64)> = searches.iter().filter_map(|s| Some((s, score(preset, s)?))).collect();
+    ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
+    let mut advice = empty_advice(request, optimised);
+    let Some(&(best, best_score)) = ranked.first() else {
+        advice.because = searches.iter().map(SearchRecord::answer).collect();
+        advice.would_change = vec![format!("looser objectives than {objectives}, shorter prompts or outputs, or a faster machine")];
+        return Ok(advice);
+    };
+    let capacity = best.capacity.expect("ranked searches have one");
+    advice.backend = Some(best.backend.clone());
+    advice.policy = policy_of(request, &best.backend);
+    match axis {
+        Axis::Rate => (advice.rate, advice.concurrency) = (Some(capacity), Some(preset.slots)),
+        Axis::Concurrency => advice.concurrency = Some(capacity as usize),
+    }
+    if let Some(t) = best.at_capacity() {
+        advice.because.push(format!(
+            "{}: {} of {} requests met {objectives} at {} (90% interval of the share {:.0}-{:.0}%), goodput {:.1} req/min",
+            best.backend,
+            t.met,
+            t.requests,
+            axis.show(capacity),
+            t.attainment_low * 100.0,
+            t.attainment_high * 100.0,
+            t.goodput_rpm
+        ));
+    }
+    advice.because.push(best.answer());
+    for (s, sc) in ranked.iter().skip(1) {
+        advice.because.push(format!("{} ({:.0}% of {})", s.answer(), sc / best_score * 100.0, best.backend));
+    }
+    for s in searches.iter().filter(|s| s.capacity.is_none()) {
+        advice.because.push(s.answer());
+    }
+    if let Some(failing) = best.fails_at.and_then(|f| best.trials.iter().find(|t| t.value == f)) {
+        advice.would_change.push(binding(preset, axis, failing));
+    }
+    if let Some(&(runner_up, sc)) = ranked.get(1) {
+        let ratio = sc / best_score;
+        advice.would_change.push(if ratio >= 1.0 / (1.0 + best.tolerance.max(0.15)) {
+            format!("{} comes within the search's tolerance ({:.0}% of {}): a longer --budget measures both more closely before choosing", runner_up.backend, ratio * 100.0, best.backend)
+        } else {
+            format!("{} would be the choice without {} ({:.0}% of its {})", runner_up.backend, best.backend, ratio * 100.0, if preset.bound == Bound::Mixed { "goodput" } else { "capacity" })
+        });
+    }
+    if best.fails_at.is_none() {
+        advice.would_change.push(format!("the search did not find where the objectives stop holding ({}): the capacity is at least this", best.ended));
+    }
+    // Confirm on fresh arrivals at the recommendation. A capacity found on 20 requests can
+    // miss on the next 20 (it sits at the edge by construction): then back off by the
+    // search's step and confirm there, and say so.
+    let mut value = capacity;
+    for attempt in 0..2 {
+        let expect = match axis {
+            Axis::Rate => TRIAL_REQUESTS as f64 / value * 1.1 + 5.0,
+            Axis::Concurrency => 0.0,
+        };
+        confirm(&mut advice, bench, &best.backend, request.policy, axis, value, preset.slots, TRIAL_REQUESTS, expect, |t| t.verdict == Verdict::Holds)?;
+        if advice.confirmed != Some(false) || attempt == 1 {
+            break;
+        }
+        let lower = match axis {
+            Axis::Rate => (value / (1.0 + best.tolerance.max(0.15)) * 1000.0).round() / 1000.0,
+            Axis::Concurrency => value - 1.0,
+        };
+        if lower <= 0.0 {
+            break;
+        }
+        advice.would_change.push(format!("{} did not hold on fresh arrivals ({} of {} met the objectives): the recommendation backs off to {}", axis.show(value), advice.confirmation.as_ref().map_or(0, |t| t.met), TRIAL_REQUESTS, axis.show(lower)));
+        value = lower;
+        match axis {
+            Axis::Rate => advice.rate = Some(value),
+            Axis::Concurrency => advice.concurrency = Some(value as usize),
+        }
+    }
+    Ok(advice)
+}
+
+/// Which objective stopped holding first, and what would move it.
+fn binding(preset: &Preset, axis: Axis, t: &Trial) -> String {
+    let at = axis.show(t.value);
+    if t.saturated && t.missed_ttft == 0 && t.missed_decode == 0 {
+        return format!("at {at} the queue grew without bound (saturated): more slots or a faster backend would raise the capacity");
+    }
+    if t.missed_ttft >= t.missed_decode {
+        format!(
+            "TTFT binds: at {at}, {} of {} requests missed TTFT ≤ {} ms ({} missed the decode rate); a looser TTFT objective, shorter prompts or prefix caching would raise the capacity",
+            t.missed_ttft,
+            t.requests,
+            preset.objectives.ttft_ms.unwrap_or(f64::NAN),
+            t.missed_decode
+        )
+    } else {
+        format!(
+            "decode binds: at {at}, {} of {} requests decoded slower than {} tok/s ({} missed TTFT); fewer slots (smaller batches decode faster per request) or a lower decode objective would raise the capacity",
+            t.missed_decode,
+            t.requests,
+            preset.objectives.decode_tps.unwrap_or(f64::NAN),
+            t.missed_ttft
+        )
+    }
+}
+
+fn deadline_advice(request: &Request, plans: &[DeadlineRecord], job: Job, bench: &mut Bench<'_, '_>) -> Result<Advice, SweepError> {
+    let when = duration(job.deadline_s);
+    let optimised = format!("the fewest concurrent clients that finish {} requests within {when}, working back from the deadline", job.requests);
+    let mut advice = empty_advice(request, optimised);
+    let meeting: Option<&DeadlineRecord> = plans.iter().filter(|p| p.concurrency.is_some()).min_by(|a, b| {
+        (a.concurrency, a.finish_s.unwrap_or(f64::INFINITY)).partial_cmp(&(b.concurrency, b.finish_s.unwrap_or(f64::INFINITY))).unwrap_or(std::cmp::Ordering::Equal)
+    });
+    advice.because = plans.iter().map(DeadlineRecord::answer).collect();
+    let Some(best) = meeting else {
+        let fastest = plans.iter().filter_map(|p| Some((p, p.best_finish_s?))).min_by(|a, b| a.1.total_cmp(&b.1));
+        advice.would_change.push(match fastest {
+            Some((p, f)) => format!(
+                "a deadline of {} or more ({} at its fastest), fewer requests (about {} fit in {when}), or a faster machine",
+                duration(f),
+                p.backend,
+                (job.requests as f64 * job.deadline_s / f).floor()
+            ),
+            None => "nothing was measured".into(),
+        });
+        return Ok(advice);
+    };
+    let c = best.concurrency.expect("filtered");
+    let finish = best.finish_s.expect("set with the concurrency");
+    advice.backend = Some(best.backend.clone());
+    advice.policy = policy_of(request, &best.backend);
+    advice.concurrency = Some(c);
+    if let Some(fastest) = best.best_finish_s {
+        advice.would_change.push(format!(
+            "a deadline under {} ({}'s fastest finish, at more clients) is not met by any concurrency measured here; one under {} needs more than {c} clients",
+            duration(fastest),
+            best.backend,
+            duration(finish)
+        ));
+    }
+    advice.would_change.push(format!("about {} requests still fit in {when} at {c} clients", (job.requests as f64 * job.deadline_s / finish).floor()));
+    let requests = (3 * c).max(12);
+    let rps = best.trials.iter().find(|t| t.value as usize == c).map_or(0.0, |t| t.throughput_rps);
+    let expect = if rps > 0.0 { requests as f64 / rps } else { 0.0 };
+    confirm(&mut advice, bench, &best.backend, request.policy, Axis::Concurrency, c as f64, c, requests, expect, |t| {
+        lx_results::decision::finish_s(job.requests, t.throughput_rps) <= job.deadline_s && t.requests == t.met
+    })?;
+    Ok(advice)
+}
+
+/// Our scheduler's policy, or `server` for a server (its own scheduling was measured).
+fn policy_of(request: &Request, candidate: &str) -> String {
+    if request.servers.iter().any(|s| s == candidate) { "server".into() } else { request.policy.to_string() }
+}
+
+fn empty_advice(request: &Request, optimised: String) -> Advice {
+    Advice {
+        backend: None,
+        policy: request.policy.to_string(),
+        concurrency: None,
+        rate: None,
+        optimised,
+        because: Vec::new(),
+        would_change: Vec::new(),
+        confirmation: None,
+        confirmed: None,
+        spent_s: 0.0,
+        budget_s: 0.0,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn confirm(
+    advice: &mut Advice,
+    bench: &mut Bench<'_, '_>,
+    backend: &str,
+    policy: Policy,
+    axis: Axis,
+    value: f64,
+    slots: usize,
+    requests: usize,
+    expect_s: f64,
+    holds: impl Fn(&Trial) -> bool,
+) -> Result<(), SweepError> {
+    match bench.trial(backend, policy, axis, value, slots, requests, expect_s)? {
+        Ok(t) => {
+            advice.confirmed = Some(holds(&t));
+            advice.confirmation = Some(t);
+        }
+        Err(Skipped::Budget) => advice.would_change.push("not confirmed: the budget ran out before the confirmation run".into()),
+        Err(Skipped::Stopped) => advice.would_change.push("not confirmed: stopped by the user".into()),
+    }
+    Ok(())
+}
+
+/// The advice as a reader sees it: the recommendation, what it optimised, the evidence,
+/// what would change it, and whether a fresh run confirmed it.
+pub fn lines(advice: &Advice) -> Vec<String> {
+    let mut out = Vec::new();
+    match &advice.backend {
+        Some(b) => {
+            let mut line = match advice.policy.as_str() {
+                "server" => format!("Recommendation: {b} (as the server schedules)"),
+                policy => format!("Recommendation: {b}, {policy} policy"),
+            };
+            if let Some(c) = advice.concurrency {
+                line += &format!(", {c} {}", if advice.rate.is_some() { "slots" } else { "clients" });
+            }
+            if let Some(r) = advice.rate {
+                line += &format!(", up to {} req/s", lx_results::decision::Axis::Rate.show(r).trim_end_matches(" req/s"));
+            }
+            out.push(line);
+        }
+        None => out.push("Recommendation: none of the candidates meets the objectives on this machine".into()),
+    }
+    out.push(format!("Optimised: {}", advice.optimised));
+    out.extend(advice.because.iter().map(|l| format!("Evidence: {l}")));
+    out.extend(advice.would_change.iter().map(|l| format!("Would change the answer: {l}")));
+    if let (Some(t), Some(ok)) = (&advice.confirmation, advice.confirmed) {
+        out.push(format!(
+            "Confirmation ({} requests on fresh arrivals, run point {}): {} of {} met the objectives, {:.3} req/s completed over its window: {}",
+            t.requests,
+            t.point + 1,
+            t.met,
+            t.requests,
+            t.throughput_rps,
+            if ok { "holds" } else { "does NOT hold" }
+        ));
+    }
+    out.push(format!("Spent {} of a {} budget", duration(advice.spent_s), duration(advice.budget_s)));
+    out
+}

@@ -1,0 +1,499 @@
+//! Capacity search and the deadline planner: measurements chosen one after another from the
+//! figures of the last, on one worker (or server) that stays loaded.
+//!
+//! A capacity search finds the highest arrival rate (or number of clients) at which a
+//! workload's objectives still hold: it brackets by doubling (or halving) from a start, then
+//! bisects until the lowest failing setting is within a tolerance of the highest holding
+//! one. Each step is a short trial whose verdict rests on a confidence interval of the share
+//! of requests that met the objectives ([`lx_results::decision::verdict`]), not on one
+//! sample; a trial ends as soon as more requests have missed than the target allows, so a
+//! step past saturation costs seconds, not a queue's worth of waiting.
+//!
+//! The deadline planner measures throughput against concurrency and answers with the
+//! smallest concurrency whose throughput finishes the job in time.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use lx_core::records::RequestRecord;
+use lx_core::scheduler::Policy;
+use lx_core::traffic::{Arrivals, Observer, PointSpec, RunControl};
+use lx_results::decision::{misses_allowed, smallest_meeting, Axis, DeadlineRecord, Objectives, SearchRecord, Trial, Verdict};
+use lx_results::printers::Printer;
+use lx_results::results::{PointResult, RunFile, Slo};
+
+use crate::sweep::{Session, SweepContext, SweepError, SweepObserver, SweepPlan, SweepPoint};
+
+/// Requests a trial sends at least: with all 20 on time, the 90% interval's low end is 0.924,
+/// enough to hold a 95% target within the indifference margin.
+pub const TRIAL_REQUESTS: usize = 20;
+
+/// Longest pause after a trial cut short on a server, for the streams it abandoned to end.
+const SETTLE_MAX_S: f64 = 30.0;
+
+/// Where a search may go and when it stops.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Search {
+    pub axis: Axis,
+    pub start: f64,
+    /// Lowest setting tried: below it, the answer is "none holds".
+    pub floor: f64,
+    /// Highest setting tried: at it, the answer is "at least this".
+    pub ceiling: f64,
+    /// Stop once the lowest failing setting is within this fraction above the highest holding
+    /// one (rates); clients stop at neighbours.
+    pub tolerance: f64,
+    pub max_trials: usize,
+}
+
+/// What to measure next.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Next {
+    Measure(f64),
+    Done(String),
+}
+
+impl Search {
+    /// A rate search from `start` req/s: down to 1/64 of it, up to 1000 req/s, 15% tolerance.
+    pub fn rate(start: f64) -> Search {
+        Search { axis: Axis::Rate, start, floor: start / 64.0, ceiling: 1000.0, tolerance: 0.15, max_trials: 16 }
+    }
+
+    /// A concurrency search from `start` clients, up to `most`.
+    pub fn concurrency(start: usize, most: usize) -> Search {
+        Search { axis: Axis::Concurrency, start: start.clamp(1, most.max(1)) as f64, floor: 1.0, ceiling: most.max(1) as f64, tolerance: 0.0, max_trials: 16 }
+    }
+
+    /// The highest setting that held below the lowest that did not (a saturated trial never
+    /// holds), and that lowest one.
+    pub fn bracket(trials: &[Trial]) -> (Option<f64>, Option<f64>) {
+        let fails = trials.iter().filter(|t| t.verdict != Verdict::Holds || t.saturated).map(|t| t.value).min_by(f64::total_cmp);
+        let holds = trials.iter().filter(|t| t.verdict == Verdict::Holds && !t.saturated && fails.is_none_or(|f| t.value < f)).map(|t| t.value).max_by(f64::total_cmp);
+        (holds, fails)
+    }
+
+    /// The next setting to measure, or why the search is over.
+    pub fn next(&self, trials: &[Trial]) -> Next {
+        if trials.is_empty() {
+            return Next::Measure(self.start);
+        }
+        if trials.len() >= self.max_trials {
+            return Next::Done(format!("{} trials, the most a search makes", self.max_trials));
+        }
+        let rate = self.axis == Axis::Rate;
+        let v = match Search::bracket(trials) {
+            (None, None) => return Next::Done("no trial measured anything".into()),
+            (None, Some(f)) => {
+                if f <= self.floor {
+                    return Next::Done(format!("the objectives do not hold at the lowest setting, {}", self.axis.show(self.floor)));
+                }
+                if rate { (f / 2.0).max(self.floor) } else { (f / 2.0).floor().max(self.floor) }
+            }
+            (Some(h), None) => {
+                if h >= self.ceiling {
+                    return Next::Done(format!("the objectives hold at the highest setting, {}", self.axis.show(self.ceiling)));
+                }
+                (h * 2.0).min(self.ceiling)
+            }
+            (Some(h), Some(f)) => {
+                if rate && f <= h * (1.0 + self.tolerance) {
+                    return Next::Done(format!("bracketed within {:.0}%", self.tolerance * 100.0));
+                }
+                if !rate && f - h <= 1.0 {
+                    return Next::Done("bracketed between neighbouring client counts".into());
+                }
+                if rate { (h * f).sqrt() } else { ((h + f) / 2.0).floor() }
+            }
+        };
+        let v = if rate { round_3(v) } else { v };
+        if trials.iter().any(|t| t.value == v) {
+            return Next::Done(format!("{} was measured already (the figures are not monotonic there)", self.axis.show(v)));
+        }
+        Next::Measure(v)
+    }
+}
+
+/// Three significant figures: rates a person can read and type again.
+fn round_3(x: f64) -> f64 {
+    if x <= 0.0 || !x.is_finite() {
+        return x;
+    }
+    let scale = 10f64.powi(2 - x.log10().floor() as i32);
+    (x * scale).round() / scale
+}
+
+/// Runs trials on one session: each trial a point of the run file (printed and saved like a
+/// sweep's), judged against the objectives, within a time budget.
+pub struct Bench<'a, 'c> {
+    /// The workload (lengths, prefix, prompts, threads, batch limits) every trial shares.
+    pub plan: &'a SweepPlan,
+    pub ctx: &'a SweepContext<'c>,
+    pub session: &'a mut Session,
+    pub run: &'a mut RunFile,
+    pub printer: &'a mut dyn Printer,
+    pub observer: &'a mut dyn SweepObserver,
+    pub objectives: Objectives,
+    /// No trial starts that would not end by then.
+    pub until: Option<Instant>,
+    /// Backends that have been warmed up (their first trial sends a few unmeasured requests).
+    warmed: Vec<String>,
+    /// Varies the arrival and length draws trial by trial.
+    trials_run: u64,
+}
+
+/// Why a trial did not run.
+#[derive(Debug)]
+pub enum Skipped {
+    /// The budget would end before the trial did.
+    Budget,
+    /// The user stopped the run.
+    Stopped,
+}
+
+impl<'a, 'c> Bench<'a, 'c> {
+    pub fn new(
+        plan: &'a SweepPlan,
+        ctx: &'a SweepContext<'c>,
+        session: &'a mut Session,
+        run: &'a mut RunFile,
+        printer: &'a mut dyn Printer,
+        observer: &'a mut dyn SweepObserver,
+        objectives: Objectives,
+    ) -> Self {
+        Bench { plan, ctx, session, run, printer, observer, objectives, until: None, warmed: Vec::new(), trials_run: 0 }
+    }
+
+    pub fn stopped(&self) -> bool {
+        self.ctx.control.stop.load(Ordering::Relaxed)
+    }
+
+    /// Seconds left of the budget (`None`: no budget).
+    pub fn left_s(&self) -> Option<f64> {
+        self.until.map(|u| u.saturating_duration_since(Instant::now()).as_secs_f64())
+    }
+
+    /// One trial: `requests` requests on `backend` at `value` (an open-loop rate on `slots`,
+    /// or closed-loop clients), ending early once failing is certain. `expect_s` is how long
+    /// it should take; a trial that would outlast the budget is not started.
+    pub fn trial(&mut self, backend: &str, policy: Policy, axis: Axis, value: f64, slots: usize, requests: usize, expect_s: f64) -> Result<Result<Trial, Skipped>, SweepError> {
+        if self.stopped() {
+            return Ok(Err(Skipped::Stopped));
+        }
+        if self.left_s().is_some_and(|left| left < expect_s) {
+            return Ok(Err(Skipped::Budget));
+        }
+        let first = !self.warmed.iter().any(|b| b == backend);
+        let (concurrency, arrivals) = match axis {
+            Axis::Rate => (slots, Arrivals::Poisson { rate: value }),
+            Axis::Concurrency => (value as usize, Arrivals::Closed),
+        };
+        let mut point = self.plan.points().into_iter().find(|p| p.backend == backend).unwrap_or_else(|| self.plan_point(backend));
+        point.policy = policy;
+        point.spec = PointSpec { concurrency, requests, warmup: if first { concurrency.min(4) } else { 0 }, ..point.spec };
+        point.traffic.arrivals = arrivals;
+        point.traffic.duration_s = None;
+        point.traffic.seed = self.plan.seed.wrapping_add(self.trials_run);
+        point.repetition = None;
+        self.trials_run += 1;
+        let index = self.run.points.len();
+        let trial_stop = Arc::new(AtomicBool::new(false));
+        let ctx = SweepContext {
+            model_path: self.ctx.model_path.clone(),
+            model_stamp: self.ctx.model_stamp.clone(),
+            prompts: self.ctx.prompts,
+            stop_tokens: self.ctx.stop_tokens.clone(),
+            spawn: self.ctx.spawn.clone(),
+            out: self.ctx.out.clone(),
+            control: RunControl { stop: trial_stop.clone(), hang_timeout: self.ctx.control.hang_timeout },
+        };
+        let mut watch = Watch {
+            inner: &mut *self.observer,
+            slo: self.objectives.slo(),
+            allowed: misses_allowed(requests, self.objectives.attainment),
+            misses: 0,
+            stop: trial_stop,
+            user: self.ctx.control.stop.clone(),
+            ended_early: false,
+        };
+        self.session.run(self.plan, vec![point], &ctx, self.run, &mut *self.printer, &mut watch)?;
+        let (ended_early, misses, allowed) = (watch.ended_early, watch.misses, watch.allowed);
+        drop(watch);
+        let user = self.stopped();
+        self.run.stopped = user;
+        let Some(result) = self.run.points.get_mut(index) else { return Ok(Err(Skipped::Stopped)) };
+        if result.errors > 0 && result.requests == 0 && !ended_early {
+            // A worker that could not load or died: nothing about the objectives was measured.
+            return Err(SweepError::Trial(format!("{backend}: {}", result.error_messages.join("; "))));
+        }
+        if ended_early && result.scheduled_by_server {
+            // A server may go on computing a stream its client left until it notices; the
+            // next trial would share the machine with it. Its longest request bounds that.
+            let longest_ms = result.e2e_ms.max.min(SETTLE_MAX_S * 1e3);
+            std::thread::sleep(std::time::Duration::from_secs_f64(longest_ms.max(0.0) / 1e3));
+        }
+        if ended_early && !user {
+            result.warnings.push(format!(
+                "ended early by the search: {} requests missed the objectives, more than the {} of {requests} the target allows",
+                misses, allowed
+            ));
+        }
+        if first {
+            self.warmed.push(backend.to_string());
+        }
+        if user {
+            return Ok(Err(Skipped::Stopped));
+        }
+        let result: &PointResult = result;
+        let mut trial = Trial::of(value, index, result, &self.objectives);
+        if ended_early {
+            // Cut short, its window says nothing of where the queue was heading.
+            trial.ended_early = true;
+            trial.saturated = false;
+            trial.verdict = Verdict::Fails;
+        }
+        Ok(Ok(trial))
+    }
+
+    /// A point of the plan's workload on `backend` (a backend the plan does not list).
+    fn plan_point(&self, backend: &str) -> SweepPoint {
+        let plan = SweepPlan { backends: vec![backend.to_string()], ..self.plan.clone() };
+        plan.points().remove(0)
+    }
+
+    /// Finds `backend`'s capacity along `search`'s axis.
+    pub fn search(&mut self, backend: &str, policy: Policy, search: Search, slots: usize) -> Result<SearchRecord, SweepError> {
+        let mut trials: Vec<Trial> = Vec::new();
+        let ended = loop {
+            let value = match search.next(&trials) {
+                Next::Measure(v) => v,
+                Next::Done(why) => break why,
+            };
+            let requests = match search.axis {
+                Axis::Rate => TRIAL_REQUESTS,
+                Axis::Concurrency => TRIAL_REQUESTS.max(3 * value as usize),
+            };
+            let expect = self.expect_s(&trials, search.axis, value, requests);
+            match self.trial(backend, policy, search.axis, value, slots, requests, expect)? {
+                Ok(t) => trials.push(t),
+                Err(Skipped::Budget) => break format!("the budget ran out before a trial at {}", search.axis.show(value)),
+                Err(Skipped::Stopped) => break "stopped by the user".into(),
+            }
+        };
+        let (capacity, fails_at) = Search::bracket(&trials);
+        Ok(SearchRecord { backend: backend.to_string(), axis: search.axis, objectives: self.objectives, trials, capacity, fails_at, tolerance: search.tolerance, ended })
+    }
+
+    /// How long a trial should take, from the trials so far: arrivals take requests ÷ rate
+    /// (and a little to drain); clients, about half the requests at the last trial's throughput.
+    fn expect_s(&self, trials: &[Trial], axis: Axis, value: f64, requests: usize) -> f64 {
+        let service = trials.iter().rev().find(|t| t.throughput_rps > 0.0).map(|t| 1.0 / t.throughput_rps);
+        match axis {
+            Axis::Rate => requests as f64 / value * 1.1 + 5.0,
+            Axis::Concurrency => service.map_or(0.0, |s| s * requests as f64 * 0.5),
+        }
+    }
+
+    /// The smallest concurrency (closed loop, doubling from 1 up to `most`, then bisected)
+    /// whose measured throughput finishes `requests` within `deadline_s`.
+    pub fn plan_deadline(&mut self, backend: &str, policy: Policy, requests: usize, deadline_s: f64, most: usize) -> Result<DeadlineRecord, SweepError> {
+        let mut trials: Vec<Trial> = Vec::new();
+        let measured = |trials: &[Trial]| trials.iter().map(|t| (t.value as usize, t.throughput_rps)).collect::<Vec<_>>();
+        let mut c = 1usize;
+        let ended = loop {
+            let n = (3 * c).max(12);
+            let expect = trials.last().map_or(0.0, |t| n as f64 / t.throughput_rps.max(1e-9) * 0.5);
+            match self.trial(backend, policy, Axis::Concurrency, c as f64, c, n, expect)? {
+                Ok(t) => trials.push(t),
+                Err(Skipped::Budget) => break format!("the budget ran out before a trial at {c} clients"),
+                Err(Skipped::Stopped) => break "stopped by the user".into(),
+            }
+            let m = measured(&trials);
+            if let Some((meets, _)) = smallest_meeting(&m, requests, deadline_s) {
+                // Between the largest that does not meet it and this one, halve the gap.
+                let below = m.iter().filter(|&&(k, _)| k < meets).map(|&(k, _)| k).max().unwrap_or(0);
+                if meets - below <= 1 {
+                    break format!("{meets} clients meet it and {below} do not");
+                }
+                c = (below + meets) / 2;
+                continue;
+            }
+            let gain = match m.as_slice() {
+                [.., (_, before), (_, now)] => now / before,
+                _ => f64::INFINITY,
+            };
+            if gain < 1.05 {
+                break format!("throughput stopped growing ({:.0}% from {} to {c} clients)", (gain - 1.0) * 100.0, m[m.len() - 2].0);
+            }
+            if c >= most {
+                break format!("{most} clients, the most this run loads");
+            }
+            c = (c * 2).min(most);
+        };
+        let m = measured(&trials);
+        let best = m.iter().map(|&(_, rps)| lx_results::decision::finish_s(requests, rps)).min_by(f64::total_cmp);
+        let meets = smallest_meeting(&m, requests, deadline_s);
+        Ok(DeadlineRecord {
+            backend: backend.to_string(),
+            requests,
+            deadline_s,
+            trials,
+            concurrency: meets.map(|(c, _)| c),
+            finish_s: meets.map(|(_, f)| f),
+            best_finish_s: best,
+            ended,
+        })
+    }
+}
+
+/// Forwards everything to the caller's observer, counts requests that missed the objectives,
+/// and stops the trial once they are more than the target allows (or the user stops).
+struct Watch<'o> {
+    inner: &'o mut dyn SweepObserver,
+    slo: Slo,
+    allowed: usize,
+    misses: usize,
+    stop: Arc<AtomicBool>,
+    user: Arc<AtomicBool>,
+    ended_early: bool,
+}
+
+impl Watch<'_> {
+    fn follow_user(&self) {
+        if self.user.load(Ordering::Relaxed) {
+            self.stop.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+impl Observer for Watch<'_> {
+    fn token(&mut self, id: u64, index: u32, token: lx_core::backend::TokenId, at_ms: f64) {
+        self.follow_user();
+        self.inner.token(id, index, token, at_ms);
+    }
+
+    fn done(&mut self, record: &RequestRecord) {
+        self.follow_user();
+        // Requests cancelled by the stop itself are not misses of their own.
+        if !self.stop.load(Ordering::Relaxed) && !self.slo.met(record) {
+            self.misses += 1;
+            if self.misses > self.allowed {
+                self.ended_early = true;
+                self.stop.store(true, Ordering::Relaxed);
+            }
+        }
+        self.inner.done(record);
+    }
+}
+
+impl SweepObserver for Watch<'_> {
+    fn loading(&mut self, backend: &str) {
+        self.inner.loading(backend);
+    }
+    fn loaded(&mut self, backend: &str, info: &lx_core::backend::BackendInfo, load_ms: f64) {
+        self.inner.loaded(backend, info, load_ms);
+    }
+    fn point_started(&mut self, index: usize, total: usize, backend: &str, policy: Policy, spec: &PointSpec) {
+        self.inner.point_started(index, total, backend, policy, spec);
+    }
+    fn point_done(&mut self, point: &PointResult) {
+        self.inner.point_done(point);
+    }
+    fn run_file_unsaved(&mut self, why: &str) {
+        self.inner.run_file_unsaved(why);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A trial of a system whose objectives hold below `capacity` and fail above it.
+    fn judged(value: f64, capacity: f64) -> Trial {
+        let met = if value <= capacity { 20 } else { 10 };
+        Trial {
+            value,
+            point: 0,
+            requests: 20,
+            met,
+            missed_ttft: 20 - met,
+            missed_decode: 0,
+            unfinished: 0,
+            attainment_low: 0.0,
+            attainment_high: 1.0,
+            verdict: lx_results::decision::verdict(met, 20, 0.95),
+            goodput_rpm: 0.0,
+            throughput_rps: value.min(capacity),
+            throughput_tps: 0.0,
+            ttft_p95_ms: 0.0,
+            saturated: false,
+            ended_early: false,
+        }
+    }
+
+    fn run(search: Search, capacity: f64) -> (Option<f64>, Option<f64>, usize, String) {
+        let mut trials = Vec::new();
+        loop {
+            match search.next(&trials) {
+                Next::Measure(v) => trials.push(judged(v, capacity)),
+                Next::Done(why) => {
+                    let (h, f) = Search::bracket(&trials);
+                    return (h, f, trials.len(), why);
+                }
+            }
+        }
+    }
+
+    /// Whatever the capacity and the start, the search brackets it within its tolerance in a
+    /// bounded number of trials: doubling or halving to cross it, then bisecting.
+    #[test]
+    fn a_rate_search_brackets_any_capacity_within_its_tolerance() {
+        for start in [0.05, 0.5, 1.0, 7.0] {
+            for capacity in [0.031, 0.2, 0.5, 0.77, 1.3, 4.2, 19.0, 150.0] {
+                let search = Search::rate(start);
+                if capacity < search.floor {
+                    continue;
+                }
+                let (h, f, n, why) = run(search, capacity);
+                let (h, f) = (h.expect("held somewhere"), f.expect("failed somewhere"));
+                assert!(h <= capacity && f > capacity, "start {start}, capacity {capacity}: {h}..{f}");
+                assert!(f <= h * 1.15 + 1e-9, "within the tolerance: {h}..{f} ({why})");
+                let crossings = ((capacity / start).log2().abs().ceil() as usize) + 1;
+                assert!(n <= crossings + 6, "start {start}, capacity {capacity}: {n} trials");
+            }
+        }
+        // Below the floor: says so, and stops.
+        let (h, f, n, why) = run(Search::rate(1.0), 0.001);
+        assert_eq!((h, f.is_some()), (None, true));
+        assert!(why.contains("do not hold at the lowest") && n <= 8, "{why} after {n}");
+        // Above the ceiling: says so.
+        let (h, _, _, why) = run(Search { ceiling: 8.0, ..Search::rate(1.0) }, 100.0);
+        assert_eq!(h, Some(8.0));
+        assert!(why.contains("hold at the highest"), "{why}");
+    }
+
+    #[test]
+    fn a_concurrency_search_ends_on_neighbouring_client_counts() {
+        for capacity in [1.0, 3.0, 5.0, 6.0, 13.0, 31.0] {
+            let (h, f, n, _) = run(Search::concurrency(1, 64), capacity);
+            assert_eq!((h, f), (Some(capacity), Some(capacity + 1.0)), "capacity {capacity}");
+            assert!(n <= 16);
+        }
+        let (h, f, _, why) = run(Search::concurrency(4, 8), 100.0);
+        assert_eq!((h, f), (Some(8.0), None), "{why}");
+    }
+
+    /// A saturated trial never holds, and a failure that is certain ends a search step at once.
+    #[test]
+    fn a_saturated_or_failed_trial_bounds_the_bracket() {
+        let mut t = judged(2.0, 4.0);
+        t.saturated = true;
+        assert_eq!(Search::bracket(&[judged(1.0, 4.0), t]), (Some(1.0), Some(2.0)));
+        // An unsure trial does not hold either: the capacity reported is one that did.
+        let mut unsure = judged(3.0, 4.0);
+        unsure.verdict = Verdict::Unsure;
+        assert_eq!(Search::bracket(&[judged(1.0, 4.0), judged(2.0, 4.0), unsure]), (Some(2.0), Some(3.0)));
+        assert_eq!(round_3(0.123456), 0.123);
+        assert_eq!(round_3(1234.5), 1230.0);
+    }
+}

@@ -1,0 +1,524 @@
+//! What a run decided, beside what it measured: the workload preset it ran with (its
+//! objectives), the capacity searches, the deadline plans and the advice built on them.
+//! Each decision keeps the trials it rests on, and each trial names the run's point that
+//! measured it, so a reader can check every answer against the samples.
+
+use serde::{Deserialize, Serialize};
+
+use crate::results::{PointResult, Slo};
+
+/// What decides whether a workload is served well.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[serde(rename_all = "lowercase")]
+pub enum Bound {
+    /// Interactive: a person waits for the first token and reads as it streams.
+    Ttft,
+    /// Batch: only the time to finish the whole job matters (a deadline).
+    Throughput,
+    /// Mixed: requests that meet their objectives per unit of time (goodput).
+    Mixed,
+}
+
+impl Bound {
+    pub fn name(self) -> &'static str {
+        match self {
+            Bound::Ttft => "ttft",
+            Bound::Throughput => "throughput",
+            Bound::Mixed => "mixed",
+        }
+    }
+}
+
+/// The objectives a request must meet, and the share of requests that must meet them (a
+/// p95 TTFT objective is attainment 0.95 of a TTFT objective).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+pub struct Objectives {
+    /// Most acceptable TTFT, ms.
+    pub ttft_ms: Option<f64>,
+    /// Least acceptable per-request decode rate, tok/s.
+    pub decode_tps: Option<f64>,
+    /// Share of requests that must meet every objective (0.95: at the 95th percentile).
+    pub attainment: f64,
+}
+
+impl Objectives {
+    /// The per-request part, as points are judged.
+    pub fn slo(&self) -> Slo {
+        Slo { ttft_ms: self.ttft_ms, decode_tps: self.decode_tps }
+    }
+
+    /// `TTFT ≤ 1000 ms and decode ≥ 4.5 tok/s for 95% of requests`.
+    pub fn describe(&self) -> String {
+        let mut each = Vec::new();
+        if let Some(t) = self.ttft_ms {
+            each.push(format!("TTFT ≤ {t} ms"));
+        }
+        if let Some(d) = self.decode_tps {
+            each.push(format!("decode ≥ {d} tok/s"));
+        }
+        if each.is_empty() {
+            each.push("complete".into());
+        }
+        format!("{} for {}% of requests", each.join(" and "), fmt_share(self.attainment))
+    }
+}
+
+fn fmt_share(x: f64) -> String {
+    let pct = x * 100.0;
+    if (pct - pct.round()).abs() < 1e-9 { format!("{pct:.0}") } else { format!("{pct:.1}") }
+}
+
+/// The preset a run was made from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+pub struct PresetRecord {
+    pub name: String,
+    pub summary: String,
+    pub bound: Bound,
+    pub objectives: Objectives,
+    /// `built in`, or the file it was read from.
+    pub source: String,
+}
+
+/// What a capacity search varies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[serde(rename_all = "lowercase")]
+pub enum Axis {
+    /// Open-loop Poisson arrivals, requests/s.
+    Rate,
+    /// Closed-loop clients.
+    Concurrency,
+}
+
+impl Axis {
+    pub fn unit(self) -> &'static str {
+        match self {
+            Axis::Rate => "req/s",
+            Axis::Concurrency => "clients",
+        }
+    }
+
+    /// `0.42 req/s`, `6 clients`.
+    pub fn show(self, value: f64) -> String {
+        match self {
+            Axis::Rate => format!("{} req/s", round_sig(value)),
+            Axis::Concurrency => format!("{value:.0} clients"),
+        }
+    }
+}
+
+/// Three significant figures, without trailing zeros.
+fn round_sig(x: f64) -> String {
+    if x == 0.0 || !x.is_finite() {
+        return format!("{x}");
+    }
+    let digits = (2 - x.abs().log10().floor() as i32).max(0) as usize;
+    let s = format!("{x:.digits$}");
+    if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.').to_string() } else { s }
+}
+
+/// Whether a trial's objectives held.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
+#[serde(rename_all = "lowercase")]
+pub enum Verdict {
+    /// The measured attainment reaches the target, and its interval's low end is within the
+    /// indifference margin of it.
+    Holds,
+    /// The objectives were missed by more requests than the target allows.
+    Fails,
+    /// Neither, on this many requests: the interval straddles the target.
+    Unsure,
+}
+
+/// One-sided confidence of the intervals on attainment (z = 1.2816: the low end is
+/// exceeded with 90% probability).
+pub const CONFIDENCE: f64 = 0.90;
+const Z: f64 = 1.281_551_565_5;
+/// A trial holds when the interval's low end is at least the target less this margin
+/// (and its estimate at least the target): 20 requests all on time hold a 95% target.
+pub const INDIFFERENCE: f64 = 0.05;
+
+/// The Wilson score interval of `met` successes in `n` trials at [`CONFIDENCE`]: (low, high).
+pub fn attainment_interval(met: usize, n: usize) -> (f64, f64) {
+    if n == 0 {
+        return (0.0, 1.0);
+    }
+    let (n, p) = (n as f64, met as f64 / n as f64);
+    let z2 = Z * Z;
+    let centre = (p + z2 / (2.0 * n)) / (1.0 + z2 / n);
+    let half = Z * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt() / (1.0 + z2 / n);
+    ((centre - half).max(0.0), (centre + half).min(1.0))
+}
+
+/// The verdict on `met` of `n` requests against a target share.
+pub fn verdict(met: usize, n: usize, target: f64) -> Verdict {
+    let (low, high) = attainment_interval(met, n);
+    let estimate = if n == 0 { 0.0 } else { met as f64 / n as f64 };
+    if n > 0 && estimate >= target && low >= target - INDIFFERENCE {
+        Verdict::Holds
+    } else if high < target || (n > 0 && misses_allowed(n, target) < n - met) {
+        Verdict::Fails
+    } else {
+        Verdict::Unsure
+    }
+}
+
+/// Most requests of `n` that may miss with the estimate still at the target.
+pub fn misses_allowed(n: usize, target: f64) -> usize {
+    ((1.0 - target) * n as f64 + 1e-9).floor() as usize
+}
+
+/// One measurement of a search or a plan: a setting, what it measured, and the run's point
+/// that holds its samples.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+pub struct Trial {
+    /// The arrival rate or the number of clients.
+    pub value: f64,
+    /// Index of its point in the run file.
+    pub point: usize,
+    /// Requests that arrived in the window (completed or not).
+    pub requests: usize,
+    /// Of those, how many met every objective.
+    pub met: usize,
+    /// Misses by objective, among completed requests (a request can miss both).
+    pub missed_ttft: usize,
+    pub missed_decode: usize,
+    /// Requests that did not complete: failed, or cancelled when the trial ended early.
+    #[serde(default)]
+    pub unfinished: usize,
+    /// [`attainment_interval`] of `met` of `requests`.
+    pub attainment_low: f64,
+    pub attainment_high: f64,
+    pub verdict: Verdict,
+    /// Requests that met the objectives per minute (goodput).
+    pub goodput_rpm: f64,
+    /// Completed requests per second of the window (first arrival to last completion).
+    pub throughput_rps: f64,
+    /// Output tokens per second over the window.
+    pub throughput_tps: f64,
+    pub ttft_p95_ms: f64,
+    /// Queue wait grew through the window and completions fell behind arrivals: past
+    /// saturation, where a longer window only makes it worse.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub saturated: bool,
+    /// The trial stopped as soon as more requests had missed than the target allows.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ended_early: bool,
+}
+
+impl Trial {
+    /// The trial's figures from its point (index `index` in the run), judged against
+    /// `objectives`: every request that arrived counts, failed or cancelled ones as misses.
+    pub fn of(value: f64, index: usize, point: &PointResult, objectives: &Objectives) -> Trial {
+        let slo = objectives.slo();
+        let n = point.samples.len();
+        let met = point.samples.iter().filter(|r| slo.met(r)).count();
+        let missed_ttft = point.samples.iter().filter(|r| r.ok() && slo.ttft_ms.is_some_and(|max| r.ttft_ms().is_none_or(|t| t > max))).count();
+        let missed_decode = point.samples.iter().filter(|r| r.ok() && slo.decode_tps.is_some_and(|min| r.decode_tps().is_some_and(|d| d < min))).count();
+        let (low, high) = attainment_interval(met, n);
+        let window_s = point.window_s;
+        Trial {
+            value,
+            point: index,
+            requests: n,
+            met,
+            missed_ttft,
+            missed_decode,
+            unfinished: point.samples.iter().filter(|r| !r.ok()).count(),
+            attainment_low: low,
+            attainment_high: high,
+            verdict: verdict(met, n, objectives.attainment),
+            goodput_rpm: if window_s > 0.0 { met as f64 / window_s * 60.0 } else { 0.0 },
+            throughput_rps: if window_s > 0.0 { point.requests as f64 / window_s } else { 0.0 },
+            throughput_tps: point.throughput_tps,
+            ttft_p95_ms: point.ttft_ms.p95,
+            saturated: saturated(point),
+            ended_early: false,
+        }
+    }
+
+    pub fn attainment(&self) -> f64 {
+        if self.requests == 0 { 0.0 } else { self.met as f64 / self.requests as f64 }
+    }
+}
+
+/// Past saturation: completions fell behind arrivals by more than a tenth, and the queue
+/// wait of the last third of requests is more than twice the first third's (and at least
+/// 100 ms longer). Open-loop points only.
+pub fn saturated(point: &PointResult) -> bool {
+    let Some(rate) = point.rate() else { return false };
+    let mut waits: Vec<(f64, f64)> = point.samples.iter().filter_map(|r| Some((r.submit_ms, r.ttft_ms()?))).collect();
+    if waits.len() < 6 || point.window_s <= 0.0 {
+        return false;
+    }
+    waits.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let third = waits.len() / 3;
+    let mean = |w: &[(f64, f64)]| w.iter().map(|x| x.1).sum::<f64>() / w.len() as f64;
+    let (first, last) = (mean(&waits[..third]), mean(&waits[waits.len() - third..]));
+    let completions = point.requests as f64 / point.window_s;
+    completions < 0.9 * rate && last > 2.0 * first && last - first > 100.0
+}
+
+/// A capacity search: the trials in the order they ran, and the answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+pub struct SearchRecord {
+    pub backend: String,
+    pub axis: Axis,
+    pub objectives: Objectives,
+    pub trials: Vec<Trial>,
+    /// The highest setting that held, below the lowest that did not; `None`: none held.
+    pub capacity: Option<f64>,
+    /// The lowest setting that did not hold (above `capacity`); `None`: none failed.
+    pub fails_at: Option<f64>,
+    /// The bracket the search aimed for: fails_at ÷ capacity at most 1 + this.
+    pub tolerance: f64,
+    /// Why it stopped: the bracket is narrow enough, a bound was reached, the budget ran out,
+    /// the user stopped it.
+    pub ended: String,
+}
+
+impl SearchRecord {
+    /// The trial that measured the capacity.
+    pub fn at_capacity(&self) -> Option<&Trial> {
+        let c = self.capacity?;
+        self.trials.iter().rev().find(|t| t.value == c && t.verdict == Verdict::Holds)
+    }
+
+    /// `llama: capacity 0.42 req/s (0.48 does not hold: within 14%)`.
+    pub fn answer(&self) -> String {
+        let a = self.axis;
+        match (self.capacity, self.fails_at) {
+            (Some(c), Some(f)) => format!("{}: capacity {} ({} does not hold: within {:.0}%)", self.backend, a.show(c), a.show(f), (f / c - 1.0) * 100.0),
+            (Some(c), None) => format!("{}: capacity at least {} (the highest tried)", self.backend, a.show(c)),
+            (None, Some(f)) => format!("{}: no capacity: the objectives do not hold even at {}", self.backend, a.show(f)),
+            (None, None) => format!("{}: nothing measured", self.backend),
+        }
+    }
+
+    /// The curve, a row per trial in the order of the setting.
+    pub fn table(&self) -> Vec<String> {
+        let mut rows = vec![
+            format!("| {} | requests | met | attainment (90% interval) | goodput req/min | TTFT p95 ms | missed TTFT / decode | verdict |", self.axis.unit()),
+            "| ---: | ---: | ---: | --- | ---: | ---: | --- | --- |".into(),
+        ];
+        let mut trials: Vec<&Trial> = self.trials.iter().collect();
+        trials.sort_by(|a, b| a.value.total_cmp(&b.value));
+        for t in trials {
+            let mut verdict = format!("{:?}", t.verdict).to_lowercase();
+            if t.saturated {
+                verdict += ", saturated";
+            }
+            if t.ended_early {
+                verdict += ", ended early";
+            }
+            rows.push(format!(
+                "| {} | {} | {} | {:.0}% ({:.0}-{:.0}%) | {:.1} | {:.0} | {} / {} / {} | {verdict} |",
+                round_sig(t.value),
+                t.requests,
+                t.met,
+                t.attainment() * 100.0,
+                t.attainment_low * 100.0,
+                t.attainment_high * 100.0,
+                t.goodput_rpm,
+                t.ttft_p95_ms,
+                t.missed_ttft,
+                t.missed_decode,
+                t.unfinished
+            ));
+        }
+        rows
+    }
+}
+
+/// A deadline plan: N requests must finish within T.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+pub struct DeadlineRecord {
+    pub backend: String,
+    pub requests: usize,
+    pub deadline_s: f64,
+    /// Closed-loop trials, one per concurrency; `value` is the concurrency.
+    pub trials: Vec<Trial>,
+    /// The smallest concurrency whose measured throughput finishes in time.
+    pub concurrency: Option<usize>,
+    /// Its predicted finish, s.
+    pub finish_s: Option<f64>,
+    /// The fastest finish measured (when none meets the deadline, how far it falls short).
+    pub best_finish_s: Option<f64>,
+    pub ended: String,
+}
+
+/// How long `requests` take at `throughput_rps`: the whole job at the measured steady rate.
+pub fn finish_s(requests: usize, throughput_rps: f64) -> f64 {
+    if throughput_rps > 0.0 { requests as f64 / throughput_rps } else { f64::INFINITY }
+}
+
+/// The planner's arithmetic: the smallest concurrency whose finish time is within the
+/// deadline, from (concurrency, requests/s) measurements; `None` when none is.
+pub fn smallest_meeting(measured: &[(usize, f64)], requests: usize, deadline_s: f64) -> Option<(usize, f64)> {
+    measured.iter().map(|&(c, rps)| (c, finish_s(requests, rps))).filter(|&(_, f)| f <= deadline_s).min_by_key(|&(c, _)| c)
+}
+
+impl DeadlineRecord {
+    pub fn answer(&self) -> String {
+        let when = |s: f64| crate::decision::duration(s);
+        match (self.concurrency, self.finish_s, self.best_finish_s) {
+            (Some(c), Some(f), _) => format!(
+                "{}: {} requests finish in {} at {c} clients, within the deadline of {} (margin {:.0}%)",
+                self.backend,
+                self.requests,
+                when(f),
+                when(self.deadline_s),
+                (self.deadline_s / f - 1.0) * 100.0
+            ),
+            (_, _, Some(best)) => format!(
+                "{}: no concurrency meets the deadline of {} on this machine: the fastest measured finishes {} requests in {} ({:.0}% over)",
+                self.backend,
+                when(self.deadline_s),
+                self.requests,
+                when(best),
+                (best / self.deadline_s - 1.0) * 100.0
+            ),
+            _ => format!("{}: nothing measured", self.backend),
+        }
+    }
+
+    pub fn table(&self) -> Vec<String> {
+        let mut rows = vec!["| clients | requests | throughput req/s | tok/s | finish of the job | meets |".to_string(), "| ---: | ---: | ---: | ---: | ---: | --- |".into()];
+        for t in &self.trials {
+            let f = finish_s(self.requests, t.throughput_rps);
+            rows.push(format!(
+                "| {:.0} | {} | {:.3} | {:.1} | {} | {} |",
+                t.value,
+                t.requests,
+                t.throughput_rps,
+                t.throughput_tps,
+                duration(f),
+                if f <= self.deadline_s { "yes" } else { "no" }
+            ));
+        }
+        rows
+    }
+}
+
+/// `1 h 05 min`, `4 min 10 s`, `12.5 s`.
+pub fn duration(s: f64) -> String {
+    if !s.is_finite() {
+        return "never".into();
+    }
+    let whole = s.round() as u64;
+    if whole >= 3600 {
+        format!("{} h {:02} min", whole / 3600, (whole % 3600) / 60)
+    } else if whole >= 60 {
+        format!("{} min {:02} s", whole / 60, whole % 60)
+    } else {
+        format!("{s:.1} s")
+    }
+}
+
+/// What `lx advise` recommends, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+pub struct Advice {
+    /// The backend or server to use; `None` when no candidate met the objectives.
+    pub backend: Option<String>,
+    pub policy: String,
+    /// Clients (closed loop) or scheduler slots (open loop) to run at.
+    pub concurrency: Option<usize>,
+    /// The highest arrival rate it holds the objectives at (TTFT-bound and mixed presets).
+    pub rate: Option<f64>,
+    /// What it optimised, in a sentence.
+    pub optimised: String,
+    /// Why this candidate, from the evidence.
+    pub because: Vec<String>,
+    /// What would change the answer.
+    pub would_change: Vec<String>,
+    /// The confirmation run at the recommendation: its trial, and whether it held.
+    pub confirmation: Option<Trial>,
+    pub confirmed: Option<bool>,
+    /// Seconds spent, and the budget it had.
+    pub spent_s: f64,
+    pub budget_s: f64,
+}
+
+/// Everything a run decided.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+pub struct Decisions {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub searches: Vec<SearchRecord>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub deadlines: Vec<DeadlineRecord>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub advice: Option<Advice>,
+}
+
+impl Decisions {
+    pub fn is_empty(&self) -> bool {
+        self.searches.is_empty() && self.deadlines.is_empty() && self.advice.is_none()
+    }
+
+    /// The lines `lx show` and the report print under a run's table.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for s in &self.searches {
+            out.push(format!("capacity search by {} for {}: {}", s.axis.unit(), s.objectives.describe(), s.answer()));
+        }
+        for d in &self.deadlines {
+            out.push(format!("deadline plan: {}", d.answer()));
+        }
+        if let Some(a) = &self.advice {
+            out.push(match &a.backend {
+                Some(b) => format!("advice: {b}, {}{}{}", if a.policy == "server" { "as the server schedules".to_string() } else { format!("{} policy", a.policy) }, a.concurrency.map(|c| format!(", {c} slots")).unwrap_or_default(), a.rate.map(|r| format!(", up to {} req/s", round_sig(r))).unwrap_or_default()),
+                None => "advice: no candidate met the objectives on this machine".into(),
+            });
+            if let Some(ok) = a.confirmed {
+                out.push(format!("advice confirmed by a fresh run: {}", if ok { "yes" } else { "no" }));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_interval_narrows_with_requests_and_the_verdict_follows_it() {
+        // 20 of 20 on time: the low end is 20 / (20 + z²) = 0.924, within 0.05 of 0.95.
+        let (low, high) = attainment_interval(20, 20);
+        assert!((low - 20.0 / (20.0 + Z * Z)).abs() < 1e-9 && high == 1.0);
+        assert_eq!(verdict(20, 20, 0.95), Verdict::Holds);
+        // 5 of 5: too few to say.
+        assert_eq!(verdict(5, 5, 0.95), Verdict::Unsure);
+        // 19 of 20 meets the estimate but its low end is 0.85: not yet.
+        assert_eq!(verdict(19, 20, 0.95), Verdict::Unsure);
+        assert_eq!(verdict(190, 200, 0.95), Verdict::Holds);
+        // More misses than the target allows: fails, however few requests.
+        assert_eq!(misses_allowed(20, 0.95), 1);
+        assert_eq!(verdict(18, 20, 0.95), Verdict::Fails);
+        assert_eq!(verdict(0, 0, 0.95), Verdict::Unsure);
+        let (a, b) = attainment_interval(50, 100);
+        assert!(a < 0.5 && b > 0.5 && (0.5 - a - (b - 0.5)).abs() < 1e-9, "symmetric at one half");
+    }
+
+    #[test]
+    fn the_planner_takes_the_smallest_concurrency_that_finishes_in_time() {
+        // 600 requests: 1 client at 0.5 req/s takes 20 min, 4 at 1.6 req/s 6 min 15 s, 8 at 2 req/s 5 min.
+        let measured = [(1, 0.5), (2, 0.9), (4, 1.6), (8, 2.0)];
+        assert_eq!(smallest_meeting(&measured, 600, 400.0), Some((4, 375.0)));
+        assert_eq!(smallest_meeting(&measured, 600, 300.0), Some((8, 300.0)));
+        assert_eq!(smallest_meeting(&measured, 600, 299.0), None);
+        assert_eq!(smallest_meeting(&measured, 600, 1200.0), Some((1, 1200.0)));
+        assert_eq!(finish_s(10, 0.0), f64::INFINITY);
+        assert_eq!(duration(3900.0), "1 h 05 min");
+        assert_eq!(duration(250.0), "4 min 10 s");
+        assert_eq!(duration(12.46), "12.5 s");
+    }
+
+    #[test]
+    fn objectives_read_as_a_sentence() {
+        let o = Objectives { ttft_ms: Some(1000.0), decode_tps: Some(4.5), attainment: 0.95 };
+        assert_eq!(o.describe(), "TTFT ≤ 1000 ms and decode ≥ 4.5 tok/s for 95% of requests");
+        assert_eq!(Axis::Rate.show(0.4237), "0.424 req/s");
+        assert_eq!(Axis::Rate.show(12.0), "12 req/s");
+        assert_eq!(Axis::Concurrency.show(6.0), "6 clients");
+    }
+}

@@ -1,0 +1,90 @@
+//! `lx advise` end to end against a scripted server whose capacity is known by construction,
+//! and its refusals of bad presets.
+
+use integration_tests::{lx_bin, model_path, Run};
+use lx_test_support::scripted_server::{serve, tokens, Script};
+use serde_json::Value;
+
+/// A preset judged by decode rate only, in a file of the user's own.
+const PRESET: &str = r#"
+name = "scripted"
+summary = "sixteen tokens, judged by the decode rate"
+bound = "ttft"
+
+[prompt]
+tokens = 32
+
+[output]
+tokens = 16
+
+[arrivals]
+start_rate = 1.0
+slots = 4
+
+[objectives]
+decode_tps = 45
+attainment = 0.95
+"#;
+
+/// A server that slows every stream by the number in flight: a token every 4 ms per
+/// request in flight, so `c` clients decode at 250 / c tok/s. Against 45 tok/s, 5 clients
+/// (50 tok/s) hold and 6 (41.7 tok/s) do not: the capacity is 5 clients.
+#[test]
+fn advise_finds_a_servers_known_capacity_by_concurrency_and_confirms_it() {
+    let s = serve(|_, r| Script::Stream(tokens(16, 5, 4 * (r.in_flight as u64 + 1), 32)));
+    let dir = tempfile::tempdir().unwrap();
+    let preset = dir.path().join("scripted.toml");
+    std::fs::write(&preset, PRESET).unwrap();
+    let out = dir.path().join("advice.json");
+    let model = model_path();
+    let args = [
+        "advise", "--preset", preset.to_str().unwrap(), "--model", model.to_str().unwrap(), "--target", &format!("scripted={}", s.url),
+        "--by", "concurrency", "--most-clients", "12", "--budget", "3m", "--out", out.to_str().unwrap(),
+    ];
+    let output = std::process::Command::new(lx_bin()).args(args).output().unwrap();
+    let r = Run { args: args.iter().map(|a| a.to_string()).collect(), output }.ok();
+    let run: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    assert_eq!(run["preset"]["name"], "scripted");
+    assert_eq!(run["preset"]["source"], preset.to_str().unwrap());
+    let search = &run["decisions"]["searches"][0];
+    assert_eq!((search["capacity"].as_f64(), search["fails_at"].as_f64()), (Some(5.0), Some(6.0)), "{}", r.dump());
+    // From 4 clients: 4 holds, 8 fails, 6 fails, 5 holds: four trials, each a point of the run.
+    let trials = search["trials"].as_array().unwrap();
+    assert!(trials.len() <= 6, "{} trials\n{}", trials.len(), r.dump());
+    for t in trials {
+        let point = &run["points"][t["point"].as_u64().unwrap() as usize];
+        assert_eq!(point["concurrency"].as_f64(), t["value"].as_f64());
+    }
+    let advice = &run["decisions"]["advice"];
+    assert_eq!((advice["backend"].as_str(), advice["concurrency"].as_u64()), (Some("scripted"), Some(5)), "{advice}");
+    assert_eq!(advice["confirmed"], true, "{}", r.dump());
+    let stdout = r.stdout();
+    assert!(stdout.contains("Recommendation: scripted (as the server schedules), 5 clients"), "{stdout}");
+    assert!(stdout.contains("Would change the answer: decode binds: at 6 clients"), "{stdout}");
+    assert!(stdout.contains("Confirmation (20 requests"), "{stdout}");
+
+    // The run file shows its preset and decisions again.
+    let show = std::process::Command::new(lx_bin()).args(["show", out.to_str().unwrap()]).output().unwrap();
+    let shown = String::from_utf8_lossy(&show.stdout);
+    assert!(shown.contains("preset scripted (") && shown.contains("decode ≥ 45 tok/s for 95% of requests"), "{shown}");
+    assert!(shown.contains("capacity search by clients for decode ≥ 45 tok/s") && shown.contains("scripted: capacity 5 clients (6 clients does not hold"), "{shown}");
+    assert!(shown.contains("advice: scripted"), "{shown}");
+}
+
+#[test]
+fn a_bad_preset_is_refused_with_its_line_before_anything_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let preset = dir.path().join("bad.toml");
+    std::fs::write(&preset, PRESET.replace("attainment = 0.95", "attainment = 95")).unwrap();
+    for command in ["advise", "sweep"] {
+        let args = [command, "--preset", preset.to_str().unwrap(), "--model", "/no/such/model.gguf"];
+        let output = std::process::Command::new(lx_bin()).args(args).output().unwrap();
+        let r = Run { args: args.iter().map(|a| a.to_string()).collect(), output };
+        assert_eq!(r.code(), Some(1), "{}", r.dump());
+        assert!(r.stderr().contains("line 18") && r.stderr().contains("a share of requests"), "{}", r.dump());
+    }
+    let args = ["advise", "--preset", "chatty"];
+    let output = std::process::Command::new(lx_bin()).args(args).output().unwrap();
+    let r = Run { args: args.iter().map(|a| a.to_string()).collect(), output };
+    assert!(r.stderr().contains("no preset named 'chatty' (built in: code-completion, chat,"), "{}", r.dump());
+}
