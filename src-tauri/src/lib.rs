@@ -96,6 +96,10 @@ pub fn run() {
             commands::tune::tune_status,
             commands::tune::tune_start,
             commands::tune::tune_cancel,
+            // From a workload preset to a recommendation (lx advise).
+            commands::advise::advise_presets,
+            commands::advise::advise_start,
+            commands::advise::advise_cancel,
             // Saved runs, overlaid on the charts.
             commands::runs::run_open,
             commands::runs::pick_run_file,

@@ -741,4 +741,53 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     assert.equal(await browser.execute(() => document.querySelector('[data-testid="tune-start"]').textContent), "Tune this machine");
     assert.deepEqual(await browser.execute(status), before, "a cancelled tuning changes nothing");
   });
+
+  test("Advise measures a workload preset on the selected backend, shows its recommendation and evidence, and can be cancelled", async () => {
+    // Only llama.cpp selected: the advice is about the backends on the left.
+    await browser.execute(() => {
+      for (const b of window.__lx.settings().backends) if (b !== "llama") document.querySelector(`[data-testid="backend-${b}"]`)?.click();
+      if (!window.__lx.settings().backends.includes("llama")) document.querySelector('[data-testid="backend-llama"]').click();
+    });
+    await until("llama.cpp alone selected", () => window.__lx.settings().backends, (v) => v.length === 1 && v[0] === "llama");
+    const presets = await until("the presets", () => [...document.querySelectorAll('[data-testid="advise-preset"] option')].map((o) => o.value), (v) => v.length === 7);
+    assert.deepEqual(presets, ["code-completion", "chat", "voice-agent", "rag", "batch-enrichment", "overnight-eval", "agent-pipeline"]);
+    const about = await browser.execute(() => document.querySelector('[data-testid="advise-objectives"]').textContent);
+    assert.match(about, /judged by TTFT ≤ 2000 ms and decode ≥ 4\.5 tok\/s for 95% of requests/, about);
+    // A full advice takes minutes; LX_E2E_ADVISE_FULL=1 waits for it (the screenshot in
+    // docs/APP.md), otherwise the first trial is measured and the advice is cancelled.
+    const full = process.env.LX_E2E_ADVISE_FULL === "1";
+    await browser.execute((budget) => {
+      document.querySelector('[data-testid="advise-budget"]').value = budget;
+      document.querySelector('[data-testid="advise"]').scrollIntoView();
+    }, full ? "300" : "120");
+    await (await browser.$('[data-testid="advise-start"]')).click();
+    const log = () => [...document.querySelectorAll('[data-testid="advise-log"] li')].map((li) => li.textContent);
+    const trial = (l) => /^llama\.cpp · pp64\.\.512\+tg32\.\.256 @ c8 λ0\.5\/s: \d+% met the objectives/.test(l);
+    const first = await until("the first trial", log, (v) => v.some(trial), 300_000);
+    assert.ok(first[0].startsWith("measuring for chat; the run file: "), JSON.stringify(first));
+    assert.equal(await browser.execute(() => document.querySelector('[data-testid="go-live"]').disabled), true, "live mode waits while advising");
+    if (!full) await (await browser.$('[data-testid="advise-start"]')).click();
+    const result = () => ({
+      head: document.querySelector('[data-testid="advise-recommendation"]')?.textContent ?? null,
+      lines: [...document.querySelectorAll(".advise-lines li")].map((li) => li.textContent),
+      rows: [...document.querySelectorAll('[data-testid="advise-evidence"] tbody tr')].map((tr) => [...tr.cells].map((c) => c.textContent)),
+    });
+    const shown = await until("the advice", result, (v) => v.head !== null, full ? 400_000 : 300_000);
+    await browser.execute(() => document.querySelector('[data-testid="advise-result"]').scrollIntoView());
+    await shot(full ? "advise" : "advise-cancelled");
+    assert.ok(shown.lines.some((l) => l.startsWith("Optimised: capacity: the highest Poisson arrival rate at which TTFT ≤ 2000 ms")), JSON.stringify(shown));
+    // Every trial measured is a row of the evidence: the first at 0.5 req/s, with its share.
+    const row = shown.rows.find((r) => r[0] === "0.5 req/s");
+    assert.ok(row && /^\d+% \(\d+%–\d+%\)$/.test(row[3]), JSON.stringify(shown.rows));
+    if (full) {
+      assert.match(shown.head, /^Recommendation: llama, continuous policy, 8 slots, up to [\d.]+ req\/s$/, shown.head);
+      assert.ok(shown.lines.some((l) => l.startsWith("Confirmation (20 requests")), JSON.stringify(shown.lines));
+    } else {
+      assert.match(shown.head, /stopped: from what was measured/, shown.head);
+      const logged = await browser.execute(log);
+      assert.ok(logged.at(-1).endsWith("stopped by the user (not counted)"), JSON.stringify(logged));
+      assert.ok(shown.lines.some((l) => l.includes("stopped by the user")), JSON.stringify(shown.lines));
+    }
+    assert.equal(await browser.execute(() => document.querySelector('[data-testid="advise-start"]').textContent), "Advise");
+  });
 });

@@ -71,6 +71,37 @@ fn advise_finds_a_servers_known_capacity_by_concurrency_and_confirms_it() {
     assert!(shown.contains("advice: scripted"), "{shown}");
 }
 
+/// A server whose every request takes the same time however many run at once: `c` clients
+/// complete c ÷ 0.17 s requests a second, so 100 requests finish within 5 s from 4 clients
+/// (4.3 s) and not from 3 (5.7 s).
+#[test]
+fn advise_works_back_from_a_deadline_to_the_fewest_clients() {
+    let s = serve(|_, _| Script::Stream(tokens(16, 10, 10, 32)));
+    let dir = tempfile::tempdir().unwrap();
+    let preset = dir.path().join("job.toml");
+    let job = PRESET.replace("bound = \"ttft\"", "bound = \"throughput\"").replace("decode_tps = 45\n", "") + "\n[job]\nrequests = 100\ndeadline = \"5s\"\n";
+    std::fs::write(&preset, job).unwrap();
+    let out = dir.path().join("plan.json");
+    let model = model_path();
+    let args = [
+        "advise", "--preset", preset.to_str().unwrap(), "--model", model.to_str().unwrap(), "--target", &format!("paced={}", s.url), "--budget", "2m",
+        "--out", out.to_str().unwrap(),
+    ];
+    let output = std::process::Command::new(lx_bin()).args(args).output().unwrap();
+    let r = Run { args: args.iter().map(|a| a.to_string()).collect(), output }.ok();
+    let run: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let plan = &run["decisions"]["deadlines"][0];
+    assert_eq!(plan["concurrency"].as_u64(), Some(4), "{}", r.dump());
+    // 1, 2 and 4 clients, then 3 between the last that missed and the first that met.
+    let clients: Vec<u64> = plan["trials"].as_array().unwrap().iter().map(|t| t["value"].as_f64().unwrap() as u64).collect();
+    assert_eq!(clients, [1, 2, 4, 3], "{}", r.dump());
+    let finish = plan["finish_s"].as_f64().unwrap();
+    assert!(finish <= 5.0 && finish > 3.5, "{finish}");
+    assert_eq!(run["decisions"]["advice"]["confirmed"], true, "{}", r.dump());
+    assert!(r.stdout().contains("Recommendation: paced (as the server schedules), 4 clients"), "{}", r.dump());
+    assert!(r.stdout().contains("Optimised: the fewest concurrent clients that finish 100 requests within 5.0 s"), "{}", r.dump());
+}
+
 #[test]
 fn a_bad_preset_is_refused_with_its_line_before_anything_loads() {
     let dir = tempfile::tempdir().unwrap();

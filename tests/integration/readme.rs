@@ -9,7 +9,7 @@ use std::path::Path;
 /// Every page that holds measured tables, and the run files each one's tables must show: a
 /// marker lost in an edit fails here instead of leaving a table unchecked.
 const PAGES: &[(&str, &[&str])] = &[
-    ("README.md", &[]),
+    ("README.md", &["docs/results/advise-chat-llama.json"]),
     ("docs/CLI.md", &["docs/results/repetitions-llama-pp64-256-c1-4.json"]),
     ("docs/APP.md", &["docs/results/app-bench-amd-avx512-auto.json", "docs/results/app-bench-amd-avx512-2-threads.json"]),
     (
@@ -57,6 +57,8 @@ const PAGES: &[(&str, &[&str])] = &[
             "docs/results/spec-compare-amd-avx512.json",
             "docs/results/kv-cache-amd-avx512.json",
             "docs/results/demo-kv-cache.json",
+            "docs/results/capacity-lx-serve-vs-llama-server.json",
+            "docs/results/advise-rag-llama.json",
         ],
     ),
     ("docs/METHODS.md", &["docs/results/ceilings-llama-candle-pp64-512-c1-16.json", "docs/results/sensors-llama-candle-pp64-c1-4.json"]),
@@ -121,8 +123,9 @@ fn show_refuses_what_it_cannot_print() {
     lx(&["show", "/nonexistent/run.json"]).fails_with("cannot read /nonexistent/run.json");
     let full = lx(&["show", run]).ok().stdout();
     assert!(full.contains("| backend | policy | test | TTFT p50 ms |") && full.contains("mlx ran on CPU"), "{full}");
-    lx(&["show", run, "--table", "decode"]).fails_with("run files have no table 'decode' (their tables: points, demo, speculation)");
+    lx(&["show", run, "--table", "decode"]).fails_with("run files have no table 'decode' (their tables: points, demo, speculation, decisions)");
     lx(&["show", run, "--table", "demo"]).fails_with("not every file is a demo's run");
+    lx(&["show", run, "--table", "decisions"]).fails_with("this run decided nothing");
 
     // A study's file prints its kind's tables (all of them without --table), not mixed with
     // another kind or with runs, and only with the options a study has.

@@ -19,6 +19,7 @@ import { Readout } from "./components/readout";
 import { SweepPanel } from "./components/sweep";
 import { Timeline } from "./components/timeline";
 import { TunePanel } from "./components/tune";
+import { AdvisePanel } from "./components/advise";
 import { h, setText } from "./lib/dom";
 import { bytes } from "./lib/format";
 import { LiveStore } from "./lib/store";
@@ -153,7 +154,7 @@ modelSelect.addEventListener("change", async () => {
 // ---------------------------------------------------------------- live mode
 
 function updateButtons() {
-  const canRun = model !== null && controls.settings.backends.length > 0 && !sweep.running && !tune.running;
+  const canRun = model !== null && controls.settings.backends.length > 0 && !sweep.running && !tune.running && !advise.running;
   liveBtn.disabled = !store.running && (!canRun || starting);
   setText(liveBtn, store.running ? "Stop" : starting ? "Starting…" : "Go live");
   liveBtn.classList.toggle("danger", store.running);
@@ -284,6 +285,17 @@ const tune = new TunePanel({
   error: (e) => problem(e),
 });
 hardware.el.append(tune.el);
+const advise = new AdvisePanel({
+  presets: api.advisePresets,
+  backends: () => controls.settings.backends,
+  start: api.adviseStart,
+  cancel: api.adviseCancel,
+  beforeStart: async () => {
+    if (store.running) await stopLive();
+  },
+  changed: () => updateButtons(),
+  error: (e) => problem(e),
+});
 const sweep = new SweepPanel({
   backends: () => controls.settings.backends,
   context: () => model?.contextLength ?? 2048,
@@ -336,6 +348,7 @@ app.replaceChildren(
       h("div", { class: "grid2" }, curveTtftCard.card, curveTpsCard.card),
       sizesCard.card,
       h("div", { class: "grid2 wide-right" }, hardware.el, sweep.el),
+      advise.el,
     ),
   ),
 );
@@ -440,6 +453,7 @@ async function boot() {
     return;
   }
   refreshBackends().catch((e) => problem(e));
+  void advise.load();
   api.hardware().then((hw) => hardware.setHardware(hw), (e) => problem(e));
   try {
     const [list, open] = await Promise.all([api.models(), api.currentModel()]);

@@ -2,6 +2,7 @@
 //! the `lx` CLI and the desktop app. Both host workers by re-executing themselves with
 //! `worker --backend NAME` (see [`worker::WorkerRole`]).
 
+pub mod advise;
 pub mod check;
 pub mod draft;
 pub mod limits;

@@ -7,7 +7,7 @@
 use std::time::{Duration, Instant};
 
 use lx_core::scheduler::Policy;
-use lx_results::decision::{duration, Advice, Axis, Bound, DeadlineRecord, SearchRecord, Trial, Verdict};
+use lx_results::decision::{clients, duration, Advice, Axis, Bound, DeadlineRecord, SearchRecord, Trial, Verdict};
 
 use crate::capacity::{Bench, Search, Skipped, TRIAL_REQUESTS};
 use crate::preset::{Job, Preset};
@@ -41,52 +41,25 @@ pub fn advise(request: &Request, bench: &mut Bench<'_, '_>) -> Result<Advice, Sw
     let budget_s = request.budget.as_secs_f64();
     let searching_until = started + request.budget.mul_f64(1.0 - CONFIRMATION_SHARE);
     let preset = &request.preset;
-    let n = request.candidates.len().max(1);
     // Candidates that could not be measured at all (a backend that cannot load the model).
     let mut unmeasured: Vec<String> = Vec::new();
     let mut advice = match preset.bound {
         Bound::Throughput => {
             let job = request.job.or(preset.job).expect("a throughput-bound preset has a job (checked when read)");
-            let mut plans = Vec::new();
-            for (i, backend) in request.candidates.iter().enumerate() {
-                bench.until = Some(share_of_time_left(searching_until, n - i));
-                let plan = match bench.plan_deadline(backend, request.policy, job.requests, job.deadline_s, request.most_clients) {
-                    Err(SweepError::Trial(why)) => {
-                        unmeasured.push(why);
-                        continue;
-                    }
-                    other => other?,
-                };
-                bench.run.decisions.deadlines.push(plan.clone());
-                plans.push(plan);
-                if bench.stopped() {
-                    break;
-                }
-            }
+            let plans = each_candidate(request, bench, searching_until, &mut unmeasured, |bench, backend| {
+                bench.plan_deadline(backend, request.policy, job.requests, job.deadline_s, request.most_clients)
+            })?;
+            bench.run.decisions.deadlines.extend(plans.iter().cloned());
             bench.until = Some(started + request.budget);
             deadline_advice(request, &plans, job, bench)?
         }
         Bound::Ttft | Bound::Mixed => {
-            let mut searches = Vec::new();
-            for (i, backend) in request.candidates.iter().enumerate() {
-                bench.until = Some(share_of_time_left(searching_until, n - i));
-                let search = match request.axis {
-                    Axis::Rate => Search::rate(preset.start_rate),
-                    Axis::Concurrency => Search::concurrency(preset.slots.min(request.most_clients), request.most_clients),
-                };
-                let record = match bench.search(backend, request.policy, search, preset.slots) {
-                    Err(SweepError::Trial(why)) => {
-                        unmeasured.push(why);
-                        continue;
-                    }
-                    other => other?,
-                };
-                bench.run.decisions.searches.push(record.clone());
-                searches.push(record);
-                if bench.stopped() {
-                    break;
-                }
-            }
+            let search = match request.axis {
+                Axis::Rate => Search::rate(preset.start_rate),
+                Axis::Concurrency => Search::concurrency(preset.slots.min(request.most_clients), request.most_clients),
+            };
+            let searches = each_candidate(request, bench, searching_until, &mut unmeasured, |bench, backend| bench.search(backend, request.policy, search, preset.slots))?;
+            bench.run.decisions.searches.extend(searches.iter().cloned());
             bench.until = Some(started + request.budget);
             capacity_advice(request, &searches, bench)?
         }
@@ -98,10 +71,30 @@ pub fn advise(request: &Request, bench: &mut Bench<'_, '_>) -> Result<Advice, Sw
     Ok(advice)
 }
 
-/// Until when the next of `left` candidates may measure: an equal share of what is left.
-fn share_of_time_left(until: Instant, left: usize) -> Instant {
-    let now = Instant::now();
-    now + until.saturating_duration_since(now) / left.max(1) as u32
+/// Measures each candidate in turn, each within an equal share of the time left until
+/// `until`. A candidate that cannot be measured at all (a backend that cannot load the
+/// model) is noted in `unmeasured` and the rest go on; the user's stop ends the round.
+fn each_candidate<T>(
+    request: &Request,
+    bench: &mut Bench<'_, '_>,
+    until: Instant,
+    unmeasured: &mut Vec<String>,
+    mut measure: impl FnMut(&mut Bench<'_, '_>, &str) -> Result<T, SweepError>,
+) -> Result<Vec<T>, SweepError> {
+    let mut measured = Vec::new();
+    let n = request.candidates.len();
+    for (i, backend) in request.candidates.iter().enumerate() {
+        let now = Instant::now();
+        bench.until = Some(now + until.saturating_duration_since(now) / (n - i) as u32);
+        match measure(bench, backend) {
+            Err(SweepError::Trial(why)) => unmeasured.push(why),
+            other => measured.push(other?),
+        }
+        if bench.stopped() {
+            break;
+        }
+    }
+    Ok(measured)
 }
 
 /// The metric a search's answer is ranked by: the capacity, or for a mixed preset the
@@ -127,7 +120,7 @@ fn capacity_advice(request: &Request, searches: &[SearchRecord], bench: &mut Ben
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
     let mut advice = empty_advice(request, optimised);
     let Some(&(best, best_score)) = ranked.first() else {
-        advice.because = searches.iter().map(SearchRecord::answer).collect();
+        advice.because = searches.iter().map(|s| format!("{} ({})", s.answer(), s.ended)).collect();
         advice.would_change = vec![format!("looser objectives than {objectives}, shorter prompts or outputs, or a faster machine")];
         return Ok(advice);
     };
@@ -180,7 +173,7 @@ fn capacity_advice(request: &Request, searches: &[SearchRecord], bench: &mut Ben
             Axis::Rate => TRIAL_REQUESTS as f64 / value * 1.1 + 5.0,
             Axis::Concurrency => 0.0,
         };
-        confirm(&mut advice, bench, &best.backend, request.policy, axis, value, preset.slots, TRIAL_REQUESTS, expect, |t| t.verdict == Verdict::Holds)?;
+        confirm(&mut advice, bench, &best.backend, request.policy, axis, value, preset.slots, TRIAL_REQUESTS, expect, 1 + attempt, |t| t.verdict == Verdict::Holds)?;
         if advice.confirmed != Some(false) || attempt == 1 {
             break;
         }
@@ -252,19 +245,25 @@ fn deadline_advice(request: &Request, plans: &[DeadlineRecord], job: Job, bench:
     advice.backend = Some(best.backend.clone());
     advice.policy = policy_of(request, &best.backend);
     advice.concurrency = Some(c);
-    if let Some(fastest) = best.best_finish_s {
-        advice.would_change.push(format!(
-            "a deadline under {} ({}'s fastest finish, at more clients) is not met by any concurrency measured here; one under {} needs more than {c} clients",
+    match best.best_finish_s.filter(|&fastest| fastest < finish) {
+        Some(fastest) => advice.would_change.push(format!(
+            "a deadline under {} needs more than {}, and one under {} ({}'s fastest finish measured) more than any concurrency measured here",
+            duration(finish),
+            clients(c),
             duration(fastest),
-            best.backend,
-            duration(finish)
-        ));
+            best.backend
+        )),
+        None => advice.would_change.push(format!(
+            "a deadline under {} needs more than {} (more were not measured: the plan stops at the fewest that meet the deadline)",
+            duration(finish),
+            clients(c)
+        )),
     }
-    advice.would_change.push(format!("about {} requests still fit in {when} at {c} clients", (job.requests as f64 * job.deadline_s / finish).floor()));
+    advice.would_change.push(format!("about {} requests fit in {when} at {}", (job.requests as f64 * job.deadline_s / finish).floor(), clients(c)));
     let requests = (3 * c).max(12);
     let rps = best.trials.iter().find(|t| t.value as usize == c).map_or(0.0, |t| t.throughput_rps);
     let expect = if rps > 0.0 { requests as f64 / rps } else { 0.0 };
-    confirm(&mut advice, bench, &best.backend, request.policy, Axis::Concurrency, c as f64, c, requests, expect, |t| {
+    confirm(&mut advice, bench, &best.backend, request.policy, Axis::Concurrency, c as f64, c, requests, expect, 1, |t| {
         lx_results::decision::finish_s(job.requests, t.throughput_rps) <= job.deadline_s && t.requests == t.met
     })?;
     Ok(advice)
@@ -302,9 +301,10 @@ fn confirm(
     slots: usize,
     requests: usize,
     expect_s: f64,
+    draw: u64,
     holds: impl Fn(&Trial) -> bool,
 ) -> Result<(), SweepError> {
-    match bench.trial(backend, policy, axis, value, slots, requests, expect_s)? {
+    match bench.trial(backend, policy, axis, value, slots, requests, expect_s, draw)? {
         Ok(t) => {
             advice.confirmed = Some(holds(&t));
             advice.confirmation = Some(t);
@@ -326,14 +326,14 @@ pub fn lines(advice: &Advice) -> Vec<String> {
                 policy => format!("Recommendation: {b}, {policy} policy"),
             };
             if let Some(c) = advice.concurrency {
-                line += &format!(", {c} {}", if advice.rate.is_some() { "slots" } else { "clients" });
+                line += &if advice.rate.is_some() { format!(", {c} slots") } else { format!(", {}", clients(c)) };
             }
             if let Some(r) = advice.rate {
                 line += &format!(", up to {} req/s", lx_results::decision::Axis::Rate.show(r).trim_end_matches(" req/s"));
             }
             out.push(line);
         }
-        None => out.push("Recommendation: none of the candidates meets the objectives on this machine".into()),
+        None => out.push("Recommendation: none of the candidates meets the objectives or the deadline on this machine".into()),
     }
     out.push(format!("Optimised: {}", advice.optimised));
     out.extend(advice.because.iter().map(|l| format!("Evidence: {l}")));

@@ -19,7 +19,7 @@ use std::time::Instant;
 use lx_core::records::RequestRecord;
 use lx_core::scheduler::Policy;
 use lx_core::traffic::{Arrivals, Observer, PointSpec, RunControl};
-use lx_results::decision::{misses_allowed, smallest_meeting, Axis, DeadlineRecord, Objectives, SearchRecord, Trial, Verdict};
+use lx_results::decision::{attainment_interval, clients, misses_allowed, smallest_meeting, verdict, Axis, DeadlineRecord, Objectives, SearchRecord, Trial, Verdict};
 use lx_results::printers::Printer;
 use lx_results::results::{PointResult, RunFile, Slo};
 
@@ -138,8 +138,6 @@ pub struct Bench<'a, 'c> {
     pub until: Option<Instant>,
     /// Backends that have been warmed up (their first trial sends a few unmeasured requests).
     warmed: Vec<String>,
-    /// Varies the arrival and length draws trial by trial.
-    trials_run: u64,
 }
 
 /// Why a trial did not run.
@@ -161,7 +159,7 @@ impl<'a, 'c> Bench<'a, 'c> {
         observer: &'a mut dyn SweepObserver,
         objectives: Objectives,
     ) -> Self {
-        Bench { plan, ctx, session, run, printer, observer, objectives, until: None, warmed: Vec::new(), trials_run: 0 }
+        Bench { plan, ctx, session, run, printer, observer, objectives, until: None, warmed: Vec::new() }
     }
 
     pub fn stopped(&self) -> bool {
@@ -176,7 +174,13 @@ impl<'a, 'c> Bench<'a, 'c> {
     /// One trial: `requests` requests on `backend` at `value` (an open-loop rate on `slots`,
     /// or closed-loop clients), ending early once failing is certain. `expect_s` is how long
     /// it should take; a trial that would outlast the budget is not started.
-    pub fn trial(&mut self, backend: &str, policy: Policy, axis: Axis, value: f64, slots: usize, requests: usize, expect_s: f64) -> Result<Result<Trial, Skipped>, SweepError> {
+    ///
+    /// `draw` picks the workload: every trial of a search draws the same (0): the same
+    /// lengths, and at every rate the same Poisson schedule compressed or stretched, so that
+    /// trials differ only in the rate and candidates see the same requests. A confirmation
+    /// draws afresh (1, 2, ...).
+    #[allow(clippy::too_many_arguments)]
+    pub fn trial(&mut self, backend: &str, policy: Policy, axis: Axis, value: f64, slots: usize, requests: usize, expect_s: f64, draw: u64) -> Result<Result<Trial, Skipped>, SweepError> {
         if self.stopped() {
             return Ok(Err(Skipped::Stopped));
         }
@@ -193,9 +197,8 @@ impl<'a, 'c> Bench<'a, 'c> {
         point.spec = PointSpec { concurrency, requests, warmup: if first { concurrency.min(4) } else { 0 }, ..point.spec };
         point.traffic.arrivals = arrivals;
         point.traffic.duration_s = None;
-        point.traffic.seed = self.plan.seed.wrapping_add(self.trials_run);
+        point.traffic.seed = self.plan.seed.wrapping_add(draw);
         point.repetition = None;
-        self.trials_run += 1;
         let index = self.run.points.len();
         let trial_stop = Arc::new(AtomicBool::new(false));
         let ctx = SweepContext {
@@ -245,7 +248,7 @@ impl<'a, 'c> Bench<'a, 'c> {
             return Ok(Err(Skipped::Stopped));
         }
         let result: &PointResult = result;
-        let mut trial = Trial::of(value, index, result, &self.objectives);
+        let mut trial = judge(value, index, result, &self.objectives);
         if ended_early {
             // Cut short, its window says nothing of where the queue was heading.
             trial.ended_early = true;
@@ -274,7 +277,7 @@ impl<'a, 'c> Bench<'a, 'c> {
                 Axis::Concurrency => TRIAL_REQUESTS.max(3 * value as usize),
             };
             let expect = self.expect_s(&trials, search.axis, value, requests);
-            match self.trial(backend, policy, search.axis, value, slots, requests, expect)? {
+            match self.trial(backend, policy, search.axis, value, slots, requests, expect, 0)? {
                 Ok(t) => trials.push(t),
                 Err(Skipped::Budget) => break format!("the budget ran out before a trial at {}", search.axis.show(value)),
                 Err(Skipped::Stopped) => break "stopped by the user".into(),
@@ -303,9 +306,9 @@ impl<'a, 'c> Bench<'a, 'c> {
         let ended = loop {
             let n = (3 * c).max(12);
             let expect = trials.last().map_or(0.0, |t| n as f64 / t.throughput_rps.max(1e-9) * 0.5);
-            match self.trial(backend, policy, Axis::Concurrency, c as f64, c, n, expect)? {
+            match self.trial(backend, policy, Axis::Concurrency, c as f64, c, n, expect, 0)? {
                 Ok(t) => trials.push(t),
-                Err(Skipped::Budget) => break format!("the budget ran out before a trial at {c} clients"),
+                Err(Skipped::Budget) => break format!("the budget ran out before a trial at {}", clients(c)),
                 Err(Skipped::Stopped) => break "stopped by the user".into(),
             }
             let m = measured(&trials);
@@ -313,7 +316,7 @@ impl<'a, 'c> Bench<'a, 'c> {
                 // Between the largest that does not meet it and this one, halve the gap.
                 let below = m.iter().filter(|&&(k, _)| k < meets).map(|&(k, _)| k).max().unwrap_or(0);
                 if meets - below <= 1 {
-                    break format!("{meets} clients meet it and {below} do not");
+                    break format!("the fewest that meet it: {}", clients(meets));
                 }
                 c = (below + meets) / 2;
                 continue;
@@ -323,10 +326,10 @@ impl<'a, 'c> Bench<'a, 'c> {
                 _ => f64::INFINITY,
             };
             if gain < 1.05 {
-                break format!("throughput stopped growing ({:.0}% from {} to {c} clients)", (gain - 1.0) * 100.0, m[m.len() - 2].0);
+                break format!("throughput stopped growing ({:.0}% from {} to {c})", (gain - 1.0) * 100.0, m[m.len() - 2].0);
             }
             if c >= most {
-                break format!("{most} clients, the most this run loads");
+                break format!("{}, the most this run loads", clients(most));
             }
             c = (c * 2).min(most);
         };
@@ -344,6 +347,53 @@ impl<'a, 'c> Bench<'a, 'c> {
             ended,
         })
     }
+}
+
+/// A trial's figures from its point (index `index` in the run), judged against
+/// `objectives`: every request that arrived counts, failed or cancelled ones as misses.
+pub fn judge(value: f64, index: usize, point: &PointResult, objectives: &Objectives) -> Trial {
+    let slo = objectives.slo();
+    let n = point.samples.len();
+    let met = point.samples.iter().filter(|r| slo.met(r)).count();
+    let missed_ttft = point.samples.iter().filter(|r| r.ok() && slo.ttft_ms.is_some_and(|max| r.ttft_ms().is_none_or(|t| t > max))).count();
+    let missed_decode = point.samples.iter().filter(|r| r.ok() && slo.decode_tps.is_some_and(|min| r.decode_tps().is_some_and(|d| d < min))).count();
+    let (low, high) = attainment_interval(met, n);
+    let window_s = point.window_s;
+    Trial {
+        value,
+        point: index,
+        requests: n,
+        met,
+        missed_ttft,
+        missed_decode,
+        unfinished: point.samples.iter().filter(|r| !r.ok()).count(),
+        attainment_low: low,
+        attainment_high: high,
+        verdict: verdict(met, n, objectives.attainment),
+        goodput_rpm: if window_s > 0.0 { met as f64 / window_s * 60.0 } else { 0.0 },
+        throughput_rps: if window_s > 0.0 { point.requests as f64 / window_s } else { 0.0 },
+        throughput_tps: point.throughput_tps,
+        ttft_p95_ms: point.ttft_ms.p95,
+        saturated: saturated(point),
+        ended_early: false,
+    }
+}
+
+/// Past saturation: completions fell behind arrivals by more than a tenth, and the queue
+/// wait of the last third of requests is more than twice the first third's (and at least
+/// 100 ms longer). Open-loop points only.
+pub fn saturated(point: &PointResult) -> bool {
+    let Some(rate) = point.rate() else { return false };
+    let mut waits: Vec<(f64, f64)> = point.samples.iter().filter_map(|r| Some((r.submit_ms, r.ttft_ms()?))).collect();
+    if waits.len() < 6 || point.window_s <= 0.0 {
+        return false;
+    }
+    waits.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let third = waits.len() / 3;
+    let mean = |w: &[(f64, f64)]| w.iter().map(|x| x.1).sum::<f64>() / w.len() as f64;
+    let (first, last) = (mean(&waits[..third]), mean(&waits[waits.len() - third..]));
+    let completions = point.requests as f64 / point.window_s;
+    completions < 0.9 * rate && last > 2.0 * first && last - first > 100.0
 }
 
 /// Forwards everything to the caller's observer, counts requests that missed the objectives,
@@ -407,6 +457,42 @@ impl SweepObserver for Watch<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An open-loop point whose i-th request arrives at `i × gap` ms and waits `wait(i)` ms
+    /// for its first token, in a window of `window_ms`.
+    fn open_point(rate: f64, n: usize, gap: f64, wait: impl Fn(usize) -> f64, window_ms: f64) -> PointResult {
+        use lx_core::records::RequestRecord;
+        let records = (0..n)
+            .map(|i| {
+                let mut r = RequestRecord::new(i as u64, 16, 2, i as f64 * gap);
+                r.token_ms = vec![wait(i), wait(i) + 100.0];
+                r.tokens = vec![1, 2];
+                r.token_steps = vec![1, 2];
+                r.finish = Some(lx_core::scheduler::FinishReason::Length);
+                r
+            })
+            .collect();
+        let spec = lx_core::traffic::PointSpec { prompt_tokens: 16, max_tokens: 2, concurrency: 4, requests: n, warmup: 0, stop_at_eos: false, top_logprobs: 0 };
+        let run = lx_core::traffic::PointRun { records, window_ms, ..Default::default() };
+        let traffic = lx_core::traffic::Traffic { arrivals: lx_core::traffic::Arrivals::Poisson { rate }, ..Default::default() };
+        lx_results::results::PointResult::from_run("b", lx_core::scheduler::Policy::Continuous, &spec, run).with_traffic(&traffic)
+    }
+
+    #[test]
+    fn saturation_is_a_growing_wait_and_completions_behind_arrivals() {
+        // 30 requests offered at 10/s (every 100 ms) but completed over 6 s (5/s), each
+        // waiting 50 ms longer than the one before: saturated.
+        assert!(saturated(&open_point(10.0, 30, 100.0, |i| 100.0 + 50.0 * i as f64, 6000.0)));
+        // The same waits with completions keeping up: a burst, not saturation.
+        assert!(!saturated(&open_point(10.0, 30, 100.0, |i| 100.0 + 50.0 * i as f64, 3000.0)));
+        // Behind arrivals, but the wait does not grow: a slow server, not a queue.
+        assert!(!saturated(&open_point(10.0, 30, 100.0, |_| 400.0, 6000.0)));
+        let p = open_point(10.0, 30, 100.0, |i| if i < 27 { 100.0 } else { 5000.0 }, 3000.0);
+        let t = judge(10.0, 3, &p, &Objectives { ttft_ms: Some(1000.0), decode_tps: None, attainment: 0.95 });
+        assert_eq!((t.requests, t.met, t.missed_ttft, t.missed_decode, t.unfinished, t.point), (30, 27, 3, 0, 0, 3));
+        assert_eq!(t.verdict, Verdict::Fails, "3 misses of 30 is more than 5% allows");
+        assert!((t.throughput_rps - 10.0).abs() < 1e-9 && (t.goodput_rpm - 27.0 / 3.0 * 60.0).abs() < 1e-9);
+    }
 
     /// A trial of a system whose objectives hold below `capacity` and fail above it.
     fn judged(value: f64, capacity: f64) -> Trial {

@@ -86,6 +86,9 @@ pub struct RunLabel {
     pub name: String,
     pub machine: String,
     pub backends: Vec<String>,
+    /// The workload preset the run was made from, and its objectives.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
 }
 
 /// Every other run against the first.
@@ -137,6 +140,7 @@ pub fn compare(runs: &[RunFile], names: &[String]) -> Comparison {
             name: name.clone(),
             machine: format!("{} ({} cores, {})", r.hardware.cpu, r.hardware.physical_cores, r.hardware.os),
             backends: r.backends.iter().map(|b| format!("{} {} on {}", b.name, b.version, b.device)).collect(),
+            preset: r.preset.as_ref().map(|p| format!("preset {}: {}", p.name, p.objectives.describe())),
         })
         .collect();
     let mut points = Vec::new();

@@ -5,11 +5,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::results::{PointResult, Slo};
-
 /// What decides whether a workload is served well.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "lowercase")]
+#[ts(rename = "WorkloadBound")]
 pub enum Bound {
     /// Interactive: a person waits for the first token and reads as it streams.
     Ttft,
@@ -42,11 +41,6 @@ pub struct Objectives {
 }
 
 impl Objectives {
-    /// The per-request part, as points are judged.
-    pub fn slo(&self) -> Slo {
-        Slo { ttft_ms: self.ttft_ms, decode_tps: self.decode_tps }
-    }
-
     /// `TTFT ≤ 1000 ms and decode ≥ 4.5 tok/s for 95% of requests`.
     pub fn describe(&self) -> String {
         let mut each = Vec::new();
@@ -101,9 +95,14 @@ impl Axis {
     pub fn show(self, value: f64) -> String {
         match self {
             Axis::Rate => format!("{} req/s", round_sig(value)),
-            Axis::Concurrency => format!("{value:.0} clients"),
+            Axis::Concurrency => clients(value as usize),
         }
     }
+}
+
+/// `1 client`, `4 clients`.
+pub fn clients(n: usize) -> String {
+    if n == 1 { "1 client".into() } else { format!("{n} clients") }
 }
 
 /// Three significant figures, without trailing zeros.
@@ -206,56 +205,9 @@ pub struct Trial {
 }
 
 impl Trial {
-    /// The trial's figures from its point (index `index` in the run), judged against
-    /// `objectives`: every request that arrived counts, failed or cancelled ones as misses.
-    pub fn of(value: f64, index: usize, point: &PointResult, objectives: &Objectives) -> Trial {
-        let slo = objectives.slo();
-        let n = point.samples.len();
-        let met = point.samples.iter().filter(|r| slo.met(r)).count();
-        let missed_ttft = point.samples.iter().filter(|r| r.ok() && slo.ttft_ms.is_some_and(|max| r.ttft_ms().is_none_or(|t| t > max))).count();
-        let missed_decode = point.samples.iter().filter(|r| r.ok() && slo.decode_tps.is_some_and(|min| r.decode_tps().is_some_and(|d| d < min))).count();
-        let (low, high) = attainment_interval(met, n);
-        let window_s = point.window_s;
-        Trial {
-            value,
-            point: index,
-            requests: n,
-            met,
-            missed_ttft,
-            missed_decode,
-            unfinished: point.samples.iter().filter(|r| !r.ok()).count(),
-            attainment_low: low,
-            attainment_high: high,
-            verdict: verdict(met, n, objectives.attainment),
-            goodput_rpm: if window_s > 0.0 { met as f64 / window_s * 60.0 } else { 0.0 },
-            throughput_rps: if window_s > 0.0 { point.requests as f64 / window_s } else { 0.0 },
-            throughput_tps: point.throughput_tps,
-            ttft_p95_ms: point.ttft_ms.p95,
-            saturated: saturated(point),
-            ended_early: false,
-        }
-    }
-
     pub fn attainment(&self) -> f64 {
         if self.requests == 0 { 0.0 } else { self.met as f64 / self.requests as f64 }
     }
-}
-
-/// Past saturation: completions fell behind arrivals by more than a tenth, and the queue
-/// wait of the last third of requests is more than twice the first third's (and at least
-/// 100 ms longer). Open-loop points only.
-pub fn saturated(point: &PointResult) -> bool {
-    let Some(rate) = point.rate() else { return false };
-    let mut waits: Vec<(f64, f64)> = point.samples.iter().filter_map(|r| Some((r.submit_ms, r.ttft_ms()?))).collect();
-    if waits.len() < 6 || point.window_s <= 0.0 {
-        return false;
-    }
-    waits.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let third = waits.len() / 3;
-    let mean = |w: &[(f64, f64)]| w.iter().map(|x| x.1).sum::<f64>() / w.len() as f64;
-    let (first, last) = (mean(&waits[..third]), mean(&waits[waits.len() - third..]));
-    let completions = point.requests as f64 / point.window_s;
-    completions < 0.9 * rate && last > 2.0 * first && last - first > 100.0
 }
 
 /// A capacity search: the trials in the order they ran, and the answer.
@@ -362,10 +314,11 @@ impl DeadlineRecord {
         let when = |s: f64| crate::decision::duration(s);
         match (self.concurrency, self.finish_s, self.best_finish_s) {
             (Some(c), Some(f), _) => format!(
-                "{}: {} requests finish in {} at {c} clients, within the deadline of {} (margin {:.0}%)",
+                "{}: {} requests finish in {} at {}, within the deadline of {} (margin {:.0}%)",
                 self.backend,
                 self.requests,
                 when(f),
+                clients(c),
                 when(self.deadline_s),
                 (self.deadline_s / f - 1.0) * 100.0
             ),
@@ -450,6 +403,27 @@ pub struct Decisions {
 }
 
 impl Decisions {
+    /// The evidence as one table: every search's trials (a row per backend and setting), or
+    /// when there are none, every deadline plan's; each backend's rows in the order of the
+    /// setting. Empty when nothing was decided.
+    pub fn evidence_table(&self) -> Vec<String> {
+        let mut rows = Vec::new();
+        if let Some(first) = self.searches.first() {
+            rows.push(format!("| backend | {} | requests | met | attainment (90% interval) | goodput req/min | TTFT p95 ms | missed TTFT / decode / unfinished | verdict |", first.axis.unit()));
+            rows.push("| --- | ---: | ---: | ---: | --- | ---: | ---: | --- | --- |".into());
+            for s in &self.searches {
+                rows.extend(s.table().into_iter().skip(2).map(|r| format!("| {} {r}", s.backend)));
+            }
+        } else if !self.deadlines.is_empty() {
+            rows.push("| backend | clients | requests | throughput req/s | tok/s | finish of the job | meets |".into());
+            rows.push("| --- | ---: | ---: | ---: | ---: | ---: | --- |".into());
+            for d in &self.deadlines {
+                rows.extend(d.table().into_iter().skip(2).map(|r| format!("| {} {r}", d.backend)));
+            }
+        }
+        rows
+    }
+
     pub fn is_empty(&self) -> bool {
         self.searches.is_empty() && self.deadlines.is_empty() && self.advice.is_none()
     }
@@ -520,5 +494,6 @@ mod tests {
         assert_eq!(Axis::Rate.show(0.4237), "0.424 req/s");
         assert_eq!(Axis::Rate.show(12.0), "12 req/s");
         assert_eq!(Axis::Concurrency.show(6.0), "6 clients");
+        assert_eq!(Axis::Concurrency.show(1.0), "1 client");
     }
 }

@@ -39,6 +39,13 @@ impl Default for Slo {
     }
 }
 
+impl crate::decision::Objectives {
+    /// The per-request part, as points are judged.
+    pub fn slo(&self) -> Slo {
+        Slo { ttft_ms: self.ttft_ms, decode_tps: self.decode_tps }
+    }
+}
+
 impl Slo {
     /// Whether a completed request met every objective. A one-token answer has no decode
     /// rate and cannot miss the decode objective.

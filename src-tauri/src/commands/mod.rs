@@ -1,6 +1,7 @@
 //! The app's commands, one file per area. Each is `async` (so none runs on the UI thread)
 //! and hands anything slow to a blocking thread; all measuring is done by the engine.
 
+pub mod advise;
 pub mod export;
 pub mod live;
 pub mod models;

@@ -4,6 +4,7 @@
  */
 import { call, channel } from "./core";
 import type {
+  AdviseEvent,
   BackendAvailability,
   CatalogModel,
   CheckRow,
@@ -14,6 +15,7 @@ import type {
   ModelInfo,
   OpenedRun,
   PointCeiling,
+  PresetRecord,
   ServerSpec,
   SweepEvent,
   SweepOptions,
@@ -51,6 +53,11 @@ export const sweepCancel = () => call<void>("sweep_cancel");
 export const tuneStatus = () => call<TuneStatus>("tune_status");
 export const tuneStart = (budgetS: number, onEvent: (e: TuneEvent) => void) => call<void>("tune_start", { budgetS, onEvent: channel(onEvent) });
 export const tuneCancel = () => call<void>("tune_cancel");
+
+export const advisePresets = () => call<PresetRecord[]>("advise_presets");
+export const adviseStart = (preset: string, backends: string[], budgetS: number, onEvent: (e: AdviseEvent) => void) =>
+  call<string>("advise_start", { preset, backends, budgetS, onEvent: channel(onEvent) });
+export const adviseCancel = () => call<void>("advise_cancel");
 
 export const runOpen = (path: string) => call<OpenedRun>("run_open", { path });
 export const pickRunFile = () => call<string | null>("pick_run_file");

@@ -6,11 +6,9 @@ use std::time::Duration;
 
 use clap::Args;
 use lx_core::scheduler::Policy;
-use lx_drivers::advise::{advise, lines, Request};
-use lx_drivers::capacity::Bench;
+use lx_backends::advise::AdviseJob;
+use lx_drivers::advise::{lines, Request};
 use lx_drivers::preset::{parse_duration, Job, Preset};
-use lx_drivers::sweep::{Session, SweepPlan};
-use lx_format::workload::PromptBuilder;
 use lx_results::decision::Axis;
 use lx_results::printers::{printer, Format};
 
@@ -83,48 +81,29 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
     if job.is_some() && preset.bound != lx_results::decision::Bound::Throughput {
         anyhow::bail!("--deadline plans a batch job; {} is {}-bound and is judged by its objectives ({})", preset.name, preset.bound.name(), preset.objectives.describe());
     }
-    if args.most_clients == 0 {
-        anyhow::bail!("--most-clients must be at least 1");
-    }
-    let mut plan = SweepPlan {
-        backends: candidates.clone(),
-        servers: servers.iter().map(|s| s.name.clone()).collect(),
-        policies: vec![args.policy],
-        threads: args.threads,
-        seed: args.seed,
-        warmup: 0,
-        requests: lx_drivers::capacity::TRIAL_REQUESTS,
-        ..SweepPlan::default()
-    };
-    preset.apply(&mut plan, false);
-    // Loaded once for the most sequences any trial runs at once.
-    plan.concurrency = vec![preset.slots.max(args.most_clients)];
-    plan.validate(None)?;
     let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
-    plan.validate(Some(model.context_length))?;
-    let spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::tune::Use::Measure, 0);
-    let mut run = lx_results::results::RunFile::new(std::env::args().collect(), lx_backends::hardware_report(), model.record(), serde_json::to_value(&plan)?);
-    run.preset = Some(preset.record());
-    let control = lx_core::traffic::RunControl { hang_timeout: Duration::from_secs(args.hang_timeout), ..Default::default() };
-    crate::commands::stop_on_ctrl_c(&control);
-    let prompts = PromptBuilder::new(&model.tokenizer);
-    let ctx = model.sweep_context(&prompts, spawn, args.out.clone(), control);
-    let mut session = Session::new(plan.load_spec_for(model.path.clone(), &plan.points()));
+    let spawn = lx_backends::spawner_with_servers(servers.clone(), std::sync::Arc::new(model.tokenizer.clone()), lx_backends::tune::Use::Measure, 0);
     eprintln!("{} ({}-bound): {}; {}", preset.name, preset.bound.name(), preset.summary, preset.objectives.describe());
-    let request = Request { preset, candidates, servers: plan.servers.clone(), axis: args.by, job, policy: args.policy, most_clients: args.most_clients, budget: Duration::from_secs_f64(args.budget) };
+    let request = Request {
+        preset,
+        candidates,
+        servers: servers.iter().map(|s| s.name.clone()).collect(),
+        axis: args.by,
+        job,
+        policy: args.policy,
+        most_clients: args.most_clients,
+        budget: Duration::from_secs_f64(args.budget),
+    };
+    let mut job = AdviseJob::new(std::sync::Arc::new(model), request, args.threads, args.seed, std::env::args().collect(), spawn)?;
+    job.control.hang_timeout = Duration::from_secs(args.hang_timeout);
+    crate::commands::stop_on_ctrl_c(&job.control);
+    job.out = args.out.clone();
     let mut progress = crate::progress::SweepProgress::new(0);
     let mut out = printer(Format::Markdown, Box::new(std::io::stdout()));
-    out.header(&run)?;
-    let objectives = request.preset.objectives;
-    let result = {
-        let mut bench = Bench::new(&plan, &ctx, &mut session, &mut run, out.as_mut(), &mut progress, objectives);
-        advise(&request, &mut bench)
-    };
-    drop(session);
-    progress.finish();
-    let advice = result?;
-    out.footer(&run)?;
+    let (run, advice) = job.run(out.as_mut(), &mut progress);
     drop(out);
+    progress.finish();
+    let advice = advice?;
     for s in &run.decisions.searches {
         println!("\nCapacity search, {} ({}; {}): {}\n", s.backend, s.axis.unit(), s.ended, s.answer());
         for row in s.table() {
@@ -142,7 +121,6 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
         println!("{line}");
     }
     if let Some(path) = &args.out {
-        run.write_atomic(path)?;
         eprintln!("run written to {}", path.display());
     }
     Ok(if run.stopped { 130 } else if advice.confirmed == Some(true) { 0 } else { 2 })

@@ -53,7 +53,7 @@ fn cell(f: &Option<FigureDiff>) -> String {
 fn print_markdown(c: &Comparison) {
     for (i, r) in c.runs.iter().enumerate() {
         let role = if i == 0 { "base".to_string() } else { format!("run {i}") };
-        println!("{role}: {} — {}; {}", r.name, r.machine, r.backends.join("; "));
+        println!("{role}: {} — {}; {}{}", r.name, r.machine, r.backends.join("; "), r.preset.as_ref().map(|p| format!("; {p}")).unwrap_or_default());
     }
     println!();
     println!("| test | backend | policy | run | {} |", FIGURES.join(" | "));

@@ -26,6 +26,11 @@ pub struct LiveArgs {
     /// Model: a catalog name (default), a .gguf path, or hf:OWNER/REPO/FILE.gguf.
     #[arg(long, default_value = "default")]
     model: String,
+    /// A workload preset (a built-in name, or a preset file): live mode runs its typical
+    /// request (the middle of its prompt and output ranges) on its slots as clients, and
+    /// judges every setting against its objectives. The run file records it.
+    #[arg(long, conflicts_with_all = ["prompt_tokens", "max_tokens", "concurrency"])]
+    preset: Option<String>,
     /// Prompt length in tokens, BOS included.
     #[arg(long, default_value_t = lx_core::defaults::LIVE_PROMPT_TOKENS)]
     prompt_tokens: u32,
@@ -83,11 +88,13 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
     let servers = args.targets.servers(false)?;
     let backends = crate::commands::backends_and_servers(args.backend.as_deref(), &servers)?;
     let kv = args.kv.types_for(&backends)?;
+    let preset = args.preset.as_deref().map(lx_drivers::preset::Preset::load).transpose()?;
+    let middle = |l: lx_drivers::sweep::Length| (l.shortest() + l.to) / 2;
     let settings = LiveSettings {
         backends,
-        prompt_tokens: args.prompt_tokens,
-        concurrency: args.concurrency,
-        max_tokens: args.max_tokens,
+        prompt_tokens: preset.as_ref().map_or(args.prompt_tokens, |p| middle(p.prompt_tokens)),
+        concurrency: preset.as_ref().map_or(args.concurrency, |p| p.slots),
+        max_tokens: preset.as_ref().map_or(args.max_tokens, |p| middle(p.max_tokens)),
         policy: args.engine.policy,
         chunk_tokens: args.engine.chunk_tokens,
         threads: args.engine.threads,
@@ -109,6 +116,7 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
     let control = lx_core::traffic::RunControl::default();
     crate::commands::stop_on_ctrl_c(&control);
     let mut run = model.live_run_file(std::env::args().collect(), &settings);
+    run.preset = preset.as_ref().map(lx_drivers::preset::Preset::record);
     // Before any request: the probe (when this machine and build have none yet) never runs
     // beside a measurement.
     if !args.no_ceilings && !settings.backends.iter().all(|b| servers.iter().any(|s| &s.name == b)) {
@@ -154,6 +162,11 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
         run.memory.push(closing);
     }
     run.points = session.stop();
+    if let Some(p) = &preset {
+        for point in &mut run.points {
+            point.judge(p.objectives.slo());
+        }
+    }
     run.fill_ceilings();
     run.stopped = matches!(ended, End::Stopped);
 

@@ -27,7 +27,8 @@ pub struct ShowArgs {
     #[arg(long, conflicts_with = "columns")]
     repetitions: bool,
     /// Which table: for run files `points` (a sweep's table), `demo` (a demo's checks, the
-    /// default for a demo's runs) or `speculation` (what speculative decoding did); for a study file one of its kind's (batching-bench:
+    /// default for a demo's runs), `speculation` (what speculative decoding did) or
+    /// `decisions` (`lx advise`'s evidence: every trial, the answers and the advice); for a study file one of its kind's (batching-bench:
     /// `decode`, `serving`; without it, all of them).
     #[arg(long)]
     table: Option<String>,
@@ -87,7 +88,28 @@ pub fn run(args: ShowArgs) -> anyhow::Result<i32> {
             }
             return Ok(0);
         }
-        Some(other) => bail!("run files have no table '{other}' (their tables: points, demo, speculation)"),
+        Some("decisions") => {
+            for run in &runs {
+                let table = run.decisions.evidence_table();
+                if table.is_empty() {
+                    bail!("this run decided nothing (its capacity searches, deadline plans and advice come from `lx advise`)");
+                }
+                for line in table {
+                    println!("{line}");
+                }
+                println!();
+                for line in run.decisions.searches.iter().map(|s| s.answer()).chain(run.decisions.deadlines.iter().map(|d| d.answer())) {
+                    println!("{line}");
+                }
+                if let Some(advice) = &run.decisions.advice {
+                    for line in lx_drivers::advise::lines(advice) {
+                        println!("{line}");
+                    }
+                }
+            }
+            return Ok(0);
+        }
+        Some(other) => bail!("run files have no table '{other}' (their tables: points, demo, speculation, decisions)"),
         None => demos == runs.len() && args.columns.is_none() && !args.repetitions,
     };
     if as_demo {
