@@ -59,6 +59,7 @@ const PAGES: &[(&str, &[&str])] = &[
             "docs/results/demo-kv-cache.json",
             "docs/results/capacity-lx-serve-vs-llama-server.json",
             "docs/results/advise-rag-llama.json",
+            "docs/results/advise-chat-llama-policies.json",
         ],
     ),
     ("docs/METHODS.md", &["docs/results/ceilings-llama-candle-pp64-512-c1-16.json", "docs/results/sensors-llama-candle-pp64-c1-4.json"]),

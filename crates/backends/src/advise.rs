@@ -37,13 +37,16 @@ impl AdviseJob {
         if request.candidates.is_empty() {
             anyhow::bail!("nothing to advise on: name a backend or a server");
         }
+        if request.policies.is_empty() {
+            anyhow::bail!("give at least one scheduling policy");
+        }
         if request.most_clients == 0 {
             anyhow::bail!("the most clients to try must be at least 1");
         }
         let mut plan = SweepPlan {
             backends: request.candidates.clone(),
             servers: request.servers.clone(),
-            policies: vec![request.policy],
+            policies: request.policies.clone(),
             threads,
             seed,
             warmup: 0,

@@ -366,6 +366,7 @@ impl<B: Backend + ?Sized> Scheduler<B> {
         } else if let Some(i) = self.running.iter().position(|r| r.req.id == id) {
             let r = self.running.swap_remove(i);
             self.retire(r);
+            self.close_static_batch();
         } else {
             return;
         }

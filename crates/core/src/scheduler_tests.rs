@@ -237,6 +237,29 @@ fn cancel_frees_the_slot() {
     assert!(events.iter().any(|e| matches!(e, SchedEvent::Finished { id: 2, reason: FinishReason::Length, .. })));
 }
 
+/// A static batch whose every member was cancelled is over: the next requests form a new one
+/// (it stayed open once, and the worker admitted nothing again until it was killed as hung).
+#[test]
+fn cancelling_a_whole_static_batch_lets_the_next_one_form() {
+    let mut config = SchedulerConfig::new(Policy::Static, 2, 64);
+    config.static_form_up_ms = 0;
+    let mut s = Scheduler::new(Box::new(HashModel::new(2, 64)), config, Instant::now());
+    let mut events = Vec::new();
+    s.submit(request(1, 4, 50), &mut |e| events.push(e));
+    s.submit(request(2, 4, 50), &mut |e| events.push(e));
+    s.step(&mut |e| events.push(e));
+    s.cancel(1, &mut |e| events.push(e));
+    s.cancel(2, &mut |e| events.push(e));
+    s.submit(request(3, 4, 2), &mut |e| events.push(e));
+    let mut guard = 0;
+    while s.has_work() {
+        s.step(&mut |e| events.push(e));
+        guard += 1;
+        assert!(guard < 100, "the next request was never admitted");
+    }
+    assert!(events.iter().any(|e| matches!(e, SchedEvent::Finished { id: 3, reason: FinishReason::Length, .. })));
+}
+
 #[test]
 fn failed_pass_fails_its_members_and_the_scheduler_goes_on() {
     let mut model = HashModel::new(2, 64);

@@ -17,7 +17,7 @@ use crate::sweep::SweepError;
 #[derive(Debug, Clone)]
 pub struct Request {
     pub preset: Preset,
-    /// Backends and servers to choose from.
+    /// Backends and servers to choose from; each backend with each of `policies`.
     pub candidates: Vec<String>,
     /// Those of the candidates that are servers (they schedule requests themselves).
     pub servers: Vec<String>,
@@ -25,7 +25,8 @@ pub struct Request {
     pub axis: Axis,
     /// Overrides the preset's job (throughput-bound presets).
     pub job: Option<Job>,
-    pub policy: Policy,
+    /// Our scheduler's policies to compare on each backend (a server schedules itself).
+    pub policies: Vec<Policy>,
     /// Most clients a concurrency search or a deadline plan tries.
     pub most_clients: usize,
     pub budget: Duration,
@@ -46,8 +47,9 @@ pub fn advise(request: &Request, bench: &mut Bench<'_, '_>) -> Result<Advice, Sw
     let mut advice = match preset.bound {
         Bound::Throughput => {
             let job = request.job.or(preset.job).expect("a throughput-bound preset has a job (checked when read)");
-            let plans = each_candidate(request, bench, searching_until, &mut unmeasured, |bench, backend| {
-                bench.plan_deadline(backend, request.policy, job.requests, job.deadline_s, request.most_clients)
+            let plans = each_candidate(request, bench, searching_until, &mut unmeasured, |bench, c| {
+                let plan = bench.plan_deadline(&c.backend, c.policy, job.requests, job.deadline_s, request.most_clients)?;
+                Ok(DeadlineRecord { policy: c.label(), ..plan })
             })?;
             bench.run.decisions.deadlines.extend(plans.iter().cloned());
             bench.until = Some(started + request.budget);
@@ -58,7 +60,10 @@ pub fn advise(request: &Request, bench: &mut Bench<'_, '_>) -> Result<Advice, Sw
                 Axis::Rate => Search::rate(preset.start_rate),
                 Axis::Concurrency => Search::concurrency(preset.slots.min(request.most_clients), request.most_clients),
             };
-            let searches = each_candidate(request, bench, searching_until, &mut unmeasured, |bench, backend| bench.search(backend, request.policy, search, preset.slots))?;
+            let searches = each_candidate(request, bench, searching_until, &mut unmeasured, |bench, c| {
+                let record = bench.search(&c.backend, c.policy, search, preset.slots)?;
+                Ok(SearchRecord { policy: c.label(), ..record })
+            })?;
             bench.run.decisions.searches.extend(searches.iter().cloned());
             bench.until = Some(started + request.budget);
             capacity_advice(request, &searches, bench)?
@@ -71,6 +76,34 @@ pub fn advise(request: &Request, bench: &mut Bench<'_, '_>) -> Result<Advice, Sw
     Ok(advice)
 }
 
+/// A backend with one of our policies, or a server (which schedules requests itself).
+struct Candidate {
+    backend: String,
+    policy: Policy,
+    server: bool,
+}
+
+impl Candidate {
+    /// The policy as results record it: ours, or `server`.
+    fn label(&self) -> String {
+        if self.server { "server".into() } else { self.policy.to_string() }
+    }
+
+    /// Each backend with each policy, each server once.
+    fn all(request: &Request) -> Vec<Candidate> {
+        let first = request.policies.first().copied().unwrap_or(Policy::Continuous);
+        let mut out = Vec::new();
+        for backend in &request.candidates {
+            if request.servers.contains(backend) {
+                out.push(Candidate { backend: backend.clone(), policy: first, server: true });
+            } else {
+                out.extend(request.policies.iter().map(|&policy| Candidate { backend: backend.clone(), policy, server: false }));
+            }
+        }
+        out
+    }
+}
+
 /// Measures each candidate in turn, each within an equal share of the time left until
 /// `until`. A candidate that cannot be measured at all (a backend that cannot load the
 /// model) is noted in `unmeasured` and the rest go on; the user's stop ends the round.
@@ -79,14 +112,15 @@ fn each_candidate<T>(
     bench: &mut Bench<'_, '_>,
     until: Instant,
     unmeasured: &mut Vec<String>,
-    mut measure: impl FnMut(&mut Bench<'_, '_>, &str) -> Result<T, SweepError>,
+    mut measure: impl FnMut(&mut Bench<'_, '_>, &Candidate) -> Result<T, SweepError>,
 ) -> Result<Vec<T>, SweepError> {
     let mut measured = Vec::new();
-    let n = request.candidates.len();
-    for (i, backend) in request.candidates.iter().enumerate() {
+    let candidates = Candidate::all(request);
+    let n = candidates.len();
+    for (i, c) in candidates.iter().enumerate() {
         let now = Instant::now();
         bench.until = Some(now + until.saturating_duration_since(now) / (n - i) as u32);
-        match measure(bench, backend) {
+        match measure(bench, c) {
             Err(SweepError::Trial(why)) => unmeasured.push(why),
             other => measured.push(other?),
         }
@@ -95,6 +129,11 @@ fn each_candidate<T>(
         }
     }
     Ok(measured)
+}
+
+/// The policy a record ran with, for the confirmation (a server's is not used).
+fn policy_of(recorded: &str, request: &Request) -> Policy {
+    recorded.parse().unwrap_or_else(|_| request.policies.first().copied().unwrap_or(Policy::Continuous))
 }
 
 /// The metric a search's answer is ranked by: the capacity, or for a mixed preset the
@@ -118,7 +157,7 @@ fn capacity_advice(request: &Request, searches: &[SearchRecord], bench: &mut Ben
     };
     let mut ranked: Vec<(&SearchRecord, f64)> = searches.iter().filter_map(|s| Some((s, score(preset, s)?))).collect();
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
-    let mut advice = empty_advice(request, optimised);
+    let mut advice = empty_advice(optimised);
     let Some(&(best, best_score)) = ranked.first() else {
         advice.because = searches.iter().map(|s| format!("{} ({})", s.answer(), s.ended)).collect();
         advice.would_change = vec![format!("looser objectives than {objectives}, shorter prompts or outputs, or a faster machine")];
@@ -126,7 +165,7 @@ fn capacity_advice(request: &Request, searches: &[SearchRecord], bench: &mut Ben
     };
     let capacity = best.capacity.expect("ranked searches have one");
     advice.backend = Some(best.backend.clone());
-    advice.policy = policy_of(request, &best.backend);
+    advice.policy = best.policy.clone();
     match axis {
         Axis::Rate => (advice.rate, advice.concurrency) = (Some(capacity), Some(preset.slots)),
         Axis::Concurrency => advice.concurrency = Some(capacity as usize),
@@ -134,7 +173,7 @@ fn capacity_advice(request: &Request, searches: &[SearchRecord], bench: &mut Ben
     if let Some(t) = best.at_capacity() {
         advice.because.push(format!(
             "{}: {} of {} requests met {objectives} at {} (90% interval of the share {:.0}-{:.0}%), goodput {:.1} req/min",
-            best.backend,
+            best.candidate(),
             t.met,
             t.requests,
             axis.show(capacity),
@@ -145,7 +184,7 @@ fn capacity_advice(request: &Request, searches: &[SearchRecord], bench: &mut Ben
     }
     advice.because.push(best.answer());
     for (s, sc) in ranked.iter().skip(1) {
-        advice.because.push(format!("{} ({:.0}% of {})", s.answer(), sc / best_score * 100.0, best.backend));
+        advice.because.push(format!("{} ({:.0}% of {})", s.answer(), sc / best_score * 100.0, best.candidate()));
     }
     for s in searches.iter().filter(|s| s.capacity.is_none()) {
         advice.because.push(s.answer());
@@ -156,9 +195,9 @@ fn capacity_advice(request: &Request, searches: &[SearchRecord], bench: &mut Ben
     if let Some(&(runner_up, sc)) = ranked.get(1) {
         let ratio = sc / best_score;
         advice.would_change.push(if ratio >= 1.0 / (1.0 + best.tolerance.max(0.15)) {
-            format!("{} comes within the search's tolerance ({:.0}% of {}): a longer --budget measures both more closely before choosing", runner_up.backend, ratio * 100.0, best.backend)
+            format!("{} comes within the search's tolerance ({:.0}% of {}): a longer --budget measures both more closely before choosing", runner_up.candidate(), ratio * 100.0, best.candidate())
         } else {
-            format!("{} would be the choice without {} ({:.0}% of its {})", runner_up.backend, best.backend, ratio * 100.0, if preset.bound == Bound::Mixed { "goodput" } else { "capacity" })
+            format!("{} would be the choice without {} ({:.0}% of its {})", runner_up.candidate(), best.candidate(), ratio * 100.0, if preset.bound == Bound::Mixed { "goodput" } else { "capacity" })
         });
     }
     if best.fails_at.is_none() {
@@ -173,7 +212,7 @@ fn capacity_advice(request: &Request, searches: &[SearchRecord], bench: &mut Ben
             Axis::Rate => TRIAL_REQUESTS as f64 / value * 1.1 + 5.0,
             Axis::Concurrency => 0.0,
         };
-        confirm(&mut advice, bench, &best.backend, request.policy, axis, value, preset.slots, TRIAL_REQUESTS, expect, 1 + attempt, |t| t.verdict == Verdict::Holds)?;
+        confirm(&mut advice, bench, &best.backend, policy_of(&best.policy, request), axis, value, preset.slots, TRIAL_REQUESTS, expect, 1 + attempt, |t| t.verdict == Verdict::Holds)?;
         if advice.confirmed != Some(false) || attempt == 1 {
             break;
         }
@@ -222,7 +261,7 @@ fn binding(preset: &Preset, axis: Axis, t: &Trial) -> String {
 fn deadline_advice(request: &Request, plans: &[DeadlineRecord], job: Job, bench: &mut Bench<'_, '_>) -> Result<Advice, SweepError> {
     let when = duration(job.deadline_s);
     let optimised = format!("the fewest concurrent clients that finish {} requests within {when}, working back from the deadline", job.requests);
-    let mut advice = empty_advice(request, optimised);
+    let mut advice = empty_advice(optimised);
     let meeting: Option<&DeadlineRecord> = plans.iter().filter(|p| p.concurrency.is_some()).min_by(|a, b| {
         (a.concurrency, a.finish_s.unwrap_or(f64::INFINITY)).partial_cmp(&(b.concurrency, b.finish_s.unwrap_or(f64::INFINITY))).unwrap_or(std::cmp::Ordering::Equal)
     });
@@ -233,7 +272,7 @@ fn deadline_advice(request: &Request, plans: &[DeadlineRecord], job: Job, bench:
             Some((p, f)) => format!(
                 "a deadline of {} or more ({} at its fastest), fewer requests (about {} fit in {when}), or a faster machine",
                 duration(f),
-                p.backend,
+                p.candidate(),
                 (job.requests as f64 * job.deadline_s / f).floor()
             ),
             None => "nothing was measured".into(),
@@ -243,7 +282,7 @@ fn deadline_advice(request: &Request, plans: &[DeadlineRecord], job: Job, bench:
     let c = best.concurrency.expect("filtered");
     let finish = best.finish_s.expect("set with the concurrency");
     advice.backend = Some(best.backend.clone());
-    advice.policy = policy_of(request, &best.backend);
+    advice.policy = best.policy.clone();
     advice.concurrency = Some(c);
     match best.best_finish_s.filter(|&fastest| fastest < finish) {
         Some(fastest) => advice.would_change.push(format!(
@@ -251,7 +290,7 @@ fn deadline_advice(request: &Request, plans: &[DeadlineRecord], job: Job, bench:
             duration(finish),
             clients(c),
             duration(fastest),
-            best.backend
+            best.candidate()
         )),
         None => advice.would_change.push(format!(
             "a deadline under {} needs more than {} (more were not measured: the plan stops at the fewest that meet the deadline)",
@@ -263,21 +302,16 @@ fn deadline_advice(request: &Request, plans: &[DeadlineRecord], job: Job, bench:
     let requests = (3 * c).max(12);
     let rps = best.trials.iter().find(|t| t.value as usize == c).map_or(0.0, |t| t.throughput_rps);
     let expect = if rps > 0.0 { requests as f64 / rps } else { 0.0 };
-    confirm(&mut advice, bench, &best.backend, request.policy, Axis::Concurrency, c as f64, c, requests, expect, 1, |t| {
+    confirm(&mut advice, bench, &best.backend, policy_of(&best.policy, request), Axis::Concurrency, c as f64, c, requests, expect, 1, |t| {
         lx_results::decision::finish_s(job.requests, t.throughput_rps) <= job.deadline_s && t.requests == t.met
     })?;
     Ok(advice)
 }
 
-/// Our scheduler's policy, or `server` for a server (its own scheduling was measured).
-fn policy_of(request: &Request, candidate: &str) -> String {
-    if request.servers.iter().any(|s| s == candidate) { "server".into() } else { request.policy.to_string() }
-}
-
-fn empty_advice(request: &Request, optimised: String) -> Advice {
+fn empty_advice(optimised: String) -> Advice {
     Advice {
         backend: None,
-        policy: request.policy.to_string(),
+        policy: String::new(),
         concurrency: None,
         rate: None,
         optimised,
@@ -351,4 +385,30 @@ pub fn lines(advice: &Advice) -> Vec<String> {
     }
     out.push(format!("Spent {} of a {} budget", duration(advice.spent_s), duration(advice.budget_s)));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_backend_is_a_candidate_with_each_policy_and_each_server_once() {
+        let request = Request {
+            preset: Preset::load("chat").unwrap(),
+            candidates: vec!["llama".into(), "lab".into(), "candle".into()],
+            servers: vec!["lab".into()],
+            axis: Axis::Rate,
+            job: None,
+            policies: vec![Policy::Continuous, Policy::Chunked],
+            most_clients: 16,
+            budget: Duration::from_secs(60),
+        };
+        let all: Vec<(String, String)> = Candidate::all(&request).iter().map(|c| (c.backend.clone(), c.label())).collect();
+        let expect = [("llama", "continuous"), ("llama", "chunked"), ("lab", "server"), ("candle", "continuous"), ("candle", "chunked")];
+        assert_eq!(all, expect.map(|(b, p)| (b.to_string(), p.to_string())));
+        assert_eq!(policy_of("chunked", &request), Policy::Chunked);
+        assert_eq!(policy_of("server", &request), Policy::Continuous, "a server's record runs no policy of ours");
+        assert_eq!(lx_results::decision::candidate("llama", "chunked"), "llama (chunked)");
+        assert_eq!(lx_results::decision::candidate("lab", "server"), "lab");
+    }
 }

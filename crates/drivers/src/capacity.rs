@@ -284,7 +284,7 @@ impl<'a, 'c> Bench<'a, 'c> {
             }
         };
         let (capacity, fails_at) = Search::bracket(&trials);
-        Ok(SearchRecord { backend: backend.to_string(), axis: search.axis, objectives: self.objectives, trials, capacity, fails_at, tolerance: search.tolerance, ended })
+        Ok(SearchRecord { backend: backend.to_string(), policy: policy.to_string(), axis: search.axis, objectives: self.objectives, trials, capacity, fails_at, tolerance: search.tolerance, ended })
     }
 
     /// How long a trial should take, from the trials so far: arrivals take requests ÷ rate
@@ -338,6 +338,7 @@ impl<'a, 'c> Bench<'a, 'c> {
         let meets = smallest_meeting(&m, requests, deadline_s);
         Ok(DeadlineRecord {
             backend: backend.to_string(),
+            policy: policy.to_string(),
             requests,
             deadline_s,
             trials,

@@ -214,6 +214,10 @@ impl Trial {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct SearchRecord {
     pub backend: String,
+    /// The scheduling policy it ran with (`server`: a server's own scheduling); absent in
+    /// files from before policies were compared.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub policy: String,
     pub axis: Axis,
     pub objectives: Objectives,
     pub trials: Vec<Trial>,
@@ -229,6 +233,11 @@ pub struct SearchRecord {
 }
 
 impl SearchRecord {
+    /// `llama (continuous)`, or a server's name.
+    pub fn candidate(&self) -> String {
+        candidate(&self.backend, &self.policy)
+    }
+
     /// The trial that measured the capacity.
     pub fn at_capacity(&self) -> Option<&Trial> {
         let c = self.capacity?;
@@ -239,10 +248,10 @@ impl SearchRecord {
     pub fn answer(&self) -> String {
         let a = self.axis;
         match (self.capacity, self.fails_at) {
-            (Some(c), Some(f)) => format!("{}: capacity {} ({} does not hold: within {:.0}%)", self.backend, a.show(c), a.show(f), (f / c - 1.0) * 100.0),
-            (Some(c), None) => format!("{}: capacity at least {} (the highest tried)", self.backend, a.show(c)),
-            (None, Some(f)) => format!("{}: no capacity: the objectives do not hold even at {}", self.backend, a.show(f)),
-            (None, None) => format!("{}: nothing measured", self.backend),
+            (Some(c), Some(f)) => format!("{}: capacity {} ({} does not hold: within {:.0}%)", self.candidate(), a.show(c), a.show(f), (f / c - 1.0) * 100.0),
+            (Some(c), None) => format!("{}: capacity at least {} (the highest tried)", self.candidate(), a.show(c)),
+            (None, Some(f)) => format!("{}: no capacity: the objectives do not hold even at {}", self.candidate(), a.show(f)),
+            (None, None) => format!("{}: nothing measured", self.candidate()),
         }
     }
 
@@ -285,6 +294,10 @@ impl SearchRecord {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct DeadlineRecord {
     pub backend: String,
+    /// The scheduling policy it ran with (`server`: a server's own scheduling); absent in
+    /// files from before policies were compared.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub policy: String,
     pub requests: usize,
     pub deadline_s: f64,
     /// Closed-loop trials, one per concurrency; `value` is the concurrency.
@@ -296,6 +309,11 @@ pub struct DeadlineRecord {
     /// The fastest finish measured (when none meets the deadline, how far it falls short).
     pub best_finish_s: Option<f64>,
     pub ended: String,
+}
+
+/// A candidate by name: the backend, and our policy when one was set (`llama (static)`).
+pub fn candidate(backend: &str, policy: &str) -> String {
+    if policy.is_empty() || policy == "server" { backend.to_string() } else { format!("{backend} ({policy})") }
 }
 
 /// How long `requests` take at `throughput_rps`: the whole job at the measured steady rate.
@@ -310,12 +328,17 @@ pub fn smallest_meeting(measured: &[(usize, f64)], requests: usize, deadline_s: 
 }
 
 impl DeadlineRecord {
+    /// `llama (continuous)`, or a server's name.
+    pub fn candidate(&self) -> String {
+        candidate(&self.backend, &self.policy)
+    }
+
     pub fn answer(&self) -> String {
         let when = |s: f64| crate::decision::duration(s);
         match (self.concurrency, self.finish_s, self.best_finish_s) {
             (Some(c), Some(f), _) => format!(
                 "{}: {} requests finish in {} at {}, within the deadline of {} (margin {:.0}%)",
-                self.backend,
+                self.candidate(),
                 self.requests,
                 when(f),
                 clients(c),
@@ -324,13 +347,13 @@ impl DeadlineRecord {
             ),
             (_, _, Some(best)) => format!(
                 "{}: no concurrency meets the deadline of {} on this machine: the fastest measured finishes {} requests in {} ({:.0}% over)",
-                self.backend,
+                self.candidate(),
                 when(self.deadline_s),
                 self.requests,
                 when(best),
                 (best / self.deadline_s - 1.0) * 100.0
             ),
-            _ => format!("{}: nothing measured", self.backend),
+            _ => format!("{}: nothing measured", self.candidate()),
         }
     }
 
@@ -412,13 +435,13 @@ impl Decisions {
             rows.push(format!("| backend | {} | requests | met | attainment (90% interval) | goodput req/min | TTFT p95 ms | missed TTFT / decode / unfinished | verdict |", first.axis.unit()));
             rows.push("| --- | ---: | ---: | ---: | --- | ---: | ---: | --- | --- |".into());
             for s in &self.searches {
-                rows.extend(s.table().into_iter().skip(2).map(|r| format!("| {} {r}", s.backend)));
+                rows.extend(s.table().into_iter().skip(2).map(|r| format!("| {} {r}", s.candidate())));
             }
         } else if !self.deadlines.is_empty() {
             rows.push("| backend | clients | requests | throughput req/s | tok/s | finish of the job | meets |".into());
             rows.push("| --- | ---: | ---: | ---: | ---: | ---: | --- |".into());
             for d in &self.deadlines {
-                rows.extend(d.table().into_iter().skip(2).map(|r| format!("| {} {r}", d.backend)));
+                rows.extend(d.table().into_iter().skip(2).map(|r| format!("| {} {r}", d.candidate())));
             }
         }
         rows

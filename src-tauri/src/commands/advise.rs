@@ -121,7 +121,7 @@ pub async fn advise_start(state: State<'_, AppState>, preset: String, backends: 
         servers: plan.servers,
         axis: Axis::Rate,
         job: None,
-        policy: Policy::Continuous,
+        policies: vec![Policy::Continuous],
         most_clients: 16,
         budget: Duration::from_secs_f64(budget_s),
     };

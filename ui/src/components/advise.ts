@@ -28,6 +28,11 @@ function setting(axis: "rate" | "concurrency", v: number): string {
   return axis === "rate" ? `${Number(v.toPrecision(3))} req/s` : `${v} clients`;
 }
 
+/** `llama.cpp (continuous)`, or a server's name. */
+function candidate(backend: string, policy: string | undefined): string {
+  return policy && policy !== "server" ? `${backendLabel(backend)} (${policy})` : backendLabel(backend);
+}
+
 function pct(x: number): string {
   return `${Math.round(x * 100)}%`;
 }
@@ -147,7 +152,7 @@ export class AdvisePanel {
       h(
         "table",
         { class: "points" },
-        h("caption", {}, `${backendLabel(s.backend)}: capacity search by ${s.axis === "rate" ? "arrival rate" : "clients"} (${s.ended})`),
+        h("caption", {}, `${candidate(s.backend, s.policy)}: capacity search by ${s.axis === "rate" ? "arrival rate" : "clients"} (${s.ended})`),
         h("thead", {}, h("tr", {}, ...[s.axis === "rate" ? "req/s" : "clients", "requests", "met", "attainment (90% interval)", "goodput req/min", "TTFT p95 ms", "verdict"].map((c) => h("th", {}, c)))),
         h(
           "tbody",
@@ -179,7 +184,7 @@ export class AdvisePanel {
       h(
         "table",
         { class: "points" },
-        h("caption", {}, `${backendLabel(d.backend)}: ${d.requests} requests within ${hms(d.deadline_s)} (${d.ended})`),
+        h("caption", {}, `${candidate(d.backend, d.policy)}: ${d.requests} requests within ${hms(d.deadline_s)} (${d.ended})`),
         h("thead", {}, h("tr", {}, ...["clients", "requests", "throughput req/s", "tok/s", "finish of the job", "meets"].map((c) => h("th", {}, c)))),
         h(
           "tbody",

@@ -43,9 +43,10 @@ pub struct AdviseArgs {
     /// Most clients a concurrency search or a deadline plan tries.
     #[arg(long, default_value_t = 16)]
     most_clients: usize,
-    /// Scheduling policy of our engine (serial, static, continuous, chunked).
-    #[arg(long, default_value = "continuous")]
-    policy: Policy,
+    /// Our engine's scheduling policies to compare on each backend (serial, static,
+    /// continuous, chunked; a server schedules itself).
+    #[arg(long, default_value = "continuous", value_parser = crate::commands::list::<Policy>)]
+    policy: Vec<Vec<Policy>>,
     /// Compute threads (default: physical cores).
     #[arg(long, default_value_t = 0)]
     threads: usize,
@@ -90,7 +91,7 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
         servers: servers.iter().map(|s| s.name.clone()).collect(),
         axis: args.by,
         job,
-        policy: args.policy,
+        policies: args.policy.iter().flatten().copied().collect(),
         most_clients: args.most_clients,
         budget: Duration::from_secs_f64(args.budget),
     };

@@ -4,7 +4,12 @@ import type { Trial } from "./Trial";
 /**
  * A deadline plan: N requests must finish within T.
  */
-export type DeadlineRecord = { backend: string, requests: number, deadline_s: number, 
+export type DeadlineRecord = { backend: string, 
+/**
+ * The scheduling policy it ran with (`server`: a server's own scheduling); absent in
+ * files from before policies were compared.
+ */
+policy?: string, requests: number, deadline_s: number, 
 /**
  * Closed-loop trials, one per concurrency; `value` is the concurrency.
  */

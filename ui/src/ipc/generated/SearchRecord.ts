@@ -6,7 +6,12 @@ import type { Trial } from "./Trial";
 /**
  * A capacity search: the trials in the order they ran, and the answer.
  */
-export type SearchRecord = { backend: string, axis: Axis, objectives: Objectives, trials: Array<Trial>, 
+export type SearchRecord = { backend: string, 
+/**
+ * The scheduling policy it ran with (`server`: a server's own scheduling); absent in
+ * files from before policies were compared.
+ */
+policy?: string, axis: Axis, objectives: Objectives, trials: Array<Trial>, 
 /**
  * The highest setting that held, below the lowest that did not; `None`: none held.
  */
