@@ -529,6 +529,17 @@ impl Backend for CandleBackend {
         Ok(())
     }
 
+    fn save_state(&mut self, slot: Slot) -> Result<Vec<u8>, BackendError> {
+        let c = self.caches.get(slot as usize).ok_or_else(|| BackendError::Step(format!("save state: no slot {slot}")))?;
+        c.save().map_err(step_err)
+    }
+
+    fn load_state(&mut self, slot: Slot, state: &[u8], positions: u32) -> Result<(), BackendError> {
+        let c = self.caches.get_mut(slot as usize).ok_or_else(|| BackendError::Step(format!("load state: no slot {slot}")))?;
+        c.len = 0;
+        c.load(state, positions as usize).map_err(BackendError::Step)
+    }
+
     fn copy_prefix(&mut self, from: Slot, to: Slot, len: u32) -> Result<(), BackendError> {
         let (f, t, len) = (from as usize, to as usize, len as usize);
         let n = self.caches.len();

@@ -26,6 +26,7 @@ use crate::quant;
 use candle_core::quantized::{GgmlDType, QMatMul, QStorage, QTensor};
 use candle_core::{DType, Device, Module, Result, Tensor};
 use lx_core::backend::BackendError;
+use lx_core::handoff::F32Cache;
 use lx_format::gguf::{GgmlType, GgufFile};
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -303,8 +304,42 @@ impl KvCache {
         self.len = len;
         Ok(())
     }
-}
 
+    /// Its `len` positions as bytes ([`F32Cache`]'s layout).
+    pub fn save(&self) -> Result<Vec<u8>> {
+        let mut out = self.layout().begin(self.len);
+        if self.len > 0 {
+            for (k, v) in &self.layers {
+                for t in [k, v] {
+                    F32Cache::push(&mut out, &t.narrow(2, 0, self.len)?.flatten_all()?.to_vec1::<f32>()?);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Makes it hold `positions` positions from bytes [`KvCache::save`] wrote, refusing bytes
+    /// of another shape with what differs.
+    pub fn load(&mut self, bytes: &[u8], positions: usize) -> std::result::Result<(), String> {
+        if positions > self.ctx {
+            return Err(format!("a state of {positions} positions does not fit a slot of {}", self.ctx));
+        }
+        let layout = self.layout();
+        for ((k, v), (keys, values)) in self.layers.iter().zip(layout.read(bytes, positions)?) {
+            for (t, data, d) in [(k, keys, layout.key_length), (v, values, layout.value_length)] {
+                let part = Tensor::from_vec(data, (1, layout.kv_heads, positions, d), t.device()).map_err(|e| e.to_string())?;
+                t.slice_set(&part, 2, 0).map_err(|e| e.to_string())?;
+            }
+        }
+        self.len = positions;
+        Ok(())
+    }
+
+    fn layout(&self) -> F32Cache {
+        let (k, v) = &self.layers[0];
+        F32Cache { layers: self.layers.len(), kv_heads: k.dims()[1], key_length: k.dims()[3], value_length: v.dims()[3] }
+    }
+}
 /// Which rows of a chunk need logits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rows {

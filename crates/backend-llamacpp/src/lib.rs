@@ -9,6 +9,7 @@
 
 mod logs;
 pub mod probe;
+mod state;
 
 use std::num::NonZeroU32;
 use std::sync::OnceLock;
@@ -462,6 +463,30 @@ impl Backend for LlamaCppBackend {
             Ok(false) => Err(BackendError::Step(format!("llama.cpp could not remove positions {len}.. of slot {slot}"))),
             Err(e) => Err(BackendError::Step(format!("truncate slot {slot}: {e}"))),
         }
+    }
+
+    fn save_state(&mut self, slot: Slot) -> Result<Vec<u8>, BackendError> {
+        if slot as usize >= self.cached.len() {
+            return Err(BackendError::Step(format!("save state: no slot {slot}")));
+        }
+        state::save(&self.ctx, slot)
+    }
+
+    fn load_state(&mut self, slot: Slot, bytes: &[u8], positions: u32) -> Result<(), BackendError> {
+        if slot as usize >= self.cached.len() {
+            return Err(BackendError::Step(format!("load state: no slot {slot}")));
+        }
+        if positions as usize > self.info.capabilities.ctx_per_slot {
+            return Err(BackendError::Step(format!("a state of {positions} positions does not fit a slot of {}", self.info.capabilities.ctx_per_slot)));
+        }
+        self.clear(slot);
+        logs::take_recent();
+        if let Err(e) = state::load(&mut self.ctx, slot, bytes) {
+            self.clear(slot);
+            return Err(e);
+        }
+        self.cached[slot as usize] = positions as usize;
+        Ok(())
     }
 
     fn copy_prefix(&mut self, from: Slot, to: Slot, len: u32) -> Result<(), BackendError> {

@@ -29,6 +29,7 @@ use lx_core::backend::{
     Slot,
 };
 use lx_format::gguf::{GgmlType, GgufFile};
+use lx_core::handoff::F32Cache;
 use mlx_rs::error::Exception;
 use mlx_rs::fast::{self, ScaledDotProductAttentionMask};
 use mlx_rs::ops::indexing::{TryIndexMutOp, TryIndexOp};
@@ -390,6 +391,14 @@ pub struct MlxBackend {
     compute: Option<Duration>,
 }
 
+impl MlxBackend {
+    /// The shape its caches save in.
+    fn layout(&self) -> F32Cache {
+        let cfg = &self.model.cfg;
+        F32Cache { layers: cfg.block_count, kv_heads: cfg.head_count_kv, key_length: cfg.key_length, value_length: cfg.value_length }
+    }
+}
+
 impl std::fmt::Debug for MlxBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("MlxBackend").field("info", &self.info).field("config", &self.model.cfg).finish()
@@ -556,6 +565,49 @@ impl Backend for MlxBackend {
         // Positions are written in place: what lies past `len` is never read again.
         let l = self.lens.get_mut(slot as usize).ok_or_else(|| BackendError::Step(format!("truncate: no slot {slot}")))?;
         *l = (*l).min(len as usize);
+        Ok(())
+    }
+
+    fn save_state(&mut self, slot: Slot) -> Result<Vec<u8>, BackendError> {
+        let (c, n) = match (self.caches.get(slot as usize), self.lens.get(slot as usize)) {
+            (Some(c), Some(&n)) => (c, n),
+            _ => return Err(BackendError::Step(format!("save state: no slot {slot}"))),
+        };
+        let layout = self.layout();
+        let mut out = layout.begin(n);
+        if n > 0 {
+            let end = n as i32;
+            for (k, v) in c.k.iter().zip(&c.v) {
+                for t in [k, v] {
+                    let part = t.try_index((.., .., 0..end, ..)).and_then(|p| ops::flatten(&p, None, None)).map_err(step_err)?;
+                    part.eval().map_err(step_err)?;
+                    F32Cache::push(&mut out, part.try_as_slice::<f32>().map_err(step_err)?);
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn load_state(&mut self, slot: Slot, state: &[u8], positions: u32) -> Result<(), BackendError> {
+        let s = slot as usize;
+        if s >= self.caches.len() {
+            return Err(BackendError::Step(format!("load state: no slot {slot}")));
+        }
+        if positions as usize > self.info.capabilities.ctx_per_slot {
+            return Err(BackendError::Step(format!("a state of {positions} positions does not fit a slot of {}", self.info.capabilities.ctx_per_slot)));
+        }
+        self.lens[s] = 0;
+        let layout = self.layout();
+        let (p, heads) = (positions as i32, layout.kv_heads as i32);
+        let c = &mut self.caches[s];
+        for (il, (keys, values)) in layout.read(state, positions as usize).map_err(BackendError::Step)?.enumerate() {
+            let k = Array::from_slice(&keys, &[1, heads, p, layout.key_length as i32]);
+            let v = Array::from_slice(&values, &[1, heads, p, layout.value_length as i32]);
+            c.k[il].try_index_mut((.., .., 0..p, ..), &k).map_err(step_err)?;
+            c.v[il].try_index_mut((.., .., 0..p, ..), &v).map_err(step_err)?;
+        }
+        transforms::eval(c.k.iter().chain(c.v.iter())).map_err(step_err)?;
+        self.lens[s] = positions as usize;
         Ok(())
     }
 

@@ -334,6 +334,21 @@ pub trait Backend {
         let _ = (from, to, len);
         Err(BackendError::NotSupported("prefix copy"))
     }
+
+    /// Everything `slot` has cached, as bytes of the backend's own format that another
+    /// process with the same model and backend can load into any of its slots
+    /// (disaggregated prefill and decode: [`crate::handoff`] frames and moves them).
+    fn save_state(&mut self, slot: Slot) -> Result<Vec<u8>, BackendError> {
+        let _ = slot;
+        Err(BackendError::NotSupported("moving a sequence's state between workers"))
+    }
+
+    /// Make `slot` hold a state [`Backend::save_state`] made, of `positions` positions,
+    /// replacing whatever it held. A state of another model or shape is refused.
+    fn load_state(&mut self, slot: Slot, state: &[u8], positions: u32) -> Result<(), BackendError> {
+        let _ = (slot, state, positions);
+        Err(BackendError::NotSupported("moving a sequence's state between workers"))
+    }
 }
 
 /// Greedy choice over one row of logits, with the `top` best as log-probabilities.

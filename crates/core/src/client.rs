@@ -117,6 +117,8 @@ impl<T> Clients<T> {
             | SchedEvent::PrefixReused { id, .. }
             | SchedEvent::Token { id, .. }
             | SchedEvent::Verified { id, .. }
+            | SchedEvent::HandedOff { id, .. }
+            | SchedEvent::StateLoaded { id, .. }
             | SchedEvent::Finished { id, .. }
             | SchedEvent::Failed { id, .. }
             | SchedEvent::Warning { id, .. } => *id,
@@ -191,7 +193,7 @@ mod tests {
     }
 
     fn request(id: u64) -> (WorkRequest, RequestRecord) {
-        let request = WorkRequest { id, prompt: vec![1, 2, 3], max_tokens: 2, stop_tokens: Vec::new(), top_logprobs: 0, prefix_tokens: 0 };
+        let request = WorkRequest { id, prompt: vec![1, 2, 3], max_tokens: 2, stop_tokens: Vec::new(), top_logprobs: 0, prefix_tokens: 0, handoff: Default::default() };
         (request, RequestRecord::new(id, 3, 2, 0.0))
     }
 

@@ -12,6 +12,8 @@ pub mod defaults;
 pub mod backend;
 pub mod scheduler;
 pub mod speculative;
+pub mod handoff;
+pub mod disaggregated;
 pub mod stats;
 pub mod child;
 pub mod coordinator;

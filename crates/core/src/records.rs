@@ -59,6 +59,34 @@ pub struct RequestRecord {
     /// Which of its tokens (indices into `tokens`) came from an accepted draft.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub drafted: Vec<u32>,
+    /// Disaggregated serving: its state's way from the prefill worker to the decode worker.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfer: Option<Transfer>,
+}
+
+/// A prefilled sequence's state moving between workers, as one request saw it: saved by the
+/// prefill worker, carried, loaded by the decode worker. Times are ms after the request's
+/// submit; the first token reaches the client only after `load_end_ms`, so TTFT includes it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Transfer {
+    /// The state as sent (framed).
+    pub bytes: u64,
+    pub save_start_ms: f64,
+    pub save_end_ms: f64,
+    pub load_start_ms: f64,
+    pub load_end_ms: f64,
+}
+
+impl Transfer {
+    /// From the start of the save to the end of the load.
+    pub fn ms(&self) -> f64 {
+        self.load_end_ms - self.save_start_ms
+    }
+    /// Bytes per second over [`Transfer::ms`].
+    pub fn bytes_per_s(&self) -> Option<f64> {
+        let ms = self.ms();
+        (ms > 0.0).then(|| self.bytes as f64 / ms * 1e3)
+    }
 }
 
 /// One request's drafts: how many tokens were proposed, how many the target accepted, over
@@ -98,6 +126,10 @@ pub struct Timeline {
     pub prefill: Vec<TimelinePass>,
     /// Each pass that produced one of its tokens (index 0 comes from the last prefill pass).
     pub decode: Vec<TimelinePass>,
+    /// Disaggregated serving: when its state moved from the prefill worker to the decode
+    /// worker (between its prefill and its first token).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfer: Option<Transfer>,
 }
 
 /// One forward pass as one request saw it.
@@ -134,6 +166,7 @@ impl RequestRecord {
             timeline: None,
             spec: None,
             drafted: Vec::new(),
+            transfer: None,
         }
     }
 
@@ -178,6 +211,17 @@ impl RequestRecord {
                 s.passes += 1;
                 s.draft_ms += *draft_ns as f64 / 1e6;
             }
+            SchedEvent::HandedOff { bytes, t_start, t_end, .. } => {
+                let t = self.transfer.get_or_insert_with(Transfer::default);
+                t.bytes = *bytes;
+                t.save_start_ms = since(submitted, to_local(*t_start));
+                t.save_end_ms = since(submitted, to_local(*t_end));
+            }
+            SchedEvent::StateLoaded { t_start, t_end, .. } => {
+                let t = self.transfer.get_or_insert_with(Transfer::default);
+                t.load_start_ms = since(submitted, to_local(*t_start));
+                t.load_end_ms = since(submitted, to_local(*t_end));
+            }
             SchedEvent::Step { .. } => {}
         }
         false
@@ -208,7 +252,7 @@ impl RequestRecord {
                 None => pass(step, 1, received, received),
             })
             .collect();
-        self.timeline = Some(Timeline { queue_ms: self.admit_ms, cached_tokens: self.cached_tokens, prefill, decode });
+        self.timeline = Some(Timeline { queue_ms: self.admit_ms, cached_tokens: self.cached_tokens, prefill, decode, transfer: self.transfer });
     }
 
     /// Completed normally (not failed, not cancelled).

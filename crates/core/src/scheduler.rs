@@ -12,6 +12,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::backend::{Backend, BackendError, Batch, Choice, Chunk, Outputs, Scored, Slot, TokenId};
+use crate::handoff::{self, Blob, Route};
 use crate::invalid::Invalid;
 use crate::speculative::{self, DraftLength, Drafter, Speculation};
 
@@ -29,10 +30,14 @@ pub enum Policy {
     /// Continuous batching with prompts split into chunks, so a long prompt cannot stall
     /// everyone else's decode.
     Chunked,
+    /// Prefill and decode in two workers: one computes each prompt and its first token, the
+    /// sequence's state moves to the other, which decodes everything it holds in one pass per
+    /// step ([`crate::disaggregated`]). Inside each worker it schedules as `continuous`.
+    Disaggregated,
 }
 
 impl Policy {
-    pub const ALL: [Policy; 4] = [Policy::Serial, Policy::Static, Policy::Continuous, Policy::Chunked];
+    pub const ALL: [Policy; 5] = [Policy::Serial, Policy::Static, Policy::Continuous, Policy::Chunked, Policy::Disaggregated];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -40,6 +45,7 @@ impl Policy {
             Policy::Static => "static",
             Policy::Continuous => "continuous",
             Policy::Chunked => "chunked",
+            Policy::Disaggregated => "disaggregated",
         }
     }
 }
@@ -56,7 +62,7 @@ impl std::str::FromStr for Policy {
         Policy::ALL
             .into_iter()
             .find(|p| p.name() == s)
-            .ok_or_else(|| format!("unknown policy '{s}' (expected one of: serial, static, continuous, chunked)"))
+            .ok_or_else(|| format!("unknown policy '{s}' (expected one of: serial, static, continuous, chunked, disaggregated)"))
     }
 }
 
@@ -80,6 +86,9 @@ pub struct SchedulerConfig {
     /// pass that would have decoded one.
     #[serde(default)]
     pub spec: Speculation,
+    /// `disaggregated`: how the two workers are set up and how states travel between them.
+    #[serde(default, skip_serializing_if = "crate::disaggregated::Split::is_default")]
+    pub split: crate::disaggregated::Split,
 }
 
 
@@ -92,7 +101,16 @@ pub fn batch_tokens_for(tokens_per_slot: usize, slots: usize) -> usize {
 
 impl SchedulerConfig {
     pub fn new(policy: Policy, max_batch_seqs: usize, max_batch_tokens: usize) -> Self {
-        Self { policy, max_batch_seqs, max_batch_tokens, chunk_tokens: crate::defaults::CHUNK_TOKENS, static_form_up_ms: 50, prefix_cache: false, spec: Speculation::default() }
+        Self {
+            policy,
+            max_batch_seqs,
+            max_batch_tokens,
+            chunk_tokens: crate::defaults::CHUNK_TOKENS,
+            static_form_up_ms: 50,
+            prefix_cache: false,
+            spec: Speculation::default(),
+            split: Default::default(),
+        }
     }
 
     pub fn validate(&self) -> Result<(), Invalid> {
@@ -126,6 +144,35 @@ pub struct WorkRequest {
     /// prompt): with prefix caching on, its KV is computed once and copied. 0 for none.
     #[serde(default)]
     pub prefix_tokens: u32,
+    /// Its part in disaggregated serving, if any.
+    #[serde(default, skip_serializing_if = "Handoff::is_none")]
+    pub handoff: Handoff,
+}
+
+/// A request's part in disaggregated serving.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "role", rename_all = "snake_case")]
+pub enum Handoff {
+    /// Prefilled and decoded here.
+    #[default]
+    None,
+    /// Prefill here; after the first token, save the sequence's state and send it by
+    /// `route` ([`SchedEvent::HandedOff`]) instead of decoding.
+    Out { route: Route },
+    /// Prefilled elsewhere: load `state` (the prompt's positions), then decode on from
+    /// `token`, the first token, which the prefill made.
+    In {
+        token: TokenId,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        top: Vec<Scored>,
+        state: Blob,
+    },
+}
+
+impl Handoff {
+    pub fn is_none(&self) -> bool {
+        matches!(self, Handoff::None)
+    }
 }
 
 /// Why a request ended without error.
@@ -163,6 +210,25 @@ pub enum SchedEvent {
     /// A verify pass of this request's draft: `drafted` tokens proposed (in `draft_ns` of
     /// drafting before the pass), the first `accepted` of them agreed with the target.
     Verified { id: u64, step: u64, drafted: u32, accepted: u32, draft_ns: u64 },
+    /// Disaggregated prefill: after its first token (`token`, from pass `step`) the
+    /// request's state was saved (`bytes`, framed, from `t_start` to `t_end`) and sent on in
+    /// `state`, which the coordinator takes out on its way to the decode worker. Its slot here
+    /// is free; the request goes on elsewhere.
+    HandedOff {
+        id: u64,
+        step: u64,
+        token: TokenId,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        top: Vec<Scored>,
+        bytes: u64,
+        t_start: u64,
+        t_end: u64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        state: Option<Blob>,
+    },
+    /// Disaggregated decode: the request's transferred state (`bytes`, framed) was read and
+    /// loaded into `slot` from `t_start` to `t_end`; its first token follows.
+    StateLoaded { id: u64, slot: Slot, bytes: u64, t_start: u64, t_end: u64 },
     /// The request is done; its slot is free.
     Finished { id: u64, reason: FinishReason, t: u64 },
     /// The request failed; its slot is free.
@@ -186,6 +252,33 @@ pub enum SchedEvent {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         compute: Option<u64>,
     },
+}
+
+impl SchedEvent {
+    /// Every stamp of it moved by `f` (onto another clock).
+    pub fn map_times(&mut self, f: &dyn Fn(u64) -> u64) {
+        match self {
+            SchedEvent::Admitted { t, .. } | SchedEvent::PrefixReused { t, .. } | SchedEvent::Token { t, .. } | SchedEvent::Finished { t, .. } => *t = f(*t),
+            SchedEvent::Prefill { t_start, t_end, .. }
+            | SchedEvent::Step { t_start, t_end, .. }
+            | SchedEvent::HandedOff { t_start, t_end, .. }
+            | SchedEvent::StateLoaded { t_start, t_end, .. } => {
+                *t_start = f(*t_start);
+                *t_end = f(*t_end);
+            }
+            SchedEvent::Verified { .. } | SchedEvent::Failed { .. } | SchedEvent::Warning { .. } => {}
+        }
+    }
+
+    /// The pass it names renumbered by `f`.
+    pub fn map_step(&mut self, f: &dyn Fn(u64) -> u64) {
+        match self {
+            SchedEvent::Prefill { step, .. } | SchedEvent::Token { step, .. } | SchedEvent::Verified { step, .. } | SchedEvent::Step { step, .. } | SchedEvent::HandedOff { step, .. } => {
+                *step = f(*step)
+            }
+            _ => {}
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -362,7 +455,9 @@ impl<B: Backend + ?Sized> Scheduler<B> {
     /// Drop a request wherever it is.
     pub fn cancel(&mut self, id: u64, sink: &mut dyn FnMut(SchedEvent)) {
         if let Some(i) = self.waiting.iter().position(|(r, _)| r.id == id) {
-            self.waiting.remove(i);
+            if let Some((WorkRequest { handoff: Handoff::In { state, .. }, .. }, _)) = self.waiting.remove(i) {
+                handoff::discard(&state);
+            }
         } else if let Some(i) = self.running.iter().position(|r| r.req.id == id) {
             let r = self.running.swap_remove(i);
             self.retire(r);
@@ -455,7 +550,8 @@ impl<B: Backend + ?Sized> Scheduler<B> {
         Ok(())
     }
 
-    fn admit(&mut self, sink: &mut dyn FnMut(SchedEvent)) {
+    /// Admit what the policy allows now ([`Scheduler::step`] does it too, before its pass).
+    pub fn admit(&mut self, sink: &mut dyn FnMut(SchedEvent)) {
         self.sync_prefix_slot();
         let limit = self.config.max_batch_seqs.min(self.backend.info().capabilities.slots);
         let room = match self.config.policy {
@@ -467,7 +563,7 @@ impl<B: Backend + ?Sized> Scheduler<B> {
                     limit
                 }
             }
-            Policy::Continuous | Policy::Chunked => limit.saturating_sub(self.running.len()),
+            Policy::Continuous | Policy::Chunked | Policy::Disaggregated => limit.saturating_sub(self.running.len()),
         };
         let mut admitted = 0;
         while admitted < room {
@@ -476,6 +572,12 @@ impl<B: Backend + ?Sized> Scheduler<B> {
                 self.free_slots.push(slot);
                 break;
             };
+            if let Handoff::In { .. } = req.handoff {
+                if self.resume(req, slot, sink) {
+                    admitted += 1;
+                }
+                continue;
+            }
             sink(SchedEvent::Admitted { id: req.id, slot, t: self.now() });
             let mut r = Running { req, slot, prefilled: 0, generated: Vec::new(), fills_prefix: false, draft_len: DraftLength::new(&self.config.spec), draft_cached: 0 };
             if let Err(error) = self.start_prefix(&mut r, sink) {
@@ -489,6 +591,42 @@ impl<B: Backend + ?Sized> Scheduler<B> {
         if self.config.policy == Policy::Static && admitted > 0 {
             self.static_batch_open = true;
         }
+    }
+
+    /// Take in a request prefilled by another worker: load its state into `slot` and report
+    /// its first token, as a prefill here would have. True when it now runs.
+    fn resume(&mut self, mut req: WorkRequest, slot: Slot, sink: &mut dyn FnMut(SchedEvent)) -> bool {
+        let Handoff::In { token, top, state } = std::mem::take(&mut req.handoff) else { unreachable!("only resumed requests") };
+        let t_start = self.now();
+        let positions = req.prompt.len() as u32;
+        let loaded = handoff::take(&state).and_then(|framed| {
+            let (held, payload) = handoff::unframe(&framed)?;
+            if held != positions {
+                return Err(format!("it holds {held} positions, the prompt has {positions}"));
+            }
+            self.backend.load_state(slot, payload, positions).map_err(|e| e.to_string())?;
+            Ok(framed.len() as u64)
+        });
+        let bytes = match loaded {
+            Ok(bytes) => bytes,
+            Err(why) => {
+                sink(SchedEvent::Failed { id: req.id, error: format!("the transferred state did not load: {why}") });
+                self.release(slot);
+                return false;
+            }
+        };
+        let t = self.now();
+        sink(SchedEvent::StateLoaded { id: req.id, slot, bytes, t_start, t_end: t });
+        sink(SchedEvent::Token { id: req.id, step: 0, index: 0, token, t, top, drafted: false });
+        if req.stop_tokens.contains(&token) || req.max_tokens <= 1 {
+            let reason = if req.stop_tokens.contains(&token) { FinishReason::Stop } else { FinishReason::Length };
+            sink(SchedEvent::Finished { id: req.id, reason, t });
+            self.release(slot);
+            return false;
+        }
+        let draft_len = DraftLength::new(&self.config.spec);
+        self.running.push(Running { prefilled: req.prompt.len(), req, slot, generated: vec![token], fills_prefix: false, draft_len, draft_cached: 0 });
+        true
     }
 
     /// Each running sequence's draft for this pass (empty where it drafts nothing) and the
@@ -708,9 +846,29 @@ impl<B: Backend + ?Sized> Scheduler<B> {
                 r.generated.push(choice.token);
                 let mut top = choice.top;
                 top.truncate(r.req.top_logprobs);
-                sink(SchedEvent::Token { id: r.req.id, step, index, token: choice.token, t: t_end, top, drafted: k < accepted });
                 let stop = r.req.stop_tokens.contains(&choice.token);
-                if stop || r.generated.len() >= r.req.max_tokens as usize {
+                let ends = stop || r.generated.len() >= r.req.max_tokens as usize;
+                if let (Handoff::Out { route }, false) = (&r.req.handoff, ends) {
+                    // The decode worker reports this token once the state has reached it.
+                    let t_start = self.epoch.elapsed().as_nanos() as u64;
+                    let positions = r.req.prompt.len() as u32;
+                    let sent = self.backend.save_state(r.slot).map_err(|e| e.to_string()).and_then(|payload| {
+                        let framed = handoff::frame(positions, &payload);
+                        handoff::put(route, r.req.id, &framed).map(|blob| (blob, framed.len() as u64)).map_err(|e| e.to_string())
+                    });
+                    match sent {
+                        Ok((blob, bytes)) => {
+                            let t_end = self.epoch.elapsed().as_nanos() as u64;
+                            sink(SchedEvent::HandedOff { id: r.req.id, step, token: choice.token, top, bytes, t_start, t_end, state: Some(blob) });
+                        }
+                        Err(why) => sink(SchedEvent::Failed { id: r.req.id, error: format!("saving the sequence's state to hand it over: {why}") }),
+                    }
+                    finished.push(i);
+                    done = true;
+                    break;
+                }
+                sink(SchedEvent::Token { id: r.req.id, step, index, token: choice.token, t: t_end, top, drafted: k < accepted });
+                if ends {
                     let reason = if stop { FinishReason::Stop } else { FinishReason::Length };
                     sink(SchedEvent::Finished { id: r.req.id, reason, t: t_end });
                     finished.push(i);

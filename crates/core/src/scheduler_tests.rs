@@ -2,6 +2,7 @@
 //! so any mix-up of slots, positions or chunk order changes the tokens.
 
 use super::*;
+use crate::handoff::Route;
 use crate::backend::{BackendError, BackendInfo, Capabilities, ChunkOutput};
 
 pub(crate) struct HashModel {
@@ -80,6 +81,17 @@ impl Backend for HashModel {
         self.caches[slot as usize].truncate(len as usize);
         Ok(())
     }
+    fn save_state(&mut self, slot: Slot) -> Result<Vec<u8>, BackendError> {
+        Ok(self.caches[slot as usize].iter().flat_map(|t| t.to_le_bytes()).collect())
+    }
+    fn load_state(&mut self, slot: Slot, state: &[u8], positions: u32) -> Result<(), BackendError> {
+        let tokens: Vec<TokenId> = state.chunks_exact(4).map(|w| TokenId::from_le_bytes(w.try_into().unwrap())).collect();
+        if tokens.len() != positions as usize {
+            return Err(BackendError::Step(format!("{} positions in the state", tokens.len())));
+        }
+        self.caches[slot as usize] = tokens;
+        Ok(())
+    }
     fn copy_prefix(&mut self, from: Slot, to: Slot, len: u32) -> Result<(), BackendError> {
         if !self.info.capabilities.prefix_copy {
             return Err(BackendError::NotSupported("prefix copy"));
@@ -95,7 +107,7 @@ impl Backend for HashModel {
 
 fn request(id: u64, prompt_len: usize, max_tokens: u32) -> WorkRequest {
     let prompt = (0..prompt_len).map(|i| (i as u32 * 7 + id as u32 * 13) % 500).collect();
-    WorkRequest { id, prompt, max_tokens, stop_tokens: Vec::new(), top_logprobs: 0, prefix_tokens: 0 }
+    WorkRequest { id, prompt, max_tokens, stop_tokens: Vec::new(), top_logprobs: 0, prefix_tokens: 0, handoff: Default::default() }
 }
 
 /// What a scheduler run gives back: each request's tokens, the events, and per pass the
@@ -294,7 +306,7 @@ fn policy_names_round_trip_and_bad_limits_are_refused() {
 fn prefixed(id: u64, prefix: usize, suffix: usize, max_tokens: u32) -> WorkRequest {
     let mut prompt: Vec<TokenId> = (0..prefix as u32).map(|i| (i * 11 + 3) % 500).collect();
     prompt.extend((0..suffix as u32).map(|i| (i * 7 + id as u32 * 13) % 500));
-    WorkRequest { id, prompt, max_tokens, stop_tokens: Vec::new(), top_logprobs: 0, prefix_tokens: prefix as u32 }
+    WorkRequest { id, prompt, max_tokens, stop_tokens: Vec::new(), top_logprobs: 0, prefix_tokens: prefix as u32, handoff: Default::default() }
 }
 
 fn run_cached(policy: Policy, slots: usize, cache: bool, reqs: Vec<WorkRequest>) -> (std::collections::BTreeMap<u64, Vec<TokenId>>, Vec<SchedEvent>, HashModel) {
@@ -618,4 +630,82 @@ fn a_failing_draft_model_fails_its_requests_with_the_reason() {
         s.step(&mut |e| events.push(e));
     }
     assert!(events.iter().any(|e| matches!(e, SchedEvent::Finished { id: 2, reason: FinishReason::Length, .. })));
+}
+
+/// Runs `reqs` through a prefill scheduler that hands every state over, then through a
+/// decode scheduler that takes them in, as the two workers of `disaggregated` do; `damage`
+/// may change a blob on its way. Each request's tokens, and the events of both.
+fn run_split(reqs: Vec<WorkRequest>, damage: &dyn Fn(u64, &mut crate::handoff::Blob)) -> (std::collections::BTreeMap<u64, Vec<TokenId>>, Vec<SchedEvent>) {
+    let config = SchedulerConfig::new(Policy::Disaggregated, 4, 4096);
+    let mut prefill = Scheduler::new(Box::new(HashModel::new(4, 256)), config.clone(), Instant::now());
+    let mut decode = Scheduler::new(Box::new(HashModel::new(3, 256)), config, Instant::now());
+    let mut events = Vec::new();
+    let originals: std::collections::HashMap<u64, WorkRequest> = reqs.iter().map(|r| (r.id, r.clone())).collect();
+    for r in reqs {
+        prefill.submit(WorkRequest { handoff: Handoff::Out { route: Route::Pipe }, ..r }, &mut |e| events.push(e));
+    }
+    let mut guard = 0;
+    while prefill.has_work() || decode.has_work() {
+        let mut now = Vec::new();
+        prefill.step(&mut |e| now.push(e));
+        for e in &mut now {
+            if let SchedEvent::HandedOff { id, token, state, .. } = e {
+                let mut blob = state.take().expect("a state");
+                damage(*id, &mut blob);
+                let resumed = WorkRequest { handoff: Handoff::In { token: *token, top: Vec::new(), state: blob }, ..originals[id].clone() };
+                decode.submit(resumed, &mut |e| events.push(e));
+            }
+        }
+        events.extend(now);
+        decode.step(&mut |e| events.push(e));
+        guard += 1;
+        assert!(guard < 10_000, "the two schedulers did not finish");
+    }
+    let mut tokens = std::collections::BTreeMap::new();
+    for e in &events {
+        if let SchedEvent::Token { id, token, index, .. } = e {
+            let v: &mut Vec<TokenId> = tokens.entry(*id).or_default();
+            assert_eq!(v.len(), *index as usize, "request {id}'s tokens in order, each once");
+            v.push(*token);
+        }
+    }
+    (tokens, events)
+}
+
+#[test]
+fn a_handed_over_state_decodes_the_tokens_one_scheduler_gives() {
+    // One request ends with its first token (max 1): it never leaves the prefill side.
+    let mut reqs = mixed_requests();
+    reqs.push(request(6, 12, 1));
+    let (whole, _, _) = run(Policy::Continuous, 4, reqs.clone());
+    let (split, events) = run_split(reqs, &|_, _| {});
+    assert_eq!(split, whole);
+    let handed = events.iter().filter(|e| matches!(e, SchedEvent::HandedOff { .. })).count();
+    let loaded: Vec<(u64, u64)> = events.iter().filter_map(|e| if let SchedEvent::StateLoaded { id, bytes, .. } = e { Some((*id, *bytes)) } else { None }).collect();
+    assert_eq!((handed, loaded.len()), (5, 5));
+    // A state is the framed cache: the prompt's positions, four bytes each here.
+    let prompt = |id: u64| mixed_requests().into_iter().find(|r| r.id == id).unwrap().prompt.len() as u64;
+    assert!(loaded.iter().all(|&(id, bytes)| bytes == 28 + 4 * prompt(id)), "{loaded:?}");
+    assert!(events.iter().all(|e| !matches!(e, SchedEvent::Failed { .. })));
+}
+
+#[test]
+fn a_damaged_state_fails_its_request_with_why_and_no_other() {
+    let (whole, _, _) = run(Policy::Continuous, 4, mixed_requests());
+    let (split, events) = run_split(mixed_requests(), &|id, blob| {
+        if let (2, crate::handoff::Blob::Pipe { base64 }) = (id, blob) {
+            // One character of the text changed: the checksum no longer matches.
+            let c = if base64.as_bytes()[40] == b'A' { "B" } else { "A" };
+            base64.replace_range(40..41, c);
+        }
+    });
+    let failed: Vec<&SchedEvent> = events.iter().filter(|e| matches!(e, SchedEvent::Failed { .. })).collect();
+    assert_eq!(failed.len(), 1);
+    let SchedEvent::Failed { id: 2, error } = failed[0] else { panic!("request 2 fails: {failed:?}") };
+    assert!(error.starts_with("the transferred state did not load: the saved state is damaged"), "{error}");
+    for (id, tokens) in &whole {
+        if *id != 2 {
+            assert_eq!(split.get(id), Some(tokens), "request {id}");
+        }
+    }
 }

@@ -123,7 +123,16 @@ pub fn serve(loader: Loader, input: impl BufRead + Send + 'static, mut output: i
         output.flush()?;
         if let Some(s) = scheduler.as_mut() {
             if s.idle_for() == Some(std::time::Duration::ZERO) {
+                // What admission says goes out before the pass: a request resumed from a
+                // transferred state has its first token then, not a pass later.
                 let mut out = Vec::with_capacity(8);
+                s.admit(&mut |e| out.push(Reply::Event(e)));
+                if !out.is_empty() {
+                    for r in out.drain(..) {
+                        send(&mut output, &r)?;
+                    }
+                    output.flush()?;
+                }
                 s.step(&mut |e| out.push(Reply::Event(e)));
                 for r in &out {
                     send(&mut output, r)?;

@@ -17,6 +17,7 @@ use lx_core::backend::{KvTypes, LoadSpec, TokenId};
 use lx_core::traffic::{run_point, Arrivals, Draw, Observer, Traffic, PointRun, PointSpec, RunControl};
 use lx_results::printers::Printer;
 use lx_results::results::{PointResult, RunFile, Slo};
+use lx_core::disaggregated::Split;
 use lx_core::scheduler::{Policy, SchedulerConfig};
 use lx_core::speculative::{Drafter, Speculation};
 use lx_format::workload::{PromptBuilder, PromptText};
@@ -127,6 +128,9 @@ pub struct SweepPlan {
     /// Most tokens per pass; default: room for every slot's longest prompt, within 512..16384.
     pub max_batch_tokens: Option<usize>,
     pub slo: Slo,
+    /// `disaggregated`: the two workers' threads and devices, and the states' path.
+    #[serde(skip_serializing_if = "Split::is_default")]
+    pub split: Split,
 }
 
 impl Default for SweepPlan {
@@ -161,6 +165,7 @@ impl Default for SweepPlan {
             max_batch_seqs: None,
             max_batch_tokens: None,
             slo: Slo::default(),
+            split: Split::default(),
         }
     }
 }
@@ -358,6 +363,7 @@ impl SweepPlan {
     fn scheduler(&self, policy: Policy, concurrency: usize, max_batch_tokens: usize) -> SchedulerConfig {
         let mut s = SchedulerConfig::new(policy, concurrency, max_batch_tokens);
         s.chunk_tokens = self.chunk_tokens;
+        s.split = self.split;
         s
     }
 }
@@ -444,7 +450,8 @@ pub fn run_points(
 /// sends a prompt twice (a server's prompt cache would answer a repeat).
 pub struct Session {
     load: LoadSpec,
-    worker: Option<(String, KvTypes, Box<dyn Target>)>,
+    /// The loaded target: its backend, cache types, and the split when it is two workers.
+    worker: Option<(String, KvTypes, Option<Split>, Box<dyn Target>)>,
     /// A backend that cannot load the model will not load it for the next point either.
     load_failures: std::collections::HashMap<String, String>,
     prompts_sent: std::cell::Cell<usize>,
@@ -500,10 +507,11 @@ impl Session {
                 result.repetition = repetition;
                 result
             };
-            // Reuse the worker for the same backend and cache types; otherwise (a new backend or
+            let split = (policy == Policy::Disaggregated).then_some(config.split);
+            // Reuse the worker for the same backend, cache types and split; otherwise (a new backend or
             // cache type, or it died) start one.
             let reuse = match worker.as_mut() {
-                Some((b, kv, w)) => *b == backend && *kv == traffic.kv && !w.is_gone(),
+                Some((b, kv, sp, w)) => *b == backend && *kv == traffic.kv && *sp == split && !w.is_gone(),
                 None => false,
             };
             let loads = if traffic.kv.is_default() { backend.clone() } else { format!("{backend} (KV cache {})", traffic.kv.label()) };
@@ -530,7 +538,7 @@ impl Session {
                         if !run.backends.iter().any(|b| b.name == w.info().name && b.version == w.info().version) {
                             run.backends.push(w.info().clone());
                         }
-                        *worker = Some((backend.clone(), traffic.kv, w));
+                        *worker = Some((backend.clone(), traffic.kv, split, w));
                     }
                     Err(e) => {
                         let why = format!("{loads}: {e}");
@@ -543,7 +551,7 @@ impl Session {
                     }
                 }
             }
-            let (_, _, w) = worker.as_mut().expect("set above");
+            let (_, _, _, w) = worker.as_mut().expect("set above");
             if traffic.prefix_cache && !w.schedules_itself() && !w.info().capabilities.prefix_copy {
                 failed_points += 1;
                 let why = format!("{backend}: this backend cannot copy a cached prefix between sequences (capability prefix_copy is false); run it with --prefix-cache off");

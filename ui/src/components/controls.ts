@@ -20,6 +20,7 @@ const POLICY_HELP: Record<Policy, string> = {
   static: "batches form, run to the end; nothing joins",
   continuous: "requests join and leave every step",
   chunked: "continuous, with prompts split into chunks",
+  disaggregated: "one worker prefills, another decodes; each prompt's KV cache moves between them (reloads the model)",
 };
 
 const KV_TYPES: KvType[] = ["f16", "q8_0", "q4_0"];

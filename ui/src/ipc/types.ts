@@ -49,7 +49,7 @@ export type { TuneEvent } from "./generated/TuneEvent";
 export type { TuneStatus } from "./generated/TuneStatus";
 
 /** The policies in the order the UI offers them (`satisfies` keeps it in step with Rust's). */
-export const POLICIES = ["serial", "static", "continuous", "chunked"] as const satisfies readonly Policy[];
+export const POLICIES = ["serial", "static", "continuous", "chunked", "disaggregated"] as const satisfies readonly Policy[];
 
 export type RequestDone = Extract<LiveEvent, { type: "requestDone" }>;
 export type RequestStarted = Extract<LiveEvent, { type: "requestStarted" }>;

@@ -19,6 +19,7 @@ export const POLICY_DASH: Record<string, number[]> = {
   static: [8, 4],
   continuous: [],
   chunked: [12, 3, 3, 3],
+  disaggregated: [2, 2, 8, 2],
 };
 
 export const THEME = {

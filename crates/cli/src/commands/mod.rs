@@ -3,6 +3,7 @@ pub mod compare;
 pub mod demo;
 pub mod generate;
 pub mod kv_args;
+pub mod split_args;
 pub mod hw;
 pub mod live;
 pub mod models;

@@ -78,6 +78,8 @@ pub struct SweepArgs {
     spec: crate::commands::spec_args::SpecArgs,
     #[command(flatten)]
     kv: crate::commands::kv_args::KvArgs,
+    #[command(flatten)]
+    split: crate::commands::split_args::SplitArgs,
     /// What the prompts ask for: prose (text to continue) or copy (a passage to repeat word
     /// for word, where the output is grounded in the prompt).
     #[arg(long, default_value = "prose")]
@@ -94,7 +96,8 @@ pub struct SweepArgs {
     /// SLO: a request meets it only if it decodes at least this fast (tok/s; default: reading pace).
     #[arg(long, default_value_t = READING_PACE_TPS)]
     slo_decode_tps: f64,
-    /// Scheduling policies: serial, static, continuous, chunked.
+    /// Scheduling policies: serial, static, continuous, chunked, disaggregated (a prefill
+    /// worker and a decode worker; see --prefill-threads and the options after it).
     #[arg(long, default_value = "continuous", value_parser = list::<Policy>)]
     policy: Vec<Vec<Policy>>,
     /// Measured requests per point (default 8, or unlimited with --duration).
@@ -178,6 +181,7 @@ fn plan(args: &SweepArgs, servers: &[lx_openai::Server]) -> anyhow::Result<Sweep
         max_batch_seqs: args.max_batch,
         max_batch_tokens: args.max_batch_tokens,
         slo: Slo { ttft_ms: args.slo_ttft_ms, decode_tps: Some(args.slo_decode_tps) },
+        split: args.split.split(),
     })
 }
 

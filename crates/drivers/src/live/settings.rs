@@ -177,6 +177,9 @@ pub struct Capacity {
     /// The KV cache's types.
     #[serde(default)]
     pub kv: KvTypes,
+    /// Two workers, one prefilling and one decoding (the `disaggregated` policy).
+    #[serde(default)]
+    pub disaggregated: bool,
     /// What the model's KV cache takes at this capacity and these types (the draft model's
     /// not counted), when the model's shape is known: set by the session as it loads.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -205,6 +208,7 @@ impl Capacity {
             gpu_layers: s.gpu_layers,
             draft,
             kv: s.kv,
+            disaggregated: s.policy == lx_core::scheduler::Policy::Disaggregated,
             kv_cache_bytes: None,
         }
     }
@@ -217,6 +221,7 @@ impl Capacity {
             && self.gpu_layers == s.gpu_layers
             && (self.draft || s.spec.drafter != Drafter::Draft)
             && self.kv == s.kv
+            && self.disaggregated == (s.policy == lx_core::scheduler::Policy::Disaggregated)
     }
 
     pub(super) fn load_spec(&self, model_path: &std::path::Path) -> LoadSpec {

@@ -34,6 +34,10 @@ draft: boolean,
  */
 kv: KvTypes, 
 /**
+ * Two workers, one prefilling and one decoding (the `disaggregated` policy).
+ */
+disaggregated: boolean, 
+/**
  * What the model's KV cache takes at this capacity and these types (the draft model's
  * not counted), when the model's shape is known: set by the session as it loads.
  */

@@ -3,4 +3,4 @@
 /**
  * How requests share the backend.
  */
-export type Policy = "serial" | "static" | "continuous" | "chunked";
+export type Policy = "serial" | "static" | "continuous" | "chunked" | "disaggregated";

@@ -6,6 +6,7 @@ import type { Policy } from "./Policy";
 import type { PromptText } from "./PromptText";
 import type { Slo } from "./Slo";
 import type { Speculation } from "./Speculation";
+import type { Split } from "./Split";
 
 /**
  * Everything about a sweep. Every list is a dimension of the grid. What is left out when
@@ -96,4 +97,8 @@ max_batch_seqs: number | null,
 /**
  * Most tokens per pass; default: room for every slot's longest prompt, within 512..16384.
  */
-max_batch_tokens: number | null, slo: Slo, };
+max_batch_tokens: number | null, slo: Slo, 
+/**
+ * `disaggregated`: the two workers' threads and devices, and the states' path.
+ */
+split: Split, };

@@ -1,0 +1,455 @@
+//! Disaggregated prefill and decode: two worker processes behind one [`Target`].
+//!
+//! The prefill worker computes each prompt and its first token, saves the sequence's state
+//! and hands it over ([`crate::handoff`]); this target passes it to the decode worker, which
+//! loads it into a slot and decodes everything it holds together, one pass per step. The
+//! decoders never wait for a long prompt, since no prompt is computed where they run; the
+//! price is the transfer, which every request's record carries, and the compute of one
+//! machine split in two.
+//!
+//! Stamps from the two workers are mapped onto one clock here (the target's own), and their
+//! passes are numbered in one sequence, so everything above sees one target. A worker that
+//! dies fails the requests it held and no others; the next request that needs it starts a
+//! new one.
+
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+
+use crate::backend::{BackendInfo, LoadSpec};
+use crate::child::WorkerCommand;
+use crate::coordinator::{Worker, WorkerError};
+use crate::handoff::{self, Route, TransferVia};
+use crate::protocol::Reply;
+use crate::scheduler::{Handoff, Policy, SchedEvent, SchedulerConfig, WorkRequest};
+use crate::target::Target;
+
+/// Where one of the two workers computes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
+#[serde(rename_all = "snake_case")]
+pub enum Device {
+    /// As the run's load settings say (`--gpu-layers`).
+    #[default]
+    Same,
+    /// Every layer on the CPU.
+    Cpu,
+    /// Every layer on the GPU, where the build has one.
+    Gpu,
+}
+
+impl Device {
+    pub const ALL: [Device; 3] = [Device::Same, Device::Cpu, Device::Gpu];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Device::Same => "same",
+            Device::Cpu => "cpu",
+            Device::Gpu => "gpu",
+        }
+    }
+
+    fn gpu_layers(self, run: Option<u32>) -> Option<u32> {
+        match self {
+            Device::Same => run,
+            Device::Cpu => Some(0),
+            Device::Gpu => None,
+        }
+    }
+}
+
+impl std::str::FromStr for Device {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Device::ALL.into_iter().find(|d| d.name() == s).ok_or_else(|| format!("unknown device '{s}' (expected same, cpu or gpu)"))
+    }
+}
+
+/// How the two workers of `disaggregated` are set up.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
+pub struct Split {
+    /// The prefill worker's compute threads; 0: half the run's threads (at least one).
+    #[serde(default)]
+    pub prefill_threads: usize,
+    /// The decode worker's compute threads; 0: the rest of the run's threads (at least one).
+    #[serde(default)]
+    pub decode_threads: usize,
+    #[serde(default)]
+    pub prefill_device: Device,
+    #[serde(default)]
+    pub decode_device: Device,
+    #[serde(default)]
+    pub via: TransferVia,
+}
+
+impl Split {
+    pub fn is_default(&self) -> bool {
+        *self == Split::default()
+    }
+
+    /// Threads of (prefill, decode) for a run of `threads` (0: this machine's physical
+    /// `cores`): as asked, or the run's threads shared out, the prefill's half rounded down.
+    pub fn threads(&self, threads: usize, cores: usize) -> (usize, usize) {
+        let total = if threads == 0 { cores } else { threads }.max(2);
+        let prefill = if self.prefill_threads > 0 { self.prefill_threads } else { (total / 2).max(1) };
+        let decode = if self.decode_threads > 0 { self.decode_threads } else { total.saturating_sub(prefill).max(1) };
+        (prefill, decode)
+    }
+
+    /// How results name it: `prefill 1 thread, decode 1 thread, via pipe`.
+    pub fn label(&self, threads: (usize, usize)) -> String {
+        let part = |name: &str, n: usize, d: Device| {
+            let device = if d == Device::Same { String::new() } else { format!(" on the {}", d.name().to_uppercase()) };
+            format!("{name} {n} thread{}{device}", if n == 1 { "" } else { "s" })
+        };
+        format!("{}, {}, via {}", part("prefill", threads.0, self.prefill_device), part("decode", threads.1, self.decode_device), self.via.name())
+    }
+}
+
+/// Which worker holds a request now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    Prefill,
+    Decode,
+}
+
+/// One of the two workers and what this target needs to renumber its passes.
+struct Part {
+    stage: Stage,
+    worker: Option<Worker>,
+    spec: LoadSpec,
+    /// Its current pass: (the worker's number, ours).
+    step: (u64, u64),
+}
+
+/// A prefill worker and a decode worker as one target.
+pub struct Disaggregated {
+    command: WorkerCommand,
+    config: SchedulerConfig,
+    load_timeout: Duration,
+    parts: [Part; 2],
+    info: BackendInfo,
+    load_ms: f64,
+    /// Our clock's zero: every stamp passed up is nanoseconds since it.
+    epoch: Instant,
+    /// Requests in flight: where each is, and what it asked (the decode worker gets it again).
+    requests: HashMap<u64, (Stage, WorkRequest)>,
+    /// The pass (ours) that made each handed-over request's first token.
+    first_step: HashMap<u64, u64>,
+    steps: u64,
+    /// Replies made here (failures of a dead worker's requests), sent before any other.
+    pending: VecDeque<(Instant, Reply)>,
+    route: Route,
+    /// Where state files go (`file`), removed with the target.
+    _files: Option<tempfile::TempDir>,
+    /// Which worker `recv` listens to first, alternating so neither starves.
+    turn: usize,
+}
+
+impl Disaggregated {
+    /// Start both workers with `spec` loaded, each with its share of the threads and its
+    /// device (`config.split`). `cores` is what a thread count of 0 means.
+    pub fn spawn(command: &WorkerCommand, spec: &LoadSpec, config: &SchedulerConfig, load_timeout: Duration, cores: usize) -> Result<Disaggregated, WorkerError> {
+        let split = config.split;
+        let threads = split.threads(spec.threads, cores);
+        let files = match split.via {
+            TransferVia::Pipe => None,
+            TransferVia::File => Some(handoff::file_dir().map_err(|e| WorkerError::Load(format!("cannot make a directory for the transferred states: {e}")))?),
+        };
+        let route = match &files {
+            Some(dir) => Route::File { dir: dir.path().to_path_buf() },
+            None => Route::Pipe,
+        };
+        let part = |stage, n, device: Device| Part {
+            stage,
+            worker: None,
+            spec: LoadSpec { threads: n, gpu_layers: device.gpu_layers(spec.gpu_layers), ..spec.clone() },
+            step: (0, 0),
+        };
+        let mut t = Disaggregated {
+            command: command.clone(),
+            config: config.clone(),
+            load_timeout,
+            parts: [part(Stage::Prefill, threads.0, split.prefill_device), part(Stage::Decode, threads.1, split.decode_device)],
+            info: BackendInfo::default(),
+            load_ms: 0.0,
+            epoch: Instant::now(),
+            requests: HashMap::new(),
+            first_step: HashMap::new(),
+            steps: 0,
+            pending: VecDeque::new(),
+            route,
+            _files: files,
+            turn: 0,
+        };
+        let started = Instant::now();
+        for k in 0..2 {
+            t.start(k)?;
+        }
+        t.load_ms = started.elapsed().as_secs_f64() * 1e3;
+        let (p, d) = (t.parts[0].worker.as_ref().expect("started"), t.parts[1].worker.as_ref().expect("started"));
+        let mut info = p.info().clone();
+        info.device = if p.info().device == d.info().device {
+            format!("prefill and decode: {}", p.info().device)
+        } else {
+            format!("prefill: {}; decode: {}", p.info().device, d.info().device)
+        };
+        info.cpu_fallback = p.info().cpu_fallback.clone().or_else(|| d.info().cpu_fallback.clone());
+        info.threads = p.info().threads + d.info().threads;
+        info.kv_cache_bytes = p.info().kv_cache_bytes.zip(d.info().kv_cache_bytes).map(|(a, b)| a + b);
+        info.settings.insert("disaggregated".into(), split.label((p.info().threads, d.info().threads)));
+        t.info = info;
+        Ok(t)
+    }
+
+    /// Start worker `k`, configured for its role.
+    fn start(&mut self, k: usize) -> Result<(), WorkerError> {
+        let config = self.role_config(&self.config);
+        let part = &mut self.parts[k];
+        let worker = Worker::spawn(&self.command, &part.spec, &config, self.load_timeout).map_err(|e| match e {
+            WorkerError::Load(why) => WorkerError::Load(format!("{} worker: {why}", stage_name(part.stage))),
+            other => other,
+        })?;
+        part.worker = Some(worker);
+        part.step = (0, 0);
+        Ok(())
+    }
+
+    /// Each worker schedules what it holds as `continuous` would: the prefill worker every
+    /// prompt that fits, the decode worker every sequence it holds.
+    fn role_config(&self, config: &SchedulerConfig) -> SchedulerConfig {
+        SchedulerConfig { policy: Policy::Continuous, ..config.clone() }
+    }
+
+    /// Worker `k`, started again if it died.
+    fn worker(&mut self, k: usize) -> Result<&mut Worker, WorkerError> {
+        if self.parts[k].worker.as_mut().is_none_or(|w| w.is_gone()) {
+            self.parts[k].worker = None;
+            self.start(k)?;
+        }
+        Ok(self.parts[k].worker.as_mut().expect("started above"))
+    }
+
+    /// Fail every request worker `k` held: it died (`why`).
+    fn lose(&mut self, k: usize, why: &str) {
+        let stage = self.parts[k].stage;
+        self.parts[k].worker = None;
+        let mut lost: Vec<u64> = self.requests.iter().filter(|(_, (s, _))| *s == stage).map(|(id, _)| *id).collect();
+        lost.sort_unstable();
+        for id in lost {
+            self.requests.remove(&id);
+            self.first_step.remove(&id);
+            let error = format!("the {} worker {why}", stage_name(stage));
+            self.pending.push_back((Instant::now(), Reply::Event(SchedEvent::Failed { id, error })));
+        }
+    }
+
+    /// The event from worker `k` on our clock and pass numbers; a handed-over state goes on
+    /// to the decode worker here. `None` when it is nothing to pass up.
+    fn adopt(&mut self, k: usize, mut event: SchedEvent) -> Option<SchedEvent> {
+        {
+            let worker = self.parts[k].worker.as_ref().expect("it just spoke");
+            event.map_times(&|t| ns_since(self.epoch, worker.to_local(t)));
+        }
+        if let SchedEvent::Step { step, .. } = &mut event {
+            self.steps += 1;
+            self.parts[k].step = (*step, self.steps);
+        }
+        let (theirs, mine) = self.parts[k].step;
+        event.map_step(&|s| if s == theirs { mine } else { s });
+        match &mut event {
+            SchedEvent::HandedOff { id, step, token, top, state, .. } => {
+                let id = *id;
+                let state = state.take();
+                let Some((_, request)) = self.requests.get(&id).cloned() else {
+                    // Cancelled on its way.
+                    if let Some(state) = &state {
+                        handoff::discard(state);
+                    }
+                    return None;
+                };
+                self.first_step.insert(id, *step);
+                let Some(state) = state else {
+                    self.requests.remove(&id);
+                    return Some(SchedEvent::Failed { id, error: "the prefill worker handed over no state".into() });
+                };
+                let resume = WorkRequest { handoff: Handoff::In { token: *token, top: std::mem::take(top), state: state.clone() }, ..request };
+                let sent = self.worker(1).and_then(|w| w.submit(resume));
+                if let Err(e) = sent {
+                    handoff::discard(&state);
+                    self.requests.remove(&id);
+                    self.pending.push_back((Instant::now(), Reply::Event(SchedEvent::Failed { id, error: format!("the decode worker: {e}") })));
+                } else if let Some(r) = self.requests.get_mut(&id) {
+                    r.0 = Stage::Decode;
+                }
+            }
+            SchedEvent::Token { id, index: 0, step, .. } if k == 1 => {
+                if let Some(s) = self.first_step.remove(id) {
+                    *step = s;
+                }
+            }
+            SchedEvent::Finished { id, .. } | SchedEvent::Failed { id, .. } => {
+                self.requests.remove(id);
+                self.first_step.remove(id);
+            }
+            _ => {}
+        }
+        Some(event)
+    }
+}
+
+impl Disaggregated {
+    /// Worker `k`'s next reply within `wait`, on our clock. A worker that died has its
+    /// requests failed (queued in `pending`).
+    fn poll(&mut self, k: usize, wait: Duration) -> Option<(Instant, Reply)> {
+        let Some(w) = self.parts[k].worker.as_mut() else {
+            std::thread::sleep(wait);
+            return None;
+        };
+        match w.recv(wait) {
+            Ok(Some((at, Reply::Event(event)))) => {
+                self.turn = 1 - k;
+                self.adopt(k, event).map(|event| (at, Reply::Event(event)))
+            }
+            Ok(Some(reply)) => Some(reply),
+            Ok(None) => None,
+            Err(e) => {
+                let why = match e {
+                    WorkerError::Died(why) => why,
+                    other => other.to_string(),
+                };
+                self.lose(k, &why);
+                None
+            }
+        }
+    }
+}
+
+fn stage_name(stage: Stage) -> &'static str {
+    match stage {
+        Stage::Prefill => "prefill",
+        Stage::Decode => "decode",
+    }
+}
+
+/// Nanoseconds from `epoch` to `t` (0 for an earlier instant).
+fn ns_since(epoch: Instant, t: Instant) -> u64 {
+    t.saturating_duration_since(epoch).as_nanos() as u64
+}
+
+impl Target for Disaggregated {
+    fn info(&self) -> &BackendInfo {
+        &self.info
+    }
+    fn load_ms(&self) -> f64 {
+        self.load_ms
+    }
+    fn pid(&self) -> Option<u32> {
+        self.parts[0].worker.as_ref().map(Worker::pid)
+    }
+    fn configure(&mut self, config: &SchedulerConfig) -> Result<(), WorkerError> {
+        self.config = config.clone();
+        let role = self.role_config(config);
+        for part in &mut self.parts {
+            if let Some(w) = part.worker.as_mut() {
+                w.configure(role.clone())?;
+            }
+        }
+        Ok(())
+    }
+    fn submit(&mut self, mut request: WorkRequest) -> Result<(), WorkerError> {
+        request.handoff = Handoff::Out { route: self.route.clone() };
+        let id = request.id;
+        self.requests.insert(id, (Stage::Prefill, request.clone()));
+        let sent = self.worker(0).and_then(|w| w.submit(request));
+        if let Err(e) = sent {
+            // Only this request fails; the next one starts the worker again.
+            self.requests.remove(&id);
+            self.pending.push_back((Instant::now(), Reply::Event(SchedEvent::Failed { id, error: format!("the prefill worker: {e}") })));
+        }
+        Ok(())
+    }
+    fn cancel(&mut self, id: u64) {
+        let Some((stage, _)) = self.requests.get(&id) else { return };
+        let k = if *stage == Stage::Prefill { 0 } else { 1 };
+        if let Some(w) = self.parts[k].worker.as_mut() {
+            let _ = w.send(&crate::protocol::Command::Cancel { id });
+        }
+    }
+    fn recv(&mut self, timeout: Duration) -> Result<Option<(Instant, Reply)>, WorkerError> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            if let Some(reply) = self.pending.pop_front() {
+                return Ok(Some(reply));
+            }
+            // Both workers are asked in turn without waiting, then one waits a little: each
+            // line is stamped by its reader thread when it arrives, so how long it waits here
+            // moves no figure, only when it is passed up.
+            for i in 0..2 {
+                let k = (self.turn + i) % 2;
+                if let Some(reply) = self.poll(k, Duration::ZERO) {
+                    return Ok(Some(reply));
+                }
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() && self.pending.is_empty() {
+                return Ok(None);
+            }
+            self.turn = 1 - self.turn;
+            if let Some(reply) = self.poll(self.turn, left.min(Duration::from_millis(1))) {
+                return Ok(Some(reply));
+            }
+        }
+    }
+    fn to_local(&self, target_ns: u64) -> Instant {
+        self.epoch + Duration::from_nanos(target_ns)
+    }
+    fn kill(&mut self) {
+        for part in &mut self.parts {
+            if let Some(w) = part.worker.as_mut() {
+                w.kill();
+            }
+        }
+    }
+    fn close(&mut self) {
+        for part in &mut self.parts {
+            if let Some(w) = part.worker.as_mut() {
+                let _ = w.send(&crate::protocol::Command::Shutdown);
+            }
+        }
+    }
+    fn reset_peak_rss(&self) {
+        for w in self.parts.iter().filter_map(|p| p.worker.as_ref()) {
+            w.reset_peak_rss();
+        }
+    }
+    fn peak_rss_mib(&self) -> Option<f64> {
+        let peaks: Vec<f64> = self.parts.iter().filter_map(|p| p.worker.as_ref()?.peak_rss_mib()).collect();
+        (!peaks.is_empty()).then(|| peaks.iter().sum())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_threads_are_shared_out_unless_given() {
+        let split = Split::default();
+        assert_eq!(split.threads(0, 2), (1, 1));
+        assert_eq!(split.threads(0, 8), (4, 4));
+        assert_eq!(split.threads(5, 8), (2, 3));
+        // One thread cannot be split: each worker gets one.
+        assert_eq!(split.threads(1, 8), (1, 1));
+        let asked = Split { prefill_threads: 3, decode_threads: 1, ..Split::default() };
+        assert_eq!(asked.threads(0, 2), (3, 1));
+        assert_eq!(Split { prefill_threads: 3, ..Split::default() }.threads(8, 8), (3, 5));
+        assert_eq!(asked.label((3, 1)), "prefill 3 threads, decode 1 thread, via pipe");
+        let devices = Split { prefill_device: Device::Gpu, decode_device: Device::Cpu, via: TransferVia::File, ..Split::default() };
+        assert_eq!(devices.label((1, 1)), "prefill 1 thread on the GPU, decode 1 thread on the CPU, via file");
+        assert_eq!(Device::Cpu.gpu_layers(None), Some(0));
+        assert_eq!(Device::Same.gpu_layers(Some(7)), Some(7));
+        assert_eq!("gpu".parse::<Device>(), Ok(Device::Gpu));
+        assert!("npu".parse::<Device>().unwrap_err().contains("expected same, cpu or gpu"));
+    }
+}
