@@ -6,6 +6,7 @@ mod bad_input;
 mod advise;
 mod batching;
 mod candle;
+mod disaggregated;
 mod cli;
 mod kv_cache;
 mod live;

@@ -106,6 +106,13 @@ impl Split {
     }
 }
 
+impl Disaggregated {
+    /// The two workers' process ids (prefill, decode), where they run.
+    pub fn pids(&self) -> [Option<u32>; 2] {
+        [self.parts[0].worker.as_ref().map(Worker::pid), self.parts[1].worker.as_ref().map(Worker::pid)]
+    }
+}
+
 /// Which worker holds a request now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Stage {
