@@ -191,8 +191,14 @@ fn ctrl_c_at_every_stage_of_a_sweep() {
 /// and a retry is recorded in the file `LX_TEST_RETRIES` names, so the test run's closing
 /// lines count it (a technique that holds only every other time stays visible).
 fn demo(name: &str) -> Run {
+    demo_with(name, &[])
+}
+
+/// [`demo`] with more arguments.
+fn demo_with(name: &str, more: &[&str]) -> Run {
     let model = model_path();
-    let args = ["demo", name, "--model", model.to_str().unwrap(), "--threads", "2"];
+    let mut args = vec!["demo", name, "--model", model.to_str().unwrap(), "--threads", "2"];
+    args.extend_from_slice(more);
     let first = lx(&args);
     eprintln!("{}", first.stdout());
     if first.code() == Some(0) {
@@ -254,4 +260,24 @@ fn demo_speculative() {
     let _lock = heavy();
     let out = demo("speculative").stdout();
     assert!(out.contains("ok   decode tok/s p50 per request, prompt lookup ÷ plain, copying a passage"), "{out}");
+}
+
+#[test]
+fn demo_disaggregation_and_its_workload_sent_to_a_server() {
+    use lx_test_support::scripted_server::{serve, tokens, Script};
+    let _lock = heavy();
+    // A server that streams every request's tokens quickly, whatever it is asked.
+    let server = serve(|_, r| Script::Stream(tokens(r.body["max_tokens"].as_u64().unwrap_or(1) as u32, 5, 2, 64)));
+    let out = demo_with("disaggregation", &["--target", &format!("scripted={}", server.url)]).stdout();
+    assert!(out.contains("ok   the decoders' ITL p99, continuous ÷ disaggregated"), "{out}");
+    // The same five requests reached the server (the warm-up's one before them), and its row
+    // is measured with the same columns.
+    let asked: Vec<u64> = server.requests.lock().unwrap().iter().map(|r| r.body["max_tokens"].as_u64().unwrap()).collect();
+    assert_eq!(asked.iter().filter(|&&m| m == 4).count(), 2, "{asked:?}");
+    let row = out.lines().find(|l| l.starts_with("| scripted |")).unwrap_or_else(|| panic!("no server row: {out}"));
+    assert!(row.ends_with("| 0 |"), "{row}");
+    // Any other demo refuses a server, saying which take one.
+    let refused = lx(&["demo", "batching", "--model", model_path().to_str().unwrap(), "--target", &server.url]);
+    assert_eq!(refused.code(), Some(1), "{}", refused.dump());
+    assert!(refused.stderr().contains("--target works with: disaggregation"), "{}", refused.dump());
 }

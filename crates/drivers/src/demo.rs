@@ -27,7 +27,7 @@ pub struct Demo {
     pub shows: &'static str,
 }
 
-pub const DEMOS: [Demo; 7] = [
+pub const DEMOS: [Demo; 8] = [
     Demo { name: "prompt-length", shows: "prompt length drives TTFT, not decode speed" },
     Demo { name: "batching", shows: "batching trades per-request speed for throughput" },
     Demo { name: "static-vs-continuous", shows: "static batching costs TTFT when requests arrive over time" },
@@ -35,6 +35,7 @@ pub const DEMOS: [Demo; 7] = [
     Demo { name: "prefix-cache", shows: "prefix caching removes the cost of a stable prompt prefix" },
     Demo { name: "speculative", shows: "speculative decoding speeds up output that repeats its input, and costs little when drafts fail" },
     Demo { name: "kv-cache", shows: "a q8_0 KV cache fits nearly twice the sequences of f16 in the same memory, at a small cost in speed and text" },
+    Demo { name: "disaggregation", shows: "a separate prefill worker keeps long prompts from stalling the decoders, at the price of a KV transfer and a split machine" },
 ];
 
 /// A demo name that is not one of [`DEMOS`]; the message lists those.
@@ -92,6 +93,13 @@ const KV_PROMPT: u32 = 448;
 const KV_OUTPUT: u32 = 64;
 pub const KV_BUDGET_BYTES: u64 = 256 << 20;
 const KV_ADMITS: f64 = 1.8;
+/// `disaggregation`: chat requests decoding, and long prompts arriving among them (when, ms).
+const DISAGG_CHAT: Scripted = Scripted { at_ms: 0.0, prompt_tokens: 64, max_tokens: 96 };
+pub const DISAGG_LONG_PROMPT: u32 = 2048;
+const DISAGG_LONG_AT_MS: [f64; 2] = [300.0, 1200.0];
+/// How much smaller the decoders' p99 inter-token gap must be with a prefill worker of its
+/// own than with one worker that runs each long prompt in one pass.
+const DISAGG_ITL_GAIN: f64 = 2.0;
 
 /// The points of demo `demo` on `backend`. Kept short (few requests, short outputs): each
 /// demo takes well under a minute on two CPU cores.
@@ -192,6 +200,18 @@ pub fn plan(demo: Demo, backend: &str, threads: usize) -> Plan {
                 vec!["f16 cache", "q8_0 cache"],
             )
         }
+        // Three chat requests decode; two long prompts arrive while they do. One worker
+        // computing each prompt in one pass, the same worker in chunks, and two workers.
+        "disaggregation" => {
+            let mut requests = vec![DISAGG_CHAT; 3];
+            requests.extend(DISAGG_LONG_AT_MS.map(|at_ms| Scripted { at_ms, prompt_tokens: DISAGG_LONG_PROMPT, max_tokens: 4 }));
+            let traffic = Traffic { arrivals: Arrivals::Script { requests }, ..Default::default() };
+            let (p, m) = (DISAGG_CHAT.prompt_tokens, DISAGG_CHAT.max_tokens);
+            (
+                [Policy::Continuous, Policy::Chunked, Policy::Disaggregated].map(|policy| point(policy, p, m, 5, 5, 1, traffic.clone())).to_vec(),
+                vec!["continuous", "chunked", "disaggregated"],
+            )
+        }
         _ => unreachable!("demo names come from DEMOS"),
     };
     let rate_over_capacity = (demo.name == "static-vs-continuous").then_some(OVER_CAPACITY);
@@ -245,6 +265,31 @@ fn short_requests_max_itl(p: &PointResult) -> f64 {
         .fold(f64::NAN, f64::max)
 }
 
+/// The inter-token gaps of the requests that are not `long_prompt` tokens long (the ones
+/// decoding while long prompts arrive), at quantile `q`.
+fn decoders_itl(p: &PointResult, long_prompt: u32, q: f64) -> f64 {
+    let mut gaps: Vec<f64> = p.samples.iter().filter(|r| r.prompt_tokens < long_prompt).flat_map(|r| r.itl_ms()).collect();
+    if gaps.is_empty() {
+        return f64::NAN;
+    }
+    gaps.sort_by(f64::total_cmp);
+    // Nearest rank: the smallest gap at least `q` of them do not exceed.
+    gaps[((q * gaps.len() as f64).ceil() as usize).clamp(1, gaps.len()) - 1]
+}
+
+/// The mean transfer of the states of `prompt_tokens`-token prompts a point moved: (ms, MB,
+/// MB/s); NaN where none moved.
+fn transfer(p: &PointResult, prompt_tokens: u32) -> (f64, f64, f64) {
+    let moved: Vec<_> = p.samples.iter().filter(|r| r.prompt_tokens == prompt_tokens).filter_map(|r| r.transfer).collect();
+    if moved.is_empty() {
+        return (f64::NAN, f64::NAN, f64::NAN);
+    }
+    let n = moved.len() as f64;
+    let ms = moved.iter().map(|t| t.ms()).sum::<f64>() / n;
+    let mb = moved.iter().map(|t| t.bytes as f64).sum::<f64>() / n / 1e6;
+    (ms, mb, mb / (ms / 1e3))
+}
+
 fn long_request_ttft(p: &PointResult) -> f64 {
     p.samples.iter().filter(|r| r.prompt_tokens == CHUNKED_LONG_PROMPT).filter_map(|r| r.ttft_ms()).fold(f64::NAN, f64::max)
 }
@@ -283,6 +328,9 @@ fn same_text_share(a: &PointResult, b: &PointResult) -> f64 {
 
 /// [`judge`], with the backends the run loaded (what `kv-cache` reads its caches' sizes from).
 pub fn judge_with(demo: Demo, labels: &[String], points: &[PointResult], backends: &[BackendInfo]) -> Report {
+    if demo.name == "disaggregation" {
+        return judge_disaggregation(demo, labels, points);
+    }
     let header = ["", "TTFT p50 ms", "TTFT p95 ms", "decode tok/s p50", "max ITL ms", "throughput tok/s", "errors"];
     let rows = labels
         .iter()
@@ -411,6 +459,10 @@ pub fn judge_with(demo: Demo, labels: &[String], points: &[PointResult], backend
             _ => unreachable!("demo names come from DEMOS"),
         }
     };
+    report(demo, header.map(String::from).to_vec(), rows, complete, checks, sentence)
+}
+
+fn report(demo: Demo, header: Vec<String>, rows: Vec<Vec<String>>, complete: bool, checks: Vec<Check>, sentence: String) -> Report {
     let held = complete && checks.iter().all(|c| c.holds);
     // The sentence draws the lesson only from a run that showed it.
     let sentence = if complete && !held {
@@ -418,7 +470,54 @@ pub fn judge_with(demo: Demo, labels: &[String], points: &[PointResult], backend
     } else {
         sentence
     };
-    Report { demo: demo.name, header: header.map(String::from).to_vec(), rows, checks, sentence, held }
+    Report { demo: demo.name, header, rows, checks, sentence, held }
+}
+
+/// `disaggregation`: its own columns (what the chat requests felt, what the long prompts
+/// waited, what moved), for the three ways of serving and any server after them.
+fn judge_disaggregation(demo: Demo, labels: &[String], points: &[PointResult]) -> Report {
+    let header = ["", "chat ITL p50 ms", "chat ITL p99 ms", "long prompts' TTFT ms", "long prompt's transfer", "throughput tok/s", "errors"];
+    let itl = |p: &PointResult, q: f64| decoders_itl(p, DISAGG_LONG_PROMPT, q);
+    let long_ttft = |p: &PointResult| {
+        let t: Vec<f64> = p.samples.iter().filter(|r| r.prompt_tokens == DISAGG_LONG_PROMPT).filter_map(|r| r.ttft_ms()).collect();
+        t.iter().sum::<f64>() / t.len() as f64
+    };
+    let rows = labels
+        .iter()
+        .zip(points)
+        .map(|(label, p)| {
+            let (ms, mb, _) = transfer(p, DISAGG_LONG_PROMPT);
+            vec![
+                label.clone(),
+                format!("{:.0}", itl(p, 0.5)),
+                format!("{:.0}", itl(p, 0.99)),
+                format!("{:.0}", long_ttft(p)),
+                if ms.is_nan() { "-".into() } else { format!("{mb:.1} MB in {ms:.0} ms") },
+                format!("{:.1}", p.throughput_tps),
+                p.errors.to_string(),
+            ]
+        })
+        .collect();
+    let complete = points.len() >= 3 && labels.len() == points.len() && points[..3].iter().all(|p| p.errors == 0 && p.requests > 0);
+    if !complete {
+        let sentence = "the demo did not measure every point (see the errors), so it shows nothing".to_string();
+        return report(demo, header.map(String::from).to_vec(), rows, false, Vec::new(), sentence);
+    }
+    let (a, chunked, split) = (&points[0], &points[1], &points[2]);
+    let gain = itl(a, 0.99) / itl(split, 0.99);
+    let (ms, mb, rate) = transfer(split, DISAGG_LONG_PROMPT);
+    let (chat_ms, chat_mb, _) = transfer(split, DISAGG_CHAT.prompt_tokens);
+    let checks = vec![Check::new("the decoders' ITL p99, continuous ÷ disaggregated", gain, ">=", DISAGG_ITL_GAIN)];
+    let sentence = format!(
+        "While two {DISAGG_LONG_PROMPT}-token prompts were prefilled, a decode worker of its own kept the chat requests' p99 inter-token gap at {:.0} ms where one worker computing each prompt in one pass let it reach {:.0} ms ({gain:.1}×; chunking: {:.0} ms). The price: each long prompt's state ({mb:.1} MB) took {ms:.0} ms to move ({rate:.0} MB/s; a chat prompt's {chat_mb:.1} MB, {chat_ms:.0} ms), the long prompts' first tokens came after {:.1} s instead of {:.1} s, and the machine's cores were split, so throughput was {:.0}% of one worker's. Split across two devices (a GPU prefilling for another), each phase gets its own hardware; split on one machine, as here, decode is protected but nothing is gained in total.",
+        itl(split, 0.99),
+        itl(a, 0.99),
+        itl(chunked, 0.99),
+        long_ttft(split) / 1e3,
+        long_ttft(a) / 1e3,
+        split.throughput_tps / a.throughput_tps * 100.0
+    );
+    report(demo, header.map(String::from).to_vec(), rows, true, checks, sentence)
 }
 
 /// The demo a run file measured (`lx demo NAME --out FILE` records it in its settings,
@@ -428,7 +527,12 @@ pub fn judge_run(run: &RunFile) -> Option<Result<Report, UnknownDemo>> {
     let name = run.settings.get("demo")?.as_str()?;
     let backend = run.settings.get("backend").and_then(|b| b.as_str()).unwrap_or("llama");
     let threads = run.settings.get("threads").and_then(|t| t.as_u64()).unwrap_or(0) as usize;
-    Some(find(name).map(|demo| judge_with(demo, &plan(demo, backend, threads).labels, &run.points, &run.backends)))
+    Some(find(name).map(|demo| {
+        // Points past the plan's are its workload sent to servers, named by their backend.
+        let mut labels = plan(demo, backend, threads).labels;
+        labels.extend(run.points.iter().skip(labels.len()).map(|p| p.backend.clone()));
+        judge_with(demo, &labels, &run.points, &run.backends)
+    }))
 }
 
 /// Demos' checks as one Markdown table: a row per check, with the value measured, the
@@ -459,9 +563,21 @@ impl Printer for Silent {
     }
 }
 
-/// Run demo `demo` on `backend` and judge it. The points land in `run` (and `ctx.out`).
-pub fn run_demo(demo: Demo, backend: &str, threads: usize, ctx: &SweepContext<'_>, run: &mut RunFile, observer: &mut dyn SweepObserver) -> Result<Report, SweepError> {
-    let plan = plan(demo, backend, threads);
+/// The demos whose workload can also be sent to servers: their point is what the workload
+/// does to a target, not how our scheduler runs it.
+pub const WITH_SERVERS: [&str; 1] = ["disaggregation"];
+
+/// Run demo `demo` on `backend` and judge it; then send its workload to each of `servers`
+/// (OpenAI-compatible targets, by name), whose rows follow the backend's in the table. The
+/// points land in `run` (and `ctx.out`).
+pub fn run_demo(demo: Demo, backend: &str, servers: &[String], threads: usize, ctx: &SweepContext<'_>, run: &mut RunFile, observer: &mut dyn SweepObserver) -> Result<Report, SweepError> {
+    let mut plan = plan(demo, backend, threads);
+    if !servers.is_empty() {
+        if !WITH_SERVERS.contains(&demo.name) {
+            return Err(SweepError::Refused(format!("demo {} shows how our scheduler runs requests, so it measures a backend, not a server; --target works with: {}", demo.name, WITH_SERVERS.join(", "))));
+        }
+        with_servers(&mut plan, servers);
+    }
     let first = run.points.len();
     let mut points = plan.points;
     if let Some(factor) = plan.rate_over_capacity {
@@ -476,6 +592,16 @@ pub fn run_demo(demo: Demo, backend: &str, threads: usize, ctx: &SweepContext<'_
     }
     run_points(&plan.sweep, points, ctx, run, &mut Silent, observer)?;
     Ok(judge_with(demo, &plan.labels, &run.points[first..], &run.backends))
+}
+
+/// `plan` with the workload of its first point sent to each server as well.
+fn with_servers(plan: &mut Plan, servers: &[String]) {
+    let workload = plan.points[0].clone();
+    for server in servers {
+        plan.points.push(SweepPoint { backend: server.clone(), policy: Policy::Continuous, ..workload.clone() });
+        plan.labels.push(server.clone());
+    }
+    plan.sweep.servers = servers.to_vec();
 }
 
 /// The points, with every Poisson arrival rate set to `rate` requests per second.
@@ -605,6 +731,44 @@ mod tests {
         // Chunking that doubles the long prompt's TTFT is not "a small cost".
         chunk[3].1 = vec![10_000.0, 10_050.0];
         assert!(!judge(d, &labels(d), &[a, result(Policy::Chunked, chunk, 11_000.0)]).held);
+    }
+
+    #[test]
+    fn disaggregation_checks_the_decoders_p99_gap_and_prices_the_transfer() {
+        let d = find("disaggregation").unwrap();
+        // Three decoders with 100 gaps each; one worker stalls them twice for 2 s, chunking for
+        // 300 ms, two workers never.
+        let decoders = |stall: f64| {
+            (0..3)
+                .map(|_| {
+                    let mut t = vec![100.0];
+                    for i in 1..=100 {
+                        t.push(t[i - 1] + if i == 20 || i == 60 { stall } else { 40.0 });
+                    }
+                    (64u32, t)
+                })
+                .collect::<Vec<_>>()
+        };
+        let point = |policy, stall: f64, long_ttft: f64| {
+            let mut samples = decoders(stall);
+            samples.extend(vec![(DISAGG_LONG_PROMPT, vec![long_ttft, long_ttft + 40.0]); 2]);
+            result(policy, samples, 5000.0)
+        };
+        let mut split = point(Policy::Disaggregated, 40.0, 6000.0);
+        for r in &mut split.samples {
+            let mb = if r.prompt_tokens == DISAGG_LONG_PROMPT { 14_000_000 } else { 1_000_000 };
+            r.transfer = Some(lx_core::records::Transfer { bytes: mb, save_start_ms: 10.0, save_end_ms: 30.0, load_start_ms: 100.0, load_end_ms: 110.0 });
+        }
+        let points = [point(Policy::Continuous, 2000.0, 3000.0), point(Policy::Chunked, 300.0, 3500.0), split];
+        let r = judge(d, &labels(d), &points);
+        assert!(r.held, "{r:?}");
+        // Nearest rank: the 297th of 300 gaps is the continuous run's sixth (last) stall.
+        assert!((r.checks[0].value - 2000.0 / 40.0).abs() < 1e-9, "{r:?}");
+        assert!(r.sentence.contains("(14.0 MB) took 100 ms to move (140 MB/s; a chat prompt's 1.0 MB, 100 ms)"), "{}", r.sentence);
+        assert!(r.sentence.contains("came after 6.0 s instead of 3.0 s"), "{}", r.sentence);
+        // Two workers that stall the decoders as much as one worker does show nothing.
+        let same = [points[0].clone(), points[1].clone(), point(Policy::Disaggregated, 2000.0, 6000.0)];
+        assert!(!judge(d, &labels(d), &same).held);
     }
 
     #[test]

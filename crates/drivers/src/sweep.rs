@@ -411,6 +411,9 @@ pub enum SweepError {
     /// A search's trial measured nothing (the worker could not load, or died at once).
     #[error("a trial measured nothing: {0}")]
     Trial(String),
+    /// What was asked cannot be measured this way; nothing ran.
+    #[error("{0}")]
+    Refused(String),
 }
 
 /// Run the sweep, filling `run` and printing rows as points finish. Returns the number

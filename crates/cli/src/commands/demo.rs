@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use lx_drivers::demo::{find, run_demo, Report, DEMOS};
+use lx_drivers::demo::{find, run_demo, Report, DEMOS, WITH_SERVERS};
 use lx_core::traffic::RunControl;
 use lx_results::results::RunFile;
 use lx_format::workload::PromptBuilder;
@@ -33,6 +33,10 @@ pub struct DemoArgs {
     /// Print the report as JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// `disaggregation` only: send the same workload to these servers too (a disaggregated
+    /// deployment beside an aggregated one), each a row after the backend's.
+    #[command(flatten)]
+    targets: crate::commands::TargetArgs,
 }
 
 pub fn run(args: DemoArgs) -> anyhow::Result<i32> {
@@ -43,6 +47,10 @@ pub fn run(args: DemoArgs) -> anyhow::Result<i32> {
         return Ok(0);
     }
     let demo = find(args.name.as_deref().unwrap_or_default())?;
+    let servers = args.targets.servers(false)?;
+    if !servers.is_empty() && !WITH_SERVERS.contains(&demo.name) {
+        anyhow::bail!("demo {} shows how our scheduler runs requests, so it measures a backend, not a server; --target works with: {}", demo.name, WITH_SERVERS.join(", "));
+    }
     let backend = lx_backends::canonical(args.backend.trim())?.to_string();
     let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
     let prompts = PromptBuilder::new(&model.tokenizer);
@@ -51,10 +59,12 @@ pub fn run(args: DemoArgs) -> anyhow::Result<i32> {
     let hardware = lx_backends::hardware_report();
     let settings = serde_json::json!({ "demo": demo.name, "backend": backend, "threads": args.threads });
     let mut run = RunFile::new(std::env::args().collect(), hardware, model.record(), settings);
-    let ctx = model.sweep_context(&prompts, lx_backends::spawner(lx_backends::tune::Use::Measure, 0), args.out.clone(), control);
+    let names: Vec<String> = servers.iter().map(|s| s.name.clone()).collect();
+    let spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::tune::Use::Measure, 0);
+    let ctx = model.sweep_context(&prompts, spawn, args.out.clone(), control);
     eprintln!("demo {}: {} ({backend}, measured live)", demo.name, demo.shows);
     let mut progress = crate::progress::SweepProgress::new(0);
-    let report = run_demo(demo, &backend, args.threads, &ctx, &mut run, &mut progress);
+    let report = run_demo(demo, &backend, &names, args.threads, &ctx, &mut run, &mut progress);
     progress.finish();
     let report = report?;
     if args.json {
