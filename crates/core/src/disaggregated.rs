@@ -451,9 +451,9 @@ mod tests {
         let asked = Split { prefill_threads: 3, decode_threads: 1, ..Split::default() };
         assert_eq!(asked.threads(0, 2), (3, 1));
         assert_eq!(Split { prefill_threads: 3, ..Split::default() }.threads(8, 8), (3, 5));
-        assert_eq!(asked.label((3, 1)), "prefill 3 threads, decode 1 thread, via pipe");
-        let devices = Split { prefill_device: Device::Gpu, decode_device: Device::Cpu, via: TransferVia::File, ..Split::default() };
-        assert_eq!(devices.label((1, 1)), "prefill 1 thread on the GPU, decode 1 thread on the CPU, via file");
+        assert_eq!(asked.label((3, 1)), "prefill 3 threads, decode 1 thread, via file");
+        let devices = Split { prefill_device: Device::Gpu, decode_device: Device::Cpu, via: TransferVia::Pipe, ..Split::default() };
+        assert_eq!(devices.label((1, 1)), "prefill 1 thread on the GPU, decode 1 thread on the CPU, via pipe");
         assert_eq!(Device::Cpu.gpu_layers(None), Some(0));
         assert_eq!(Device::Same.gpu_layers(Some(7)), Some(7));
         assert_eq!("gpu".parse::<Device>(), Ok(Device::Gpu));

@@ -255,6 +255,15 @@ pub struct Report {
     pub held: bool,
 }
 
+impl Report {
+    /// Its measured points as a Markdown table, a row per point.
+    pub fn table(&self) -> Vec<String> {
+        let mut lines = vec![format!("| {} |", self.header.join(" | ")), format!("|{}", " ---: |".repeat(self.header.len()))];
+        lines.extend(self.rows.iter().map(|row| format!("| {} |", row.join(" | "))));
+        lines
+    }
+}
+
 /// Largest ITL of the requests that were decoding when the long prompt arrived (the
 /// short ones of the chunked-prefill script).
 fn short_requests_max_itl(p: &PointResult) -> f64 {
@@ -266,15 +275,9 @@ fn short_requests_max_itl(p: &PointResult) -> f64 {
 }
 
 /// The inter-token gaps of the requests that are not `long_prompt` tokens long (the ones
-/// decoding while long prompts arrive), at quantile `q`.
-fn decoders_itl(p: &PointResult, long_prompt: u32, q: f64) -> f64 {
-    let mut gaps: Vec<f64> = p.samples.iter().filter(|r| r.prompt_tokens < long_prompt).flat_map(|r| r.itl_ms()).collect();
-    if gaps.is_empty() {
-        return f64::NAN;
-    }
-    gaps.sort_by(f64::total_cmp);
-    // Nearest rank: the smallest gap at least `q` of them do not exceed.
-    gaps[((q * gaps.len() as f64).ceil() as usize).clamp(1, gaps.len()) - 1]
+/// decoding while long prompts arrive): their distribution, as a sweep's ITL columns have it.
+fn decoders_itl(p: &PointResult, long_prompt: u32) -> lx_core::stats::Distribution {
+    lx_core::stats::Distribution::of(p.samples.iter().filter(|r| r.prompt_tokens < long_prompt).flat_map(|r| r.itl_ms()))
 }
 
 /// The mean transfer of the states of `prompt_tokens`-token prompts a point moved: (ms, MB,
@@ -477,7 +480,7 @@ fn report(demo: Demo, header: Vec<String>, rows: Vec<Vec<String>>, complete: boo
 /// waited, what moved), for the three ways of serving and any server after them.
 fn judge_disaggregation(demo: Demo, labels: &[String], points: &[PointResult]) -> Report {
     let header = ["", "chat ITL p50 ms", "chat ITL p99 ms", "long prompts' TTFT ms", "long prompt's transfer", "throughput tok/s", "errors"];
-    let itl = |p: &PointResult, q: f64| decoders_itl(p, DISAGG_LONG_PROMPT, q);
+    let itl = |p: &PointResult| decoders_itl(p, DISAGG_LONG_PROMPT);
     let long_ttft = |p: &PointResult| {
         let t: Vec<f64> = p.samples.iter().filter(|r| r.prompt_tokens == DISAGG_LONG_PROMPT).filter_map(|r| r.ttft_ms()).collect();
         t.iter().sum::<f64>() / t.len() as f64
@@ -489,8 +492,8 @@ fn judge_disaggregation(demo: Demo, labels: &[String], points: &[PointResult]) -
             let (ms, mb, _) = transfer(p, DISAGG_LONG_PROMPT);
             vec![
                 label.clone(),
-                format!("{:.0}", itl(p, 0.5)),
-                format!("{:.0}", itl(p, 0.99)),
+                format!("{:.0}", itl(p).p50),
+                format!("{:.0}", itl(p).p99),
                 format!("{:.0}", long_ttft(p)),
                 if ms.is_nan() { "-".into() } else { format!("{mb:.1} MB in {ms:.0} ms") },
                 format!("{:.1}", p.throughput_tps),
@@ -504,15 +507,15 @@ fn judge_disaggregation(demo: Demo, labels: &[String], points: &[PointResult]) -
         return report(demo, header.map(String::from).to_vec(), rows, false, Vec::new(), sentence);
     }
     let (a, chunked, split) = (&points[0], &points[1], &points[2]);
-    let gain = itl(a, 0.99) / itl(split, 0.99);
+    let gain = itl(a).p99 / itl(split).p99;
     let (ms, mb, rate) = transfer(split, DISAGG_LONG_PROMPT);
     let (chat_ms, chat_mb, _) = transfer(split, DISAGG_CHAT.prompt_tokens);
     let checks = vec![Check::new("the decoders' ITL p99, continuous ÷ disaggregated", gain, ">=", DISAGG_ITL_GAIN)];
     let sentence = format!(
         "While two {DISAGG_LONG_PROMPT}-token prompts were prefilled, a decode worker of its own kept the chat requests' p99 inter-token gap at {:.0} ms where one worker computing each prompt in one pass let it reach {:.0} ms ({gain:.1}×; chunking: {:.0} ms). The price: each long prompt's state ({mb:.1} MB) took {ms:.0} ms to move ({rate:.0} MB/s; a chat prompt's {chat_mb:.1} MB, {chat_ms:.0} ms), the long prompts' first tokens came after {:.1} s instead of {:.1} s, and the machine's cores were split, so throughput was {:.0}% of one worker's. Split across two devices (a GPU prefilling for another), each phase gets its own hardware; split on one machine, as here, decode is protected but nothing is gained in total.",
-        itl(split, 0.99),
-        itl(a, 0.99),
-        itl(chunked, 0.99),
+        itl(split).p99,
+        itl(a).p99,
+        itl(chunked).p99,
         long_ttft(split) / 1e3,
         long_ttft(a) / 1e3,
         split.throughput_tps / a.throughput_tps * 100.0
@@ -762,8 +765,8 @@ mod tests {
         let points = [point(Policy::Continuous, 2000.0, 3000.0), point(Policy::Chunked, 300.0, 3500.0), split];
         let r = judge(d, &labels(d), &points);
         assert!(r.held, "{r:?}");
-        // Nearest rank: the 297th of 300 gaps is the continuous run's sixth (last) stall.
-        assert!((r.checks[0].value - 2000.0 / 40.0).abs() < 1e-9, "{r:?}");
+        // Six stalls in 300 gaps: the p99 is a stall's.
+        assert!((r.checks[0].value / (2000.0 / 40.0) - 1.0).abs() < 0.002, "{r:?}");
         assert!(r.sentence.contains("(14.0 MB) took 100 ms to move (140 MB/s; a chat prompt's 1.0 MB, 100 ms)"), "{}", r.sentence);
         assert!(r.sentence.contains("came after 6.0 s instead of 3.0 s"), "{}", r.sentence);
         // Two workers that stall the decoders as much as one worker does show nothing.

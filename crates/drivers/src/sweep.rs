@@ -538,7 +538,7 @@ impl Session {
                 match (ctx.spawn)(&backend, &LoadSpec { kv: traffic.kv, ..load_spec.clone() }, &config) {
                     Ok(w) => {
                         observer.loaded(&backend, w.info(), w.load_ms());
-                        if !run.backends.iter().any(|b| b.name == w.info().name && b.version == w.info().version) {
+                        if !run.backends.iter().any(|b| b.name == w.info().name && b.version == w.info().version && b.settings == w.info().settings) {
                             run.backends.push(w.info().clone());
                         }
                         *worker = Some((backend.clone(), traffic.kv, split, w));

@@ -233,8 +233,8 @@ export class SweepPanel {
       slo: { ttft_ms: opt(this.sloTtft), decode_tps: opt(this.sloDecode) ?? READING_PACE_TPS },
       stop_at_eos: this.stopAtEos.checked,
       gpu_layers: opt(this.gpuLayers),
-      // disaggregated: the threads shared out between the two workers, states through the pipe
-      split: { prefill_threads: 0, decode_threads: 0, prefill_device: "same", decode_device: "same", via: "pipe" },
+      // disaggregated: the threads shared out between the two workers, states through shared memory
+      split: { prefill_threads: 0, decode_threads: 0, prefill_device: "same", decode_device: "same", via: "file" },
     };
     const options: SweepOptions = { hangTimeoutS: opt(this.hangTimeout), noCeilings: this.noCeilings.checked };
     this.table.replaceChildren();

@@ -84,10 +84,8 @@ pub fn run(args: DemoArgs) -> anyhow::Result<i32> {
 }
 
 fn print_report(r: &Report) {
-    println!("| {} |", r.header.join(" | "));
-    println!("|{}", " ---: |".repeat(r.header.len()));
-    for row in &r.rows {
-        println!("| {} |", row.join(" | "));
+    for line in r.table() {
+        println!("{line}");
     }
     println!();
     for c in &r.checks {

@@ -27,7 +27,8 @@ pub struct ShowArgs {
     #[arg(long, conflicts_with = "columns")]
     repetitions: bool,
     /// Which table: for run files `points` (a sweep's table), `demo` (a demo's checks, the
-    /// default for a demo's runs), `speculation` (what speculative decoding did) or
+    /// default for a demo's runs), `report` (a demo's measured points), `speculation` (what
+    /// speculative decoding did), `transfer` (what disaggregated serving moved) or
     /// `decisions` (`lx advise`'s evidence: every trial, the answers and the advice); for a study file one of its kind's (batching-bench:
     /// `decode`, `serving`; without it, all of them).
     #[arg(long)]
@@ -76,6 +77,25 @@ pub fn run(args: ShowArgs) -> anyhow::Result<i32> {
     let demos = runs.iter().filter(|r| lx_drivers::demo::judge_run(r).is_some()).count();
     let as_demo = match args.table.as_deref() {
         Some("demo") => true,
+        Some("report") => {
+            for run in &runs {
+                let report = lx_drivers::demo::judge_run(run).ok_or_else(|| anyhow::anyhow!("--table report: not every file is a demo's run (`lx demo NAME --out FILE`)"))??;
+                for line in report.table() {
+                    println!("{line}");
+                }
+            }
+            return Ok(0);
+        }
+        Some("transfer") => {
+            let table = lx_results::transfer::transfer_table(runs.iter().map(|r| (&r.backends[..], &r.points[..])));
+            if table.is_empty() {
+                bail!("no point of these runs moved a sequence's state (lx sweep --policy disaggregated)");
+            }
+            for line in table {
+                println!("{line}");
+            }
+            return Ok(0);
+        }
         Some("points") => false,
         Some("speculation") => {
             let points: Vec<_> = runs.into_iter().flat_map(|r| r.points).collect();
@@ -109,7 +129,7 @@ pub fn run(args: ShowArgs) -> anyhow::Result<i32> {
             }
             return Ok(0);
         }
-        Some(other) => bail!("run files have no table '{other}' (their tables: points, demo, speculation, decisions)"),
+        Some(other) => bail!("run files have no table '{other}' (their tables: points, demo, report, speculation, transfer, decisions)"),
         None => demos == runs.len() && args.columns.is_none() && !args.repetitions,
     };
     if as_demo {

@@ -18,9 +18,9 @@ pub struct SplitArgs {
     /// disaggregated: where the decode worker computes: same, cpu or gpu.
     #[arg(long, default_value = "same")]
     pub decode_device: Device,
-    /// disaggregated: how each prefilled state reaches the decode worker: pipe (inside the
-    /// workers' protocol, through lx) or file (a file in shared memory).
-    #[arg(long, default_value = "pipe")]
+    /// disaggregated: how each prefilled state reaches the decode worker: file (a file in
+    /// shared memory) or pipe (inside the workers' protocol, through lx).
+    #[arg(long, default_value = "file")]
     pub transfer_via: TransferVia,
 }
 
