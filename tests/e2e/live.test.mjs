@@ -353,6 +353,51 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     );
   });
 
+  test("disaggregated: two workers load, and the timeline draws each request's transfer from the prefill worker to the decode worker", async () => {
+    const choose = (v) =>
+      browser.execute((value) => {
+        const el = document.querySelector('[data-testid="policy"]');
+        el.value = value;
+        el.dispatchEvent(new Event("change", { bubbles: true }));
+      }, v);
+    await choose("disaggregated");
+    await until(
+      "two workers loaded for the disaggregated policy",
+      () => {
+        const b = window.__lx.store.backends.get("llama");
+        return b && b.state === "measuring" && b.capacity ? b.capacity.disaggregated : null;
+      },
+      (d) => d === true,
+      300_000,
+    );
+    const moved = await until("a transfer drawn in the timeline", () => document.querySelectorAll('[data-testid="timeline"] [data-transfer]').length, (n) => n >= 2, 300_000);
+    assert.ok(moved >= 2);
+    const timeline = await browser.execute(() => {
+      const t = document.querySelector('[data-testid="timeline"]');
+      return { note: t.querySelector(".card-head .muted").textContent, title: t.querySelector("[data-transfer] title").textContent };
+    });
+    assert.match(timeline.note, /two workers: prefill above, decode below/);
+    assert.match(timeline.title, /^transfer [\d.]+ MB in [\d.,]+ ?(ms|s), prefill worker → decode worker$/);
+    const facts = await browser.execute(() => document.querySelector('.backend-facts[data-backend="llama"]').textContent);
+    assert.match(facts, /prefill and decode|prefill: /);
+    await shot("live-disaggregated");
+    await browser.execute(() => document.querySelector('[data-testid="timeline"]').scrollIntoView());
+    await sleep(600);
+    await shot("live-disaggregated-timeline");
+    await browser.execute(() => (document.querySelector(".main").scrollTop = 0));
+    await choose("continuous");
+    // Back to one worker: the next test must find it measuring.
+    await until(
+      "one worker loaded again",
+      () => {
+        const b = window.__lx.store.backends.get("llama");
+        return b && b.state === "measuring" && b.capacity ? b.capacity.disaggregated : null;
+      },
+      (d) => d === false,
+      300_000,
+    );
+  });
+
   test("a killed worker is reported, and Retry recovers", async () => {
     const pid = await until("a running worker", () => {
       const b = window.__lx.store.backends.get("llama");

@@ -1,8 +1,10 @@
 /**
  * The request timeline: for the last few dozen requests, queue wait, each prefill pass and
  * the decode span (with a tick at each verify pass that accepted drafted tokens), on one
- * time axis, so prefill and decode can be pointed at. SVG (a
- * diagram of spans, not a chart), redrawn a few times a second.
+ * time axis, so prefill and decode can be pointed at. Under the disaggregated policy a row
+ * has two lanes, the prefill worker's above and the decode worker's below, and the state's
+ * transfer is a band slanting from one to the other. SVG (a diagram of spans, not a chart),
+ * redrawn a few times a second.
  */
 import { backendColor, THEME } from "../lib/colors";
 import { h, setText } from "../lib/dom";
@@ -38,7 +40,9 @@ export class Timeline {
       h("span", { class: "swatch decode" }),
       "decode ",
       h("span", { class: "swatch verify", title: "a verify pass that accepted drafted tokens (speculative decoding)" }),
-      "verify pass",
+      "verify pass ",
+      h("span", { class: "swatch transfer", title: "disaggregated: the prefilled state moving from the prefill worker (upper lane) to the decode worker (lower lane)" }),
+      "transfer",
     );
     this.el = h("section", { class: "card timeline", "data-testid": "timeline" }, h("header", { class: "card-head" }, h("span", {}, "Request timeline"), legend, this.axisNote), this.svgEl);
   }
@@ -65,13 +69,20 @@ export class Timeline {
     const span = Math.max(1, t1 - t0);
     const plotW = width - LABEL_W - 8;
     const X = (t: number) => LABEL_W + ((t - t0) / span) * plotW;
-    const rect = (y: number, a: number, b: number, fill: string, title: string) => {
-      const r = svg("rect", { x: X(a), y: y + 2, width: Math.max(1, X(b) - X(a)), height: ROW_H - 4, fill, rx: 1 });
+    const titled = <E extends SVGElement>(el: E, title: string) => {
       const t = svg("title", {});
       t.textContent = title;
-      r.append(t);
-      this.svgEl.append(r);
+      el.append(t);
+      this.svgEl.append(el);
     };
+    // A lane: the whole row, or (two workers) its upper or lower half.
+    type Lane = "row" | "prefill" | "decode";
+    const laneY = (y: number, lane: Lane): [number, number] => (lane === "row" ? [y + 2, ROW_H - 4] : lane === "prefill" ? [y + 1, ROW_H / 2 - 1] : [y + ROW_H / 2, ROW_H / 2 - 1]);
+    const rect = (y: number, a: number, b: number, fill: string, title: string, lane: Lane = "row") => {
+      const [top, height] = laneY(y, lane);
+      titled(svg("rect", { x: X(a), y: top, width: Math.max(1, X(b) - X(a)), height, fill, rx: 1 }), title);
+    };
+    let split = false;
     rows.forEach((r, i) => {
       const y = i * ROW_H;
       const label = svg("text", { x: 4, y: y + ROW_H - 2, fill: r.error ? "#f87171" : THEME.axis, "font-size": 10 });
@@ -80,8 +91,16 @@ export class Timeline {
       const end = (t: number | null) => t ?? (r.done ? r.submit : now);
       const admitted = r.admit;
       rect(y, r.submit, admitted ?? end(r.prefill[0]?.startMs ?? null), THEME.queue, `queue ${fmtMs((admitted ?? now) - r.submit)}`);
-      for (const p of r.prefill) rect(y, p.startMs, p.endMs, THEME.prefill, `prefill ${p.tokens} tokens in ${fmtMs(p.endMs - p.startMs)}`);
-      if (r.first !== null) rect(y, r.first, end(r.last), backendColor(r.backend), `decode ${fmtMs(end(r.last) - r.first)}`);
+      const t = r.transfer;
+      split ||= t !== null;
+      for (const p of r.prefill) rect(y, p.startMs, p.endMs, THEME.prefill, `prefill ${p.tokens} tokens in ${fmtMs(p.endMs - p.startMs)}${t ? " (prefill worker)" : ""}`, t ? "prefill" : "row");
+      if (t) {
+        // At least 3 px wide: a transfer of milliseconds in a minute of timeline stays visible (its title has the figures).
+        const [x0, x1] = [X(t.startMs), Math.max(X(t.endMs), X(t.startMs) + 3)];
+        const band = svg("polygon", { points: `${x0},${y + 1} ${x1},${y + ROW_H / 2} ${x1},${y + ROW_H - 1} ${x0},${y + ROW_H / 2}`, fill: THEME.transfer, "data-transfer": "" });
+        titled(band, `transfer ${(t.bytes / 1e6).toFixed(1)} MB in ${fmtMs(t.endMs - t.startMs)}, prefill worker → decode worker`);
+      }
+      if (r.first !== null) rect(y, r.first, end(r.last), backendColor(r.backend), `decode ${fmtMs(end(r.last) - r.first)}${t ? " (decode worker)" : ""}`, t ? "decode" : "row");
       for (const t of r.verified) {
         const tick = svg("rect", { x: X(t) - 0.75, y, width: 1.5, height: ROW_H, fill: THEME.throughput, "data-verify": "" });
         const title = svg("title", {});
@@ -92,6 +111,6 @@ export class Timeline {
     });
     const axis = svg("line", { x1: LABEL_W, x2: width - 8, y1: ROWS * ROW_H + 2, y2: ROWS * ROW_H + 2, stroke: THEME.grid });
     this.svgEl.append(axis);
-    setText(this.axisNote, `last ${fmtMs(span)} · ${rows.length} requests`);
+    setText(this.axisNote, `last ${fmtMs(span)} · ${rows.length} requests${split ? " · two workers: prefill above, decode below" : ""}`);
   }
 }

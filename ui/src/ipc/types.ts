@@ -35,6 +35,7 @@ export type { PointFigures } from "./generated/PointFigures";
 export type { PointSpec } from "./generated/PointSpec";
 export type { Policy } from "./generated/Policy";
 export type { PrefillSpan } from "./generated/PrefillSpan";
+export type { TransferSpan } from "./generated/TransferSpan";
 export type { PresetRecord } from "./generated/PresetRecord";
 export type { Progress as FetchEvent } from "./generated/Progress";
 export type { SearchRecord } from "./generated/SearchRecord";

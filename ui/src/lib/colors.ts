@@ -35,6 +35,7 @@ export const THEME = {
   queue: "#64748b",
   prefill: "#f59e0b",
   decode: "#38bdf8",
+  transfer: "#e879f9",
   ceiling: "#f87171",
   clock: "#a5b4fc",
   power: "#fbbf24",

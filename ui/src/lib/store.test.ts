@@ -24,11 +24,25 @@ const started = (id: number, atMs: number, preview = false): LiveEvent => ({
 
 const done = (id: number, submit: number, first: number, last: number, extra: Partial<Extract<LiveEvent, { type: "requestDone" }>> = {}): LiveEvent => ({
   type: "requestDone", id, backend: "llama", policy: "continuous", promptTokens: 64, maxTokens: 8, concurrency: 2, submitAtMs: submit, admitAtMs: submit + 1,
-  prefill: [{ tokens: 64, startMs: submit + 1, endMs: first - 1 }], firstTokenAtMs: first, lastTokenAtMs: last, verifiedAtMs: [], outputTokens: 8, ttftMs: first - submit,
+  prefill: [{ tokens: 64, startMs: submit + 1, endMs: first - 1 }], firstTokenAtMs: first, lastTokenAtMs: last, verifiedAtMs: [], transfer: null, outputTokens: 8, ttftMs: first - submit,
   queueMs: 1, decodeTps: 7000 / (last - first), prefillTps: 1000, e2eMs: last - submit, settled: true, finish: "length", error: null, ...extra,
 });
 
 describe("LiveStore", () => {
+  it("keeps a disaggregated request's transfer between its workers, in flight and done", () => {
+    const s = new LiveStore();
+    s.beginSession(settings);
+    s.apply([started(1, 10)], 1000);
+    const transfer = { bytes: 14_000_000, startMs: 40, endMs: 55 };
+    s.apply([{ type: "requestTransferred", id: 1, transfer }], 1050);
+    expect(s.inFlight.get(1)?.transfer).toEqual(transfer);
+    s.apply([done(1, 10, 60, 200, { transfer })], 1300);
+    expect(s.finished.last()?.transfer).toEqual(transfer);
+    // A request that moved nothing has no transfer.
+    s.apply([started(2, 11), done(2, 11, 60, 200)], 1400);
+    expect(s.finished.last()?.transfer).toBeNull();
+  });
+
   it("files requests for the charts, the timeline and the preview", () => {
     const s = new LiveStore();
     s.beginSession(settings);

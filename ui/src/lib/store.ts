@@ -16,6 +16,7 @@ import type {
   SensorsOpened,
   SettingSummary,
   Tick,
+  TransferSpan,
 } from "../ipc/types";
 
 /** One completed (or failed) request, as the time charts plot it. Times in seconds. */
@@ -51,6 +52,8 @@ export interface TimelineRow {
   preview: boolean;
   /** Receipt of each verify pass that accepted drafted tokens (speculative decoding). */
   verified: number[];
+  /** Its state's move from the prefill worker to the decode worker (disaggregated). */
+  transfer: TransferSpan | null;
 }
 
 /** The request streamed in the preview pane. */
@@ -190,6 +193,7 @@ export class LiveStore {
           error: null,
           preview: e.preview,
           verified: [],
+          transfer: null,
         });
         if (e.preview) {
           this.preview = {
@@ -221,6 +225,11 @@ export class LiveStore {
       case "requestPrefill": {
         const r = this.inFlight.get(e.id);
         if (r) r.prefill.push({ tokens: e.tokens, startMs: e.startMs, endMs: e.endMs });
+        break;
+      }
+      case "requestTransferred": {
+        const r = this.inFlight.get(e.id);
+        if (r) r.transfer = e.transfer;
         break;
       }
       case "previewTokens": {
@@ -260,6 +269,7 @@ export class LiveStore {
           error: e.error,
           preview: row?.preview ?? false,
           verified: e.verifiedAtMs,
+          transfer: e.transfer ?? row?.transfer ?? null,
         };
         this.finished.push(finished);
         if (e.finish !== "cancelled") {

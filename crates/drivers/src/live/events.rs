@@ -36,6 +36,20 @@ pub struct PrefillSpan {
     pub end_ms: f64,
 }
 
+/// A prefilled sequence's state moving from the prefill worker to the decode worker
+/// (`disaggregated`): saved, carried, loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+#[serde(rename_all = "camelCase")]
+pub struct TransferSpan {
+    /// The state's bytes, as sent.
+    #[ts(type = "number")]
+    pub bytes: u64,
+    /// The prefill worker began saving it, ms since the session started.
+    pub start_ms: f64,
+    /// The decode worker had loaded it.
+    pub end_ms: f64,
+}
+
 /// Distributions of one setting's settled requests.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "camelCase")]
@@ -135,6 +149,12 @@ pub enum LiveEvent {
         /// Pass end.
         end_ms: f64,
     },
+    /// The request's prefilled state reached the decode worker (`disaggregated`).
+    RequestTransferred {
+        /// Request id.
+        id: u64,
+        transfer: TransferSpan,
+    },
     /// Output of the preview request: decoded text, one piece per token (a piece may be empty
     /// while a character's bytes are split across tokens).
     PreviewTokens {
@@ -176,6 +196,8 @@ pub enum LiveEvent {
         /// Receipt of each verify pass that accepted drafted tokens (speculative decoding),
         /// once per pass: where the timeline marks them.
         verified_at_ms: Vec<f64>,
+        /// Its state's move between workers (`disaggregated`).
+        transfer: Option<TransferSpan>,
         /// Output tokens received.
         output_tokens: u32,
         /// first token − submit, ms.

@@ -56,7 +56,7 @@ mod settings;
 mod tests;
 
 pub use batcher::EventBatcher;
-pub use events::{BackendState, LiveEvent, PrefillSpan, SettingSummary};
+pub use events::{BackendState, LiveEvent, PrefillSpan, SettingSummary, TransferSpan};
 pub use settings::{Capacity, LiveSettings, SettingKey, MAX_CONCURRENCY};
 
 use session::Session;

@@ -7,6 +7,7 @@ import type { LiveSettings } from "./LiveSettings";
 import type { Policy } from "./Policy";
 import type { PrefillSpan } from "./PrefillSpan";
 import type { SettingSummary } from "./SettingSummary";
+import type { TransferSpan } from "./TransferSpan";
 
 /**
  * Everything live mode reports. Times named `...AtMs`/`startMs`/`endMs` are ms since the
@@ -116,7 +117,11 @@ startMs: number,
 /**
  * Pass end.
  */
-endMs: number, } | { "type": "previewTokens", 
+endMs: number, } | { "type": "requestTransferred", 
+/**
+ * Request id.
+ */
+id: number, transfer: TransferSpan, } | { "type": "previewTokens", 
 /**
  * Request id.
  */
@@ -186,6 +191,10 @@ lastTokenAtMs: number | null,
  * once per pass: where the timeline marks them.
  */
 verifiedAtMs: Array<number>, 
+/**
+ * Its state's move between workers (`disaggregated`).
+ */
+transfer: TransferSpan | null, 
 /**
  * Output tokens received.
  */

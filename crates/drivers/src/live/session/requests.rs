@@ -9,7 +9,7 @@ use super::rotation::Phase;
 use super::Session;
 use lx_core::client::{Flight, Heard};
 use lx_core::coordinator::WorkerError;
-use crate::live::{LiveEvent, PrefillSpan, SettingKey, KEEP_PER_SETTING, LOOP_TICK};
+use crate::live::{LiveEvent, PrefillSpan, SettingKey, TransferSpan, KEEP_PER_SETTING, LOOP_TICK};
 use lx_core::records::RequestRecord;
 use lx_core::scheduler::{FinishReason, SchedEvent, WorkRequest};
 use lx_format::tokenizer::PieceDecoder;
@@ -164,6 +164,12 @@ impl Session {
                 f.tag.prefill_spans.push(PrefillSpan { tokens, start_ms, end_ms });
                 self.batcher.push(LiveEvent::RequestPrefill { id, tokens, start_ms, end_ms });
             }
+            SchedEvent::StateLoaded { .. } => {
+                if let Some(t) = f.record.transfer {
+                    let transfer = TransferSpan { bytes: t.bytes, start_ms: f.record.submit_ms + t.save_start_ms, end_ms: f.record.submit_ms + t.load_end_ms };
+                    self.batcher.push(LiveEvent::RequestTransferred { id, transfer });
+                }
+            }
             SchedEvent::Token { index, token, drafted, .. } => {
                 let at_ms = ms(at);
                 self.recent_tokens.push_back(at);
@@ -206,6 +212,7 @@ impl Session {
             first_token_at_ms: r.token_ms.first().map(|t| r.submit_ms + t),
             last_token_at_ms: r.token_ms.last().map(|t| r.submit_ms + t),
             verified_at_ms: verified_at(r),
+            transfer: r.transfer.map(|t| TransferSpan { bytes: t.bytes, start_ms: r.submit_ms + t.save_start_ms, end_ms: r.submit_ms + t.load_end_ms }),
             output_tokens: r.tokens.len() as u32,
             ttft_ms: r.ttft_ms(),
             queue_ms: r.queue_ms(),
