@@ -9,7 +9,7 @@ use std::path::Path;
 /// Every page that holds measured tables, and the run files each one's tables must show: a
 /// marker lost in an edit fails here instead of leaving a table unchecked.
 const PAGES: &[(&str, &[&str])] = &[
-    ("README.md", &["docs/results/advise-chat-llama.json"]),
+    ("README.md", &[]),
     ("docs/CLI.md", &["docs/results/repetitions-llama-pp64-256-c1-4.json"]),
     ("docs/APP.md", &["docs/results/app-bench-amd-avx512-auto.json", "docs/results/app-bench-amd-avx512-2-threads.json"]),
     (
@@ -60,6 +60,11 @@ const PAGES: &[(&str, &[&str])] = &[
             "docs/results/capacity-lx-serve-vs-llama-server.json",
             "docs/results/advise-rag-llama.json",
             "docs/results/advise-chat-llama-policies.json",
+            "docs/results/advise-chat-llama.json",
+            "docs/results/demo-disaggregation.json",
+            "docs/results/demo-disaggregation-servers.json",
+            "docs/results/disaggregated-transfer-pipe.json",
+            "docs/results/disaggregated-transfer-file.json",
         ],
     ),
     ("docs/METHODS.md", &["docs/results/ceilings-llama-candle-pp64-512-c1-16.json", "docs/results/sensors-llama-candle-pp64-c1-4.json"]),
@@ -124,9 +129,11 @@ fn show_refuses_what_it_cannot_print() {
     lx(&["show", "/nonexistent/run.json"]).fails_with("cannot read /nonexistent/run.json");
     let full = lx(&["show", run]).ok().stdout();
     assert!(full.contains("| backend | policy | test | TTFT p50 ms |") && full.contains("mlx ran on CPU"), "{full}");
-    lx(&["show", run, "--table", "decode"]).fails_with("run files have no table 'decode' (their tables: points, demo, speculation, decisions)");
+    lx(&["show", run, "--table", "decode"]).fails_with("run files have no table 'decode' (their tables: points, demo, report, speculation, transfer, decisions)");
     lx(&["show", run, "--table", "demo"]).fails_with("not every file is a demo's run");
     lx(&["show", run, "--table", "decisions"]).fails_with("this run decided nothing");
+    lx(&["show", run, "--table", "transfer"]).fails_with("no point of these runs moved a sequence's state");
+    lx(&["show", run, "--table", "report"]).fails_with("--table report: not every file is a demo's run");
 
     // A study's file prints its kind's tables (all of them without --table), not mixed with
     // another kind or with runs, and only with the options a study has.
