@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use lx_backends::model::OpenModel;
 use lx_core::child::WorkerCommand;
-use lx_core::target::process_spawner;
+use lx_core::spawn::process_spawner;
 use lx_drivers::live::{BackendState, LiveEvent, LiveSession, LiveSettings};
 
 type Log = Arc<Mutex<Vec<LiveEvent>>>;

@@ -161,7 +161,7 @@ pub fn worker_spawner(settings: impl Fn(&str, &LoadSpec) -> tune::Applied + Send
         if spec.threads == 0 {
             spec.threads = applied.threads.unwrap_or(0);
         }
-        lx_core::target::spawn_workers(&command, &spec, config, std::time::Duration::from_secs(300), lx_machine::hardware::physical_cores())
+        lx_core::spawn::spawn_workers(&command, &spec, config, std::time::Duration::from_secs(300), lx_machine::hardware::physical_cores())
     })
 }
 

@@ -87,8 +87,8 @@ pub struct SchedulerConfig {
     #[serde(default)]
     pub spec: Speculation,
     /// `disaggregated`: how the two workers are set up and how states travel between them.
-    #[serde(default, skip_serializing_if = "crate::disaggregated::Split::is_default")]
-    pub split: crate::disaggregated::Split,
+    #[serde(default, skip_serializing_if = "crate::split::Split::is_default")]
+    pub split: crate::split::Split,
 }
 
 

@@ -17,7 +17,7 @@ use lx_core::backend::{KvTypes, LoadSpec, TokenId};
 use lx_core::traffic::{run_point, Arrivals, Draw, Observer, Traffic, PointRun, PointSpec, RunControl};
 use lx_results::printers::Printer;
 use lx_results::results::{PointResult, RunFile, Slo};
-use lx_core::disaggregated::Split;
+use lx_core::split::Split;
 use lx_core::scheduler::{Policy, SchedulerConfig};
 use lx_core::speculative::{Drafter, Speculation};
 use lx_format::workload::{PromptBuilder, PromptText};

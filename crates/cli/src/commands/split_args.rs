@@ -1,7 +1,7 @@
 //! The `disaggregated` policy's two workers, the same for `lx sweep` and `lx demo`.
 
 use clap::Args;
-use lx_core::disaggregated::{Device, Split};
+use lx_core::split::{Device, Split};
 use lx_core::handoff::TransferVia;
 
 #[derive(Args, Debug, Clone)]
