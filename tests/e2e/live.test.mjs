@@ -360,16 +360,19 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
         el.value = value;
         el.dispatchEvent(new Event("change", { bubbles: true }));
       }, v);
+    // Whether the measuring llama.cpp worker was loaded as two workers, once it measures.
+    const loadedAs = (what, split) =>
+      until(
+        what,
+        () => {
+          const b = window.__lx.store.backends.get("llama");
+          return b && b.state === "measuring" && b.capacity ? b.capacity.disaggregated : null;
+        },
+        (d) => d === split,
+        300_000,
+      );
     await choose("disaggregated");
-    await until(
-      "two workers loaded for the disaggregated policy",
-      () => {
-        const b = window.__lx.store.backends.get("llama");
-        return b && b.state === "measuring" && b.capacity ? b.capacity.disaggregated : null;
-      },
-      (d) => d === true,
-      300_000,
-    );
+    await loadedAs("two workers loaded for the disaggregated policy", true);
     const moved = await until("a transfer drawn in the timeline", () => document.querySelectorAll('[data-testid="timeline"] [data-transfer]').length, (n) => n >= 2, 300_000);
     assert.ok(moved >= 2);
     const timeline = await browser.execute(() => {
@@ -387,15 +390,7 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     await browser.execute(() => (document.querySelector(".main").scrollTop = 0));
     await choose("continuous");
     // Back to one worker: the next test must find it measuring.
-    await until(
-      "one worker loaded again",
-      () => {
-        const b = window.__lx.store.backends.get("llama");
-        return b && b.state === "measuring" && b.capacity ? b.capacity.disaggregated : null;
-      },
-      (d) => d === false,
-      300_000,
-    );
+    await loadedAs("one worker loaded again", false);
   });
 
   test("a killed worker is reported, and Retry recovers", async () => {

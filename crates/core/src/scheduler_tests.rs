@@ -130,16 +130,21 @@ fn run(policy: Policy, slots: usize, reqs: Vec<WorkRequest>) -> Outcome {
         guard += 1;
         assert!(guard < 10_000, "scheduler did not finish");
     }
+    let passes = s.backend().passes.clone();
+    (tokens_of(&events), events, passes)
+}
+
+/// Each request's tokens, checked to arrive in order, each once.
+fn tokens_of(events: &[SchedEvent]) -> std::collections::BTreeMap<u64, Vec<TokenId>> {
     let mut tokens = std::collections::BTreeMap::new();
-    for e in &events {
+    for e in events {
         if let SchedEvent::Token { id, token, index, .. } = e {
             let v: &mut Vec<TokenId> = tokens.entry(*id).or_default();
-            assert_eq!(v.len(), *index as usize);
+            assert_eq!(v.len(), *index as usize, "request {id}'s tokens in order, each once");
             v.push(*token);
         }
     }
-    let passes = s.backend().passes.clone();
-    (tokens, events, passes)
+    tokens
 }
 
 fn mixed_requests() -> Vec<WorkRequest> {
@@ -661,15 +666,7 @@ fn run_split(reqs: Vec<WorkRequest>, damage: &dyn Fn(u64, &mut crate::handoff::B
         guard += 1;
         assert!(guard < 10_000, "the two schedulers did not finish");
     }
-    let mut tokens = std::collections::BTreeMap::new();
-    for e in &events {
-        if let SchedEvent::Token { id, token, index, .. } = e {
-            let v: &mut Vec<TokenId> = tokens.entry(*id).or_default();
-            assert_eq!(v.len(), *index as usize, "request {id}'s tokens in order, each once");
-            v.push(*token);
-        }
-    }
-    (tokens, events)
+    (tokens_of(&events), events)
 }
 
 #[test]
