@@ -34,6 +34,10 @@ fn config(policy: Policy, via: TransferVia) -> SchedulerConfig {
     SchedulerConfig { split: Split { via, ..Split::default() }, ..SchedulerConfig::new(policy, 4, 2048) }
 }
 
+/// How the states move, and whether the prefill worker computes prompts in chunks (of 4
+/// tokens, so these short prompts really are split).
+type Path = (TransferVia, bool);
+
 fn request(id: u64, prompt: Vec<TokenId>, max_tokens: u32) -> WorkRequest {
     WorkRequest { id, prompt, max_tokens, stop_tokens: vec![], top_logprobs: ALTERNATIVES, prefix_tokens: 0, handoff: Default::default() }
 }
@@ -83,8 +87,11 @@ fn prompts() -> Vec<Vec<TokenId>> {
     ["Once upon a time, in a small village,", "The three laws of thermodynamics state that", "Die Hauptstadt von Frankreich ist", "A recipe for bread: first,"].iter().map(|t| tok.encode(t)).collect()
 }
 
-fn run(backend: &str, policy: Policy, via: TransferVia) -> BTreeMap<u64, Vec<SchedEvent>> {
-    let mut t = spawn_workers(&worker(backend), &spec(256), &config(policy, via), Duration::from_secs(300), 2).expect("start the workers");
+fn run(backend: &str, policy: Policy, (via, chunks): Path) -> BTreeMap<u64, Vec<SchedEvent>> {
+    let mut config = config(policy, via);
+    config.split.prefill_chunks = chunks;
+    config.chunk_tokens = 4;
+    let mut t = spawn_workers(&worker(backend), &spec(256), &config, Duration::from_secs(300), 2).expect("start the workers");
     let prompts = prompts();
     for (i, p) in prompts.iter().enumerate() {
         t.submit(request(i as u64, p.clone(), NEW_TOKENS)).unwrap();
@@ -92,11 +99,11 @@ fn run(backend: &str, policy: Policy, via: TransferVia) -> BTreeMap<u64, Vec<Sch
     collect(t.as_mut(), prompts.len(), Duration::from_secs(300), |_, _| {})
 }
 
-fn decodes_as_one_worker(backend: &str, paths: &[TransferVia]) {
+fn decodes_as_one_worker(backend: &str, paths: &[Path]) {
     let _lock = integration_tests::heavy();
-    let whole = streams(&run(backend, Policy::Continuous, TransferVia::Pipe));
-    for &via in paths {
-        let events = run(backend, Policy::Disaggregated, via);
+    let whole = streams(&run(backend, Policy::Continuous, (TransferVia::Pipe, false)));
+    for &(via, chunks) in paths {
+        let events = run(backend, Policy::Disaggregated, (via, chunks));
         for (id, evs) in &events {
             let handed = evs.iter().find_map(|e| if let SchedEvent::HandedOff { bytes, .. } = e { Some(*bytes) } else { None });
             let loaded = evs.iter().find_map(|e| if let SchedEvent::StateLoaded { bytes, .. } = e { Some(*bytes) } else { None });
@@ -117,18 +124,18 @@ fn decodes_as_one_worker(backend: &str, paths: &[TransferVia]) {
 }
 
 #[test]
-fn a_moved_state_decodes_the_tokens_of_one_worker_on_llama_cpp_by_pipe_and_by_file() {
-    decodes_as_one_worker("llama", &[TransferVia::Pipe, TransferVia::File]);
+fn a_moved_state_decodes_the_tokens_of_one_worker_on_llama_cpp_by_pipe_and_by_file_and_after_a_chunked_prefill() {
+    decodes_as_one_worker("llama", &[(TransferVia::Pipe, false), (TransferVia::File, false), (TransferVia::File, true)]);
 }
 
 #[test]
 fn a_moved_state_decodes_the_tokens_of_one_worker_on_candle() {
-    decodes_as_one_worker("candle", &[TransferVia::Pipe]);
+    decodes_as_one_worker("candle", &[(TransferVia::Pipe, false)]);
 }
 
 #[test]
 fn a_moved_state_decodes_the_tokens_of_one_worker_on_mlx() {
-    decodes_as_one_worker("mlx", &[TransferVia::File]);
+    decodes_as_one_worker("mlx", &[(TransferVia::File, false)]);
 }
 
 fn kill(pid: Option<u32>) {

@@ -130,7 +130,7 @@ impl Disaggregated {
 
     /// Start worker `k`, configured for its role.
     fn start(&mut self, k: usize) -> Result<(), WorkerError> {
-        let config = self.role_config(&self.config);
+        let config = role_config(self.parts[k].stage, &self.config);
         let part = &mut self.parts[k];
         let worker = Worker::spawn(&self.command, &part.spec, &config, self.load_timeout).map_err(|e| match e {
             WorkerError::Load(why) => WorkerError::Load(format!("{} worker: {why}", stage_name(part.stage))),
@@ -139,12 +139,6 @@ impl Disaggregated {
         part.worker = Some(worker);
         part.step = (0, 0);
         Ok(())
-    }
-
-    /// Each worker schedules what it holds as `continuous` would: the prefill worker every
-    /// prompt that fits, the decode worker every sequence it holds.
-    fn role_config(&self, config: &SchedulerConfig) -> SchedulerConfig {
-        SchedulerConfig { policy: Policy::Continuous, ..config.clone() }
     }
 
     /// Worker `k`, started again if it died.
@@ -251,6 +245,14 @@ impl Disaggregated {
     }
 }
 
+/// How a worker schedules what it holds: the decode worker every sequence at once, as
+/// `continuous` does; the prefill worker every prompt that fits the same way, or (with
+/// `prefill_chunks`) in chunks, so a short prompt is not held up behind a long one.
+fn role_config(stage: Stage, config: &SchedulerConfig) -> SchedulerConfig {
+    let policy = if stage == Stage::Prefill && config.split.prefill_chunks { Policy::Chunked } else { Policy::Continuous };
+    SchedulerConfig { policy, ..config.clone() }
+}
+
 fn stage_name(stage: Stage) -> &'static str {
     match stage {
         Stage::Prefill => "prefill",
@@ -275,10 +277,9 @@ impl Target for Disaggregated {
     }
     fn configure(&mut self, config: &SchedulerConfig) -> Result<(), WorkerError> {
         self.config = config.clone();
-        let role = self.role_config(config);
         for part in &mut self.parts {
             if let Some(w) = part.worker.as_mut() {
-                w.configure(role.clone())?;
+                w.configure(role_config(part.stage, config))?;
             }
         }
         Ok(())

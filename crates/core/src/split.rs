@@ -62,6 +62,10 @@ pub struct Split {
     pub decode_device: Device,
     #[serde(default)]
     pub via: TransferVia,
+    /// The prefill worker computes prompts in chunks of the run's chunk size (as `chunked`
+    /// does), so a short prompt shares passes with a long one instead of waiting for it.
+    #[serde(default)]
+    pub prefill_chunks: bool,
 }
 
 impl Split {
@@ -84,7 +88,8 @@ impl Split {
             let device = if d == Device::Same { String::new() } else { format!(" on the {}", d.name().to_uppercase()) };
             format!("{name} {n} thread{}{device}", if n == 1 { "" } else { "s" })
         };
-        format!("{}, {}, via {}", part("prefill", threads.0, self.prefill_device), part("decode", threads.1, self.decode_device), self.via.name())
+        let chunks = if self.prefill_chunks { " in chunks" } else { "" };
+        format!("{}{chunks}, {}, via {}", part("prefill", threads.0, self.prefill_device), part("decode", threads.1, self.decode_device), self.via.name())
     }
 }
 
@@ -107,6 +112,7 @@ mod tests {
         assert_eq!(asked.label((3, 1)), "prefill 3 threads, decode 1 thread, via file");
         let devices = Split { prefill_device: Device::Gpu, decode_device: Device::Cpu, via: TransferVia::Pipe, ..Split::default() };
         assert_eq!(devices.label((1, 1)), "prefill 1 thread on the GPU, decode 1 thread on the CPU, via pipe");
+        assert_eq!(Split { prefill_chunks: true, ..Split::default() }.label((2, 2)), "prefill 2 threads in chunks, decode 2 threads, via file");
         assert_eq!(Device::Cpu.gpu_layers(None), Some(0));
         assert_eq!(Device::Same.gpu_layers(Some(7)), Some(7));
         assert_eq!("gpu".parse::<Device>(), Ok(Device::Gpu));

@@ -234,7 +234,7 @@ export class SweepPanel {
       stop_at_eos: this.stopAtEos.checked,
       gpu_layers: opt(this.gpuLayers),
       // disaggregated: the threads shared out between the two workers, states through shared memory
-      split: { prefill_threads: 0, decode_threads: 0, prefill_device: "same", decode_device: "same", via: "file" },
+      split: { prefill_threads: 0, decode_threads: 0, prefill_device: "same", decode_device: "same", via: "file", prefill_chunks: false },
     };
     const options: SweepOptions = { hangTimeoutS: opt(this.hangTimeout), noCeilings: this.noCeilings.checked };
     this.table.replaceChildren();

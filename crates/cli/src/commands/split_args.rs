@@ -22,6 +22,10 @@ pub struct SplitArgs {
     /// shared memory) or pipe (inside the workers' protocol, through lx).
     #[arg(long, default_value = "file")]
     pub transfer_via: TransferVia,
+    /// disaggregated: the prefill worker computes prompts in chunks of --chunk-tokens, so a
+    /// short prompt shares its passes with a long one instead of waiting behind it.
+    #[arg(long)]
+    pub prefill_chunked: bool,
 }
 
 impl SplitArgs {
@@ -32,6 +36,7 @@ impl SplitArgs {
             prefill_device: self.prefill_device,
             decode_device: self.decode_device,
             via: self.transfer_via,
+            prefill_chunks: self.prefill_chunked,
         }
     }
 }

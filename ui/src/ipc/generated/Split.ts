@@ -13,4 +13,9 @@ prefill_threads: number,
 /**
  * The decode worker's compute threads; 0: the rest of the run's threads (at least one).
  */
-decode_threads: number, prefill_device: Device, decode_device: Device, via: TransferVia, };
+decode_threads: number, prefill_device: Device, decode_device: Device, via: TransferVia, 
+/**
+ * The prefill worker computes prompts in chunks of the run's chunk size (as `chunked`
+ * does), so a short prompt shares passes with a long one instead of waiting for it.
+ */
+prefill_chunks: boolean, };
