@@ -27,7 +27,8 @@ pub fn add_ceilings(run: &mut lx_results::results::RunFile, model: &std::path::P
 /// How the engine runs a backend: `lx serve` and `lx live` take these alike.
 #[derive(clap::Args)]
 pub struct EngineArgs {
-    /// Scheduling policy: serial, static, continuous, chunked.
+    /// Scheduling policy: serial, static, continuous, chunked, disaggregated (a prefill
+    /// worker and a decode worker; `lx serve` takes the options after --prefill-threads).
     #[arg(long, default_value = "continuous")]
     pub policy: lx_core::scheduler::Policy,
     /// Prompt tokens per pass for the chunked policy.

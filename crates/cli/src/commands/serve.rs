@@ -25,6 +25,8 @@ pub struct ServeArgs {
     ctx: Option<usize>,
     #[command(flatten)]
     engine: crate::commands::EngineArgs,
+    #[command(flatten)]
+    split: crate::commands::split_args::SplitArgs,
     /// Address to listen on; 127.0.0.1 keeps it to this machine (0.0.0.0 exposes it).
     #[arg(long, default_value = "127.0.0.1")]
     host: std::net::IpAddr,
@@ -67,6 +69,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
     };
     let mut config = SchedulerConfig::new(args.engine.policy, args.slots, load.max_batch_tokens);
     config.chunk_tokens = args.engine.chunk_tokens;
+    config.split = args.split.split();
     let spawner = lx_backends::spawner(lx_backends::tune::Use::Measure, 0);
     let start: lx_openai::server::Start = {
         let (backend, load, config) = (backend.clone(), load.clone(), config.clone());

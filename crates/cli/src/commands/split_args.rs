@@ -1,4 +1,4 @@
-//! The `disaggregated` policy's two workers, the same for `lx sweep` and `lx demo`.
+//! The `disaggregated` policy's two workers, the same for `lx sweep` and `lx serve`.
 
 use clap::Args;
 use lx_core::split::{Device, Split};
