@@ -215,13 +215,27 @@ impl Capacity {
 
     /// Whether a worker loaded with this capacity can serve `s` as it is.
     pub fn fits(&self, s: &LiveSettings) -> bool {
-        self.slots >= s.concurrency
-            && self.ctx_per_slot >= s.prompt_tokens as usize + s.max_tokens as usize
-            && self.threads == s.threads
-            && self.gpu_layers == s.gpu_layers
-            && (self.draft || s.spec.drafter != Drafter::Draft)
-            && self.kv == s.kv
-            && self.disaggregated == (s.policy == lx_core::scheduler::Policy::Disaggregated)
+        self.misfit(s).is_none()
+    }
+
+    /// What a worker loaded with this capacity lacks to serve `s`, as the reload says it.
+    pub fn misfit(&self, s: &LiveSettings) -> Option<&'static str> {
+        let disaggregated = s.policy == lx_core::scheduler::Policy::Disaggregated;
+        if self.slots < s.concurrency {
+            Some("more clients")
+        } else if self.ctx_per_slot < s.prompt_tokens as usize + s.max_tokens as usize {
+            Some("a larger context")
+        } else if self.threads != s.threads || self.gpu_layers != s.gpu_layers {
+            Some("other threads or GPU layers")
+        } else if !self.draft && s.spec.drafter == Drafter::Draft {
+            Some("a draft model")
+        } else if self.kv != s.kv {
+            Some("another KV cache type")
+        } else if self.disaggregated != disaggregated {
+            Some(if disaggregated { "a prefill worker and a decode worker" } else { "one worker" })
+        } else {
+            None
+        }
     }
 
     pub(super) fn load_spec(&self, model_path: &std::path::Path) -> LoadSpec {

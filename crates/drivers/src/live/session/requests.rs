@@ -29,9 +29,13 @@ impl Session {
     /// clients, then take the worker's replies for up to [`LOOP_TICK`].
     pub(super) fn measure(&mut self, i: usize) {
         let draining = matches!(self.phase, Phase::Draining { .. });
-        // A setting that no longer fits the loaded context: cancel and reload.
-        if !self.slots[i].capacity.is_some_and(|c| c.fits(&self.settings)) {
-            self.cancel_in_flight("the worker is reloading for a larger context");
+        // A setting the loaded worker cannot serve: cancel and reload.
+        let misfit = match &self.slots[i].capacity {
+            Some(c) => c.misfit(&self.settings),
+            None => Some("the new settings"),
+        };
+        if let Some(why) = misfit {
+            self.cancel_in_flight(&format!("the worker is reloading for {why}"));
             if let Some(ep) = self.slots[i].endpoint.take() {
                 drop(ep);
             }

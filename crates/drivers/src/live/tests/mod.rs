@@ -76,7 +76,8 @@ fn capacity_grows_in_powers_of_two_and_never_shrinks() {
     assert_eq!((c.slots, c.ctx_per_slot), (4, 1024));
     assert!(c.fits(&s));
     let bigger = LiveSettings { prompt_tokens: 1500, concurrency: 5, ..s.clone() };
-    assert!(!c.fits(&bigger));
+    assert_eq!(c.misfit(&bigger), Some("more clients"));
+    assert_eq!(c.misfit(&LiveSettings { prompt_tokens: 1500, ..s.clone() }), Some("a larger context"));
     let c2 = Capacity::for_settings(&bigger, Some(&c), 32768);
     assert_eq!((c2.slots, c2.ctx_per_slot), (8, 2048));
     // Back down: the loaded capacity still fits, no reload.
@@ -90,7 +91,7 @@ fn capacity_grows_in_powers_of_two_and_never_shrinks() {
 }
 
 #[test]
-fn a_draft_model_or_another_cache_type_needs_a_reload_and_a_draft_stays_loaded() {
+fn a_draft_model_another_cache_type_or_two_workers_need_a_reload_and_a_draft_stays_loaded() {
     use lx_core::backend::{KvType, KvTypes};
     let plain = LiveSettings::default();
     let c = Capacity::for_settings(&plain, None, 32768);
@@ -102,7 +103,13 @@ fn a_draft_model_or_another_cache_type_needs_a_reload_and_a_draft_stays_loaded()
     assert!(with_draft.fits(&plain));
     assert!(Capacity::for_settings(&plain, Some(&with_draft), 32768).draft);
     let q8 = LiveSettings { kv: KvTypes { k: KvType::Q8_0, v: KvType::Q8_0 }, ..plain.clone() };
-    assert!(!c.fits(&q8));
+    assert_eq!(c.misfit(&q8), Some("another KV cache type"));
+    // Two workers, or one again: each is a reload, and says which.
+    let split = LiveSettings { policy: lx_core::scheduler::Policy::Disaggregated, ..plain.clone() };
+    assert_eq!(c.misfit(&split), Some("a prefill worker and a decode worker"));
+    let two = Capacity::for_settings(&split, Some(&c), 32768);
+    assert!(two.disaggregated && two.fits(&split));
+    assert_eq!(two.misfit(&plain), Some("one worker"));
     assert_eq!(Capacity::for_settings(&q8, Some(&c), 32768).kv, q8.kv);
     // Only llama.cpp takes them.
     let e = LiveSettings { backends: vec!["candle".into()], ..q8 }.validate(32768).unwrap_err();
