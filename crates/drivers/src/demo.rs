@@ -2,7 +2,7 @@
 //! and checks that the trade-off showed up, as a ratio between points of the same run (so a
 //! busy or slow machine shifts both sides alike).
 //!
-//! A demo is a hand-made list of sweep points ([`plan`]) run by [`crate::sweep::run_points`]
+//! A demo is a hand-made list of sweep points ([`plan`]) run by a [`crate::sweep::Session`]
 //! like any sweep, then judged ([`judge`]). The CLI's `lx demo` and the app both go through
 //! [`run_demo`]; the thresholds are the ones the project promises (see the README), not
 //! tuned to pass.
@@ -17,7 +17,7 @@ use lx_core::scheduler::Policy;
 use lx_core::speculative::{Drafter, Speculation};
 use lx_format::workload::PromptText;
 use lx_results::speculation::SpecSummary;
-use crate::sweep::{run_points, SweepContext, SweepError, SweepObserver, SweepPlan, SweepPoint};
+use crate::sweep::{Session, SweepContext, SweepError, SweepObserver, SweepPlan, SweepPoint};
 
 /// A demo's name and what it shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -55,11 +55,33 @@ pub struct Plan {
     pub sweep: SweepPlan,
     pub points: Vec<SweepPoint>,
     pub labels: Vec<String>,
-    /// Open-loop demos size their load to the machine: the first point runs closed loop and
-    /// measures the completed requests per second (capacity); every later point with Poisson
-    /// arrivals then gets this multiple of it as its rate.
-    pub rate_over_capacity: Option<f64>,
+    /// How the points after the first are sized from what the first measured, so that the
+    /// effect shows on a slow laptop and on a fast GPU alike.
+    pub sizing: Sizing,
 }
+
+/// What a demo sizes to this machine from its first point.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Sizing {
+    /// Every point is as planned.
+    Fixed,
+    /// The first point runs closed loop and measures the completed requests per second
+    /// (capacity); every later point with Poisson arrivals gets this multiple of it as its
+    /// rate.
+    RateOverCapacity(f64),
+    /// The first point is the short prompt; the second's prompt is the shortest of
+    /// [`LONG_PROMPTS`] whose prefill, at the short prompt's measured rate, takes
+    /// [`LONG_PREFILL_OVER_TTFT`] times the short prompt's whole TTFT. A fast GPU computes a
+    /// 1024-token prompt in about the time its fixed per-request cost takes, and the ratio the
+    /// demo checks would then show that cost, not prefill.
+    LongPrompt,
+}
+
+/// The long prompts `prompt-length` chooses from (the first is the CPU's).
+pub const LONG_PROMPTS: [u32; 3] = [1024, 2048, 4096];
+/// How many times the short prompt's TTFT the long prompt's prefill should take: twice the
+/// 4× the check needs, so that prefill, not the fixed cost, decides it.
+const LONG_PREFILL_OVER_TTFT: f64 = 8.0;
 
 /// `batching`: continuous batching at 4 clients must reach this share of the backend's own
 /// rate with 4 sequences per pass; below it, the harness (not the backend) is what limits it.
@@ -117,7 +139,7 @@ pub fn plan(demo: Demo, backend: &str, threads: usize) -> Plan {
         // Same output length, concurrency 1: only the prompt changes. The long prompt needs
         // no warm-up of its own (the short one warmed the worker) and costs seconds each.
         "prompt-length" => (
-            vec![point(Policy::Continuous, 64, 24, 1, 3, 1, closed()), point(Policy::Continuous, 1024, 24, 1, 2, 0, closed())],
+            vec![point(Policy::Continuous, 64, 24, 1, 3, 1, closed()), point(Policy::Continuous, LONG_PROMPTS[0], 24, 1, 2, 0, closed())],
             vec!["prompt 64", "prompt 1024"],
         ),
         // The third point is the backend's own batched rate: batches of 4 that start and end
@@ -214,12 +236,16 @@ pub fn plan(demo: Demo, backend: &str, threads: usize) -> Plan {
         }
         _ => unreachable!("demo names come from DEMOS"),
     };
-    let rate_over_capacity = (demo.name == "static-vs-continuous").then_some(OVER_CAPACITY);
-    Plan { sweep, points, labels: labels.into_iter().map(String::from).collect(), rate_over_capacity }
+    let sizing = match demo.name {
+        "static-vs-continuous" => Sizing::RateOverCapacity(OVER_CAPACITY),
+        "prompt-length" => Sizing::LongPrompt,
+        _ => Sizing::Fixed,
+    };
+    Plan { sweep, points, labels: labels.into_iter().map(String::from).collect(), sizing }
 }
 
 /// One teaching-point check: a ratio measured in the run against its threshold.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
 pub struct Check {
     /// What is compared, e.g. `TTFT p50, prompt 1024 ÷ prompt 64`.
     pub what: String,
@@ -244,9 +270,11 @@ impl Check {
 }
 
 /// A demo's outcome: a small table, the checks, one sentence.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ts_rs::TS)]
 pub struct Report {
     pub demo: &'static str,
+    /// How the demo sized its load to this machine (`None`: as planned).
+    pub sizing: Option<String>,
     pub header: Vec<String>,
     pub rows: Vec<Vec<String>>,
     pub checks: Vec<Check>,
@@ -266,7 +294,7 @@ impl Report {
 
 /// Largest ITL of the requests that were decoding when the long prompt arrived (the
 /// short ones of the chunked-prefill script).
-fn short_requests_max_itl(p: &PointResult) -> f64 {
+pub(crate) fn short_requests_max_itl(p: &PointResult) -> f64 {
     p.samples
         .iter()
         .filter(|r| r.prompt_tokens < CHUNKED_LONG_PROMPT)
@@ -276,7 +304,7 @@ fn short_requests_max_itl(p: &PointResult) -> f64 {
 
 /// The inter-token gaps of the requests that are not `long_prompt` tokens long (the ones
 /// decoding while long prompts arrive): their distribution, as a sweep's ITL columns have it.
-fn decoders_itl(p: &PointResult, long_prompt: u32) -> lx_core::stats::Distribution {
+pub(crate) fn decoders_itl(p: &PointResult, long_prompt: u32) -> lx_core::stats::Distribution {
     lx_core::stats::Distribution::of(p.samples.iter().filter(|r| r.prompt_tokens < long_prompt).flat_map(|r| r.itl_ms()))
 }
 
@@ -293,6 +321,12 @@ fn transfer(p: &PointResult, prompt_tokens: u32) -> (f64, f64, f64) {
     (ms, mb, mb / (ms / 1e3))
 }
 
+/// The mean TTFT of a point's `prompt_tokens`-token requests, ms (NaN: none).
+pub(crate) fn mean_ttft_of(p: &PointResult, prompt_tokens: u32) -> f64 {
+    let t: Vec<f64> = p.samples.iter().filter(|r| r.prompt_tokens == prompt_tokens).filter_map(|r| r.ttft_ms()).collect();
+    t.iter().sum::<f64>() / t.len() as f64
+}
+
 fn long_request_ttft(p: &PointResult) -> f64 {
     p.samples.iter().filter(|r| r.prompt_tokens == CHUNKED_LONG_PROMPT).filter_map(|r| r.ttft_ms()).fold(f64::NAN, f64::max)
 }
@@ -304,7 +338,7 @@ pub fn judge(demo: Demo, labels: &[String], points: &[PointResult]) -> Report {
 
 /// KV cache bytes per sequence of the worker that measured `p`: its backend's own account of
 /// the cache it allocated (for every slot), over the slots.
-fn kv_bytes_per_sequence(p: &PointResult, backends: &[BackendInfo]) -> Option<f64> {
+pub(crate) fn kv_bytes_per_sequence(p: &PointResult, backends: &[BackendInfo]) -> Option<f64> {
     let kv = p.traffic.kv;
     let matches = |b: &&BackendInfo| {
         let setting = |key: &str, t: KvType| b.settings.get(key).map(String::as_str).unwrap_or("f16") == t.name();
@@ -360,13 +394,15 @@ pub fn judge_with(demo: Demo, labels: &[String], points: &[PointResult], backend
             "prompt-length" => {
                 let ttft = b.ttft_ms.p50 / a.ttft_ms.p50;
                 let decode = (b.decode_tps.p50 / a.decode_tps.p50 - 1.0).abs();
+                let (short, long) = (a.prompt_tokens, b.prompt_tokens);
                 (
                     vec![
-                        Check::new("TTFT p50, prompt 1024 ÷ prompt 64", ttft, ">=", 4.0),
-                        Check::new("decode tok/s p50, relative change 64 → 1024", decode, "<", 0.30),
+                        Check::new(format!("TTFT p50, prompt {long} ÷ prompt {short}"), ttft, ">=", 4.0),
+                        Check::new(format!("decode tok/s p50, relative change {short} → {long}"), decode, "<", 0.30),
                     ],
                     format!(
-                        "A 16× longer prompt made the first token {ttft:.1}× slower while decode speed changed by {:.0}%: prefill cost grows with the prompt, decode does not.",
+                        "A {}× longer prompt made the first token {ttft:.1}× slower while decode speed changed by {:.0}%: prefill cost grows with the prompt, decode does not.",
+                        long / short.max(1),
                         decode * 100.0
                     ),
                 )
@@ -473,7 +509,7 @@ fn report(demo: Demo, header: Vec<String>, rows: Vec<Vec<String>>, complete: boo
     } else {
         sentence
     };
-    Report { demo: demo.name, header, rows, checks, sentence, held }
+    Report { demo: demo.name, sizing: None, header, rows, checks, sentence, held }
 }
 
 /// `disaggregation`: its own columns (what the chat requests felt, what the long prompts
@@ -481,10 +517,7 @@ fn report(demo: Demo, header: Vec<String>, rows: Vec<Vec<String>>, complete: boo
 fn judge_disaggregation(demo: Demo, labels: &[String], points: &[PointResult]) -> Report {
     let header = ["", "chat ITL p50 ms", "chat ITL p99 ms", "long prompts' TTFT ms", "long prompt's transfer", "throughput tok/s", "errors"];
     let itl = |p: &PointResult| decoders_itl(p, DISAGG_LONG_PROMPT);
-    let long_ttft = |p: &PointResult| {
-        let t: Vec<f64> = p.samples.iter().filter(|r| r.prompt_tokens == DISAGG_LONG_PROMPT).filter_map(|r| r.ttft_ms()).collect();
-        t.iter().sum::<f64>() / t.len() as f64
-    };
+    let long_ttft = |p: &PointResult| mean_ttft_of(p, DISAGG_LONG_PROMPT);
     let rows = labels
         .iter()
         .zip(points)
@@ -532,10 +565,20 @@ pub fn judge_run(run: &RunFile) -> Option<Result<Report, UnknownDemo>> {
     let threads = run.settings.get("threads").and_then(|t| t.as_u64()).unwrap_or(0) as usize;
     Some(find(name).map(|demo| {
         // Points past the plan's are its workload sent to servers, named by their backend.
-        let mut labels = plan(demo, backend, threads).labels;
+        let plan = plan(demo, backend, threads);
+        let mut labels = plan.labels;
         labels.extend(run.points.iter().skip(labels.len()).map(|p| p.backend.clone()));
-        judge_with(demo, &labels, &run.points, &run.backends)
+        judged(demo, &labels, plan.sizing, &run.points, &run.backends)
     }))
+}
+
+/// A check's comparison as people write it (`≥` for `>=`).
+pub fn op_sign(op: &str) -> &str {
+    match op {
+        ">=" => "≥",
+        "<=" => "≤",
+        other => other,
+    }
 }
 
 /// Demos' checks as one Markdown table: a row per check, with the value measured, the
@@ -547,11 +590,7 @@ pub fn checks_table(reports: &[Report]) -> Vec<String> {
             lines.push(format!("| `{}` | {} | - | - | no |", r.demo, r.sentence));
         }
         for c in &r.checks {
-            let op = match c.op {
-                ">=" => "≥",
-                "<=" => "≤",
-                other => other,
-            };
+            let op = op_sign(c.op);
             lines.push(format!("| `{}` | {} | {:.2} | {op} {} | {} |", r.demo, c.what, c.value, c.threshold, if c.holds { "yes" } else { "no" }));
         }
     }
@@ -570,6 +609,10 @@ impl Printer for Silent {
 /// does to a target, not how our scheduler runs it.
 pub const WITH_SERVERS: [&str; 1] = ["disaggregation"];
 
+/// The demos that can measure a server on its own: their point does not depend on how our
+/// scheduler runs requests.
+pub const ON_A_SERVER: [&str; 1] = ["prompt-length"];
+
 /// Run demo `demo` on `backend` and judge it; then send its workload to each of `servers`
 /// (OpenAI-compatible targets, by name), whose rows follow the backend's in the table. The
 /// points land in `run` (and `ctx.out`).
@@ -581,20 +624,103 @@ pub fn run_demo(demo: Demo, backend: &str, servers: &[String], threads: usize, c
         }
         with_servers(&mut plan, servers);
     }
+    run_plan(demo, plan, ctx, run, observer)
+}
+
+/// Run demo `demo` on the server named `server` alone (one of [`ON_A_SERVER`]).
+pub fn run_demo_on_server(demo: Demo, server: &str, ctx: &SweepContext<'_>, run: &mut RunFile, observer: &mut dyn SweepObserver) -> Result<Report, SweepError> {
+    if !ON_A_SERVER.contains(&demo.name) {
+        return Err(SweepError::Refused(format!("{}: a server schedules requests its own way, so this runs on a backend of this app (works on a server: {})", demo.name, ON_A_SERVER.join(", "))));
+    }
+    let mut plan = plan(demo, server, 0);
+    plan.sweep.servers = vec![server.to_string()];
+    run_plan(demo, plan, ctx, run, observer)
+}
+
+fn run_plan(demo: Demo, plan: Plan, ctx: &SweepContext<'_>, run: &mut RunFile, observer: &mut dyn SweepObserver) -> Result<Report, SweepError> {
     let first = run.points.len();
     let mut points = plan.points;
-    if let Some(factor) = plan.rate_over_capacity {
-        let rest = points.split_off(1);
-        run_points(&plan.sweep, points, ctx, run, &mut Silent, observer)?;
-        let capacity = run.points.last().filter(|p| p.errors == 0 && p.requests > 0).map(|p| p.requests_per_min / 60.0);
-        let Some(capacity) = capacity else {
-            // The capacity point failed: judge reports the errors and runs nothing more.
-            return Ok(judge_with(demo, &plan.labels, &run.points[first..], &run.backends));
-        };
-        points = with_rate(rest, factor * capacity);
+    // One worker for every point, loaded for the largest a sizing may choose: the sized
+    // points then need no second load, and a server never gets the same prompt twice.
+    let mut largest = points.clone();
+    if plan.sizing == Sizing::LongPrompt {
+        largest[1].spec.prompt_tokens = LONG_PROMPTS[LONG_PROMPTS.len() - 1];
     }
-    run_points(&plan.sweep, points, ctx, run, &mut Silent, observer)?;
-    Ok(judge_with(demo, &plan.labels, &run.points[first..], &run.backends))
+    let mut session = Session::new(plan.sweep.load_spec_for(ctx.model_path.clone(), &largest));
+    if plan.sizing != Sizing::Fixed {
+        let rest = points.split_off(1);
+        session.run(&plan.sweep, points, ctx, run, &mut Silent, observer)?;
+        let Some(measured) = run.points.last().filter(|p| p.errors == 0 && p.requests > 0 && run.points.len() > first) else {
+            // The first point failed: judge reports the errors and runs nothing more.
+            return Ok(judged(demo, &plan.labels, plan.sizing, &run.points[first..], &run.backends));
+        };
+        points = sized(plan.sizing, measured, rest);
+    }
+    session.run(&plan.sweep, points, ctx, run, &mut Silent, observer)?;
+    Ok(judged(demo, &plan.labels, plan.sizing, &run.points[first..], &run.backends))
+}
+
+/// [`judge_with`], with the labels of sized points renamed after their size and the sizing
+/// said in words.
+fn judged(demo: Demo, labels: &[String], sizing: Sizing, points: &[PointResult], backends: &[BackendInfo]) -> Report {
+    let mut labels = labels.to_vec();
+    if sizing == Sizing::LongPrompt {
+        for (label, p) in labels.iter_mut().zip(points) {
+            *label = format!("prompt {}", p.prompt_tokens);
+        }
+    }
+    let mut report = judge_with(demo, &labels, points, backends);
+    report.sizing = points.first().zip(points.get(1)).and_then(|(first, second)| sizing_note(sizing, first, second));
+    report
+}
+
+/// The points after the first, sized from what the first (`measured`) measured.
+fn sized(sizing: Sizing, measured: &PointResult, mut rest: Vec<SweepPoint>) -> Vec<SweepPoint> {
+    match sizing {
+        Sizing::Fixed => rest,
+        Sizing::RateOverCapacity(factor) => with_rate(rest, factor * measured.requests_per_min / 60.0),
+        Sizing::LongPrompt => {
+            if let Some(long) = rest.first_mut() {
+                long.spec.prompt_tokens = long_prompt_for(measured);
+            }
+            rest
+        }
+    }
+}
+
+/// The short prompt's prefill rate (the worker's own, else its tokens over its TTFT) and
+/// TTFT, ms.
+fn short_prompt_speed(short: &PointResult) -> (f64, f64) {
+    let ttft = short.ttft_ms.p50;
+    let rate = if short.prefill_tps.count > 0 { short.prefill_tps.p50 } else { f64::from(short.prompt_tokens) / (ttft / 1e3) };
+    (rate, ttft)
+}
+
+/// `prompt-length`'s long prompt for a machine whose short prompt measured `short`.
+fn long_prompt_for(short: &PointResult) -> u32 {
+    let (rate, ttft) = short_prompt_speed(short);
+    let prefill_ms = |tokens: u32| f64::from(tokens) / rate * 1e3;
+    LONG_PROMPTS.into_iter().find(|&l| prefill_ms(l) >= LONG_PREFILL_OVER_TTFT * ttft).unwrap_or(LONG_PROMPTS[LONG_PROMPTS.len() - 1])
+}
+
+/// How a sized demo chose its load, from its first two points (`None` for a fixed one).
+fn sizing_note(sizing: Sizing, first: &PointResult, second: &PointResult) -> Option<String> {
+    match sizing {
+        Sizing::Fixed => None,
+        Sizing::RateOverCapacity(factor) => {
+            let capacity = first.requests_per_min / 60.0;
+            Some(format!("sized to this machine: {} clients completed {capacity:.2} requests/s, so requests arrived at {factor}× that ({:.2}/s)", first.concurrency, factor * capacity))
+        }
+        Sizing::LongPrompt => {
+            let (rate, ttft) = short_prompt_speed(first);
+            Some(format!(
+                "sized to this machine: the {}-token prompt was computed at {rate:.0} tok/s and its first token took {ttft:.0} ms, so the long prompt is {} tokens (the shortest of {} whose prefill takes {LONG_PREFILL_OVER_TTFT}× that)",
+                first.prompt_tokens,
+                second.prompt_tokens,
+                LONG_PROMPTS.map(|l| l.to_string()).join(", ")
+            ))
+        }
+    }
 }
 
 /// `plan` with the workload of its first point sent to each server as well.
@@ -618,13 +744,14 @@ fn with_rate(mut points: Vec<SweepPoint>, rate: f64) -> Vec<SweepPoint> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use lx_core::records::RequestRecord;
     use lx_core::traffic::PointRun;
     use lx_core::scheduler::FinishReason;
 
-    fn result(policy: Policy, samples: Vec<(u32, Vec<f64>)>, window_ms: f64) -> PointResult {
+    /// A point of requests of (prompt tokens, each token's time after submit, ms).
+    pub(crate) fn result(policy: Policy, samples: Vec<(u32, Vec<f64>)>, window_ms: f64) -> PointResult {
         let records = samples
             .into_iter()
             .enumerate()
@@ -666,13 +793,42 @@ mod tests {
     #[test]
     fn static_vs_continuous_measures_capacity_first_and_sets_the_rate_from_it() {
         let p = plan(find("static-vs-continuous").unwrap(), "llama", 2);
-        assert_eq!(p.rate_over_capacity, Some(OVER_CAPACITY));
+        assert_eq!(p.sizing, Sizing::RateOverCapacity(OVER_CAPACITY));
         assert_eq!(p.points[0].traffic.arrivals, Arrivals::Closed, "the capacity point is closed loop");
         let rest = with_rate(p.points[1..].to_vec(), 2.6);
         assert!(rest.iter().all(|pt| pt.traffic.arrivals == Arrivals::Poisson { rate: 2.6 }));
         // Both policies see the same drawn lengths and arrivals.
         assert_eq!((rest[0].traffic.seed, rest[0].policy, rest[1].policy), (rest[1].traffic.seed, Policy::Static, Policy::Continuous));
-        assert!(p.rate_over_capacity.is_some() && plan(find("batching").unwrap(), "llama", 2).rate_over_capacity.is_none());
+        assert_eq!(plan(find("batching").unwrap(), "llama", 2).sizing, Sizing::Fixed);
+    }
+
+    #[test]
+    fn prompt_length_sizes_its_long_prompt_so_that_prefill_decides_the_ratio() {
+        let short = |rate: f64, ttft_ms: f64| {
+            let mut p = result(Policy::Continuous, vec![(64, vec![ttft_ms, ttft_ms + 10.0])], 100.0);
+            p.prefill_tps = lx_core::stats::Distribution::of([rate]);
+            p
+        };
+        // A CPU: 1024 tokens at 800 tok/s take 1.28 s, 14× a 90 ms first token.
+        assert_eq!(long_prompt_for(&short(800.0, 90.0)), 1024);
+        // A GPU whose first token is mostly fixed cost: 1024 tokens take 51 ms, 5× its 10 ms.
+        assert_eq!(long_prompt_for(&short(20_000.0, 10.0)), 2048);
+        assert_eq!(long_prompt_for(&short(200_000.0, 10.0)), 4096, "the longest when none is long enough");
+        // A server reports no prefill rate: its TTFT stands for it.
+        let mut served = short(0.0, 100.0);
+        served.prefill_tps = lx_core::stats::Distribution::of(std::iter::empty());
+        assert_eq!(long_prompt_for(&served), 1024);
+        let p = plan(find("prompt-length").unwrap(), "llama", 2);
+        assert_eq!(p.sizing, Sizing::LongPrompt);
+        let rest = sized(p.sizing, &short(20_000.0, 10.0), p.points[1..].to_vec());
+        assert_eq!(rest[0].spec.prompt_tokens, 2048);
+        // Judged from its points: labels and texts name the sizes measured.
+        let mut long = result(Policy::Continuous, vec![(2048, vec![800.0, 810.0])], 1000.0);
+        long.prompt_tokens = 2048;
+        let r = judged(find("prompt-length").unwrap(), &p.labels, p.sizing, &[short(20_000.0, 10.0), long], &[]);
+        assert!(r.rows[1][0] == "prompt 2048" && r.checks[0].what == "TTFT p50, prompt 2048 ÷ prompt 64", "{r:?}");
+        assert!(r.sentence.starts_with("A 32× longer prompt"), "{}", r.sentence);
+        assert!(r.sizing.as_deref().unwrap().contains("tok/s and its first token took 10 ms, so the long prompt is 2048 tokens"), "{r:?}");
     }
 
     #[test]

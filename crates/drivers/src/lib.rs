@@ -6,6 +6,7 @@
 pub mod sweep;
 pub mod live;
 pub mod demo;
+pub mod lesson;
 pub mod preset;
 pub mod capacity;
 pub mod advise;

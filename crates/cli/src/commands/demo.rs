@@ -84,6 +84,9 @@ pub fn run(args: DemoArgs) -> anyhow::Result<i32> {
 }
 
 fn print_report(r: &Report) {
+    if let Some(sizing) = &r.sizing {
+        println!("{sizing}\n");
+    }
     for line in r.table() {
         println!("{line}");
     }

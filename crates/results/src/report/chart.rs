@@ -29,6 +29,8 @@ pub struct Chart {
     pub series: Vec<Series>,
     /// What the dashed lines are, in the legend.
     pub ceiling_note: String,
+    /// Names of the x positions 0, 1, …, where x is a list of settings, not a number.
+    pub x_names: Vec<String>,
 }
 
 /// Where values land on one axis.
@@ -142,7 +144,7 @@ impl Chart {
             }
             last_tick = x;
             let _ = write!(o, r#"<line x1="{x:.1}" x2="{x:.1}" y1="{:.1}" y2="{:.1}" class="axis"/>"#, TOP + plot_h, TOP + plot_h + 4.0);
-            let _ = write!(o, r#"<text x="{x:.1}" y="{:.1}" class="tick" text-anchor="middle">{}</text>"#, TOP + plot_h + 18.0, label(v));
+            let _ = write!(o, r#"<text x="{x:.1}" y="{:.1}" class="tick" text-anchor="middle">{}</text>"#, TOP + plot_h + 18.0, escape(&self.x_text(v)));
         }
         let _ = write!(o, r#"<line x1="{LEFT}" x2="{LEFT}" y1="{TOP}" y2="{:.1}" class="axis"/>"#, TOP + plot_h);
         let _ = write!(o, r#"<line x1="{LEFT}" x2="{}" y1="{:.1}" y2="{:.1}" class="axis"/>"#, WIDTH - RIGHT, TOP + plot_h, TOP + plot_h);
@@ -170,12 +172,20 @@ impl Chart {
                     py(y),
                     escape(&s.label),
                     label(y),
-                    label(x)
+                    escape(&self.x_text(x))
                 );
             }
         }
         o.push_str("</svg>");
         o
+    }
+
+    /// How x value `v` is written: its name, or the number.
+    fn x_text(&self, v: f64) -> String {
+        match self.x_names.get(v as usize) {
+            Some(name) if v >= 0.0 && v.fract() == 0.0 => name.clone(),
+            _ => label(v),
+        }
     }
 
     /// The legend as HTML (it wraps, where SVG text would not): a swatch and a label per
@@ -226,6 +236,7 @@ mod tests {
     #[test]
     fn every_point_is_drawn_with_its_tooltip_and_every_ceiling_dashed() {
         let chart = Chart {
+            x_names: Vec::new(),
             title: "decode <tok/s>".into(),
             x_label: "concurrency".into(),
             y_label: "tok/s".into(),
@@ -247,5 +258,10 @@ mod tests {
         assert!(svg.contains(">200</text>"));
         let legend = chart.legend();
         assert_eq!(legend.matches("<li>").count(), 3);
+
+        // Named settings along x: the ticks and tooltips say their names.
+        let named = Chart { x_names: vec!["1 client".into(), "4 clients".into()], series: vec![Series { label: "here".into(), points: vec![(0.0, 20.0), (1.0, 50.0)], ceiling: vec![] }], ..chart };
+        let svg = named.svg();
+        assert!(svg.contains(">4 clients</text>") && svg.contains("<title>here: 50 at 4 clients</title>") && !svg.contains("log scale"), "{svg}");
     }
 }

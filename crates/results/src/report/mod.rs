@@ -4,6 +4,7 @@
 //! the same in any browser, mailed or offline.
 
 pub mod chart;
+pub mod handout;
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -164,18 +165,18 @@ pub fn charts(points: &[PointResult]) -> Vec<Chart> {
                 })
                 .collect();
             let (title, unit, ceiling) = figure.title();
-            out.push(Chart { title: format!("{title} by {}", axis.name()), x_label: axis.name().into(), y_label: unit.into(), series, ceiling_note: ceiling.into() });
+            out.push(Chart { title: format!("{title} by {}", axis.name()), x_label: axis.name().into(), y_label: unit.into(), series, ceiling_note: ceiling.into(), x_names: Vec::new() });
         }
     }
     out
 }
 
 /// A Unix time in ms as a UTC date and time (`2026-12-02 03:14 UTC`).
-fn utc(unix_ms: u64) -> String {
+pub(crate) fn utc(unix_ms: u64) -> String {
     lx_core::date::UtcDate::from_unix(unix_ms / 1000).minutes()
 }
 
-const STYLE: &str = "body{font:15px/1.45 system-ui,sans-serif;color:#1a1a1a;background:#fff;max-width:1100px;margin:2em auto;padding:0 1em}\
+pub(crate) const STYLE: &str = "body{font:15px/1.45 system-ui,sans-serif;color:#1a1a1a;background:#fff;max-width:1100px;margin:2em auto;padding:0 1em}\
 h1{font-size:1.5em;margin-bottom:.2em}h2{font-size:1.15em;margin-top:1.8em;border-bottom:1px solid #ccc}\
 dl{display:grid;grid-template-columns:max-content 1fr;gap:.2em 1.2em}dt{color:#555}dd{margin:0}\
 table{border-collapse:collapse;font-size:13px;width:100%}th,td{border:1px solid #ccc;padding:3px 6px;text-align:left}\
@@ -189,7 +190,7 @@ figure{margin:0}svg.chart{width:100%;height:auto;background:#fff}\
 .dash{display:inline-block;width:18px;margin-right:4px;border-top:2px dashed #555;vertical-align:3px}\
 .warn{color:#8a4b00}pre{background:#f5f5f5;padding:.6em;overflow-x:auto;font-size:12px}";
 
-fn row(o: &mut String, term: &str, value: &str) {
+pub(crate) fn row(o: &mut String, term: &str, value: &str) {
     let _ = write!(o, "<dt>{}</dt><dd>{}</dd>", escape(term), escape(value));
 }
 
