@@ -29,8 +29,11 @@ fn export_all(cfg: &Config) -> Result<(), ExportError> {
     lx_drivers::sweep::SweepPlan::export_all(cfg)?;
     crate::commands::sweep::SweepOptions::export_all(cfg)?;
     crate::commands::system::BackendAvailability::export_all(cfg)?;
+    crate::commands::system::MachineSpeed::export_all(cfg)?;
     crate::commands::tune::TuneEvent::export_all(cfg)?;
     crate::commands::advise::AdviseEvent::export_all(cfg)?;
+    crate::commands::lessons::LessonEvent::export_all(cfg)?;
+    lx_drivers::lesson::Lesson::export_all(cfg)?;
     crate::commands::export::ExportSource::export_all(cfg)?;
     Ok(())
 }

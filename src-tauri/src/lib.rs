@@ -73,6 +73,7 @@ pub fn run() {
             commands::system::hardware,
             commands::system::backends,
             commands::system::check_backends,
+            commands::system::machine_speed,
             // OpenAI-compatible servers as backends.
             commands::servers::server_add,
             commands::servers::server_remove,
@@ -92,6 +93,11 @@ pub fn run() {
             // Sweeps.
             commands::sweep::sweep_start,
             commands::sweep::sweep_cancel,
+            // Lessons: the teaching demos, step by step.
+            commands::lessons::lessons,
+            commands::lessons::lesson_start,
+            commands::lessons::lesson_cancel,
+            commands::lessons::lesson_handout,
             // Tuning this machine's backend settings (lx tune).
             commands::tune::tune_status,
             commands::tune::tune_start,

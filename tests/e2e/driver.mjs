@@ -3,7 +3,7 @@
 
 import { connect } from "node:net";
 import { spawn } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, readdirSync } from "node:fs";
 import { homedir } from "node:os";
 import path from "node:path";
 import { remote } from "webdriverio";
@@ -83,4 +83,42 @@ export async function goLiveOnLlama(browser, { prompt, concurrency, maxTokens, t
   );
   await sleep(500);
   await browser.execute(() => document.querySelector('[data-testid="go-live"]').click());
+}
+
+/** WebKitGTK's own small browser, where Debian and Ubuntu put it. */
+function miniBrowser() {
+  for (const dir of ["/usr/lib", "/usr/libexec"]) {
+    if (!existsSync(dir)) continue;
+    for (const arch of readdirSync(dir)) {
+      const p = path.join(dir, arch, "webkit2gtk-4.1/MiniBrowser");
+      if (existsSync(p)) return p;
+    }
+  }
+  throw new Error("MiniBrowser not found (Debian/Ubuntu: it comes with libwebkit2gtk-4.1-0)");
+}
+
+/**
+ * Open the page `file` from disk in WebKitGTK's MiniBrowser through WebKitWebDriver on
+ * `port`: a real browser, as a reader of a page the app or `lx` wrote would see it.
+ */
+export async function openInBrowser(file, port) {
+  // Without compositing: under Xvfb, WebKit's accelerated compositing leaves screenshots blank.
+  const env = { ...process.env, WEBKIT_DISABLE_COMPOSITING_MODE: "1" };
+  const driver = spawn("/usr/bin/WebKitWebDriver", [`--port=${port}`], { stdio: ["ignore", "inherit", "inherit"], env });
+  try {
+    await waitForPort(port, 20_000);
+    const browser = await remote({
+      hostname: "127.0.0.1",
+      port,
+      logLevel: "warn",
+      connectionRetryTimeout: 120_000,
+      capabilities: { "webkitgtk:browserOptions": { binary: miniBrowser(), args: ["--automation"] } },
+    });
+    await browser.setWindowSize(1400, 1000).catch(() => {});
+    await browser.url(`file://${file}`);
+    return { driver, browser };
+  } catch (e) {
+    driver.kill();
+    throw e;
+  }
 }

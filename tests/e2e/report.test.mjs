@@ -6,31 +6,18 @@
 // Environment: LX_BIN (the lx binary, required), LX_E2E_ARTIFACTS (screenshots),
 // LX_E2E_PORT (4444: this test takes the port 3 above it).
 
-import { spawn, spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync } from "node:fs";
+import { spawnSync } from "node:child_process";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { remote } from "webdriverio";
-import { waitForPort } from "./driver.mjs";
+import { openInBrowser } from "./driver.mjs";
 
 const LX = process.env.LX_BIN;
 const ARTIFACTS = process.env.LX_E2E_ARTIFACTS ?? path.join(import.meta.dirname, "artifacts");
 const PORT = Number(process.env.LX_E2E_PORT ?? 4444) + 3;
 const RUN = path.join(import.meta.dirname, "../../docs/results/ceilings-llama-candle-pp64-512-c1-16.json");
-
-/** WebKitGTK's own small browser, where Debian and Ubuntu put it. */
-function miniBrowser() {
-  for (const dir of ["/usr/lib", "/usr/libexec"]) {
-    if (!existsSync(dir)) continue;
-    for (const arch of readdirSync(dir)) {
-      const p = path.join(dir, arch, "webkit2gtk-4.1/MiniBrowser");
-      if (existsSync(p)) return p;
-    }
-  }
-  throw new Error("MiniBrowser not found (Debian/Ubuntu: it comes with libwebkit2gtk-4.1-0)");
-}
 
 let driver;
 let browser;
@@ -42,19 +29,7 @@ describe("lx report", () => {
     page = path.join(mkdtempSync(path.join(tmpdir(), "lx-report-")), "report.html");
     const made = spawnSync(LX, ["report", RUN, "-o", page], { encoding: "utf8" });
     assert.equal(made.status, 0, made.stderr);
-    // Without compositing: under Xvfb, WebKit's accelerated compositing leaves screenshots blank.
-    const env = { ...process.env, WEBKIT_DISABLE_COMPOSITING_MODE: "1" };
-    driver = spawn("/usr/bin/WebKitWebDriver", [`--port=${PORT}`], { stdio: ["ignore", "inherit", "inherit"], env });
-    await waitForPort(PORT, 20_000);
-    browser = await remote({
-      hostname: "127.0.0.1",
-      port: PORT,
-      logLevel: "warn",
-      connectionRetryTimeout: 120_000,
-      capabilities: { "webkitgtk:browserOptions": { binary: miniBrowser(), args: ["--automation"] } },
-    });
-    await browser.setWindowSize(1400, 1000).catch(() => {});
-    await browser.url(`file://${page}`);
+    ({ driver, browser } = await openInBrowser(page, PORT));
   });
 
   after(async () => {

@@ -5,7 +5,7 @@ import "./styles.css";
 
 import * as api from "./ipc/api";
 import { inApp, toAppError } from "./ipc/core";
-import type { AppError, BackendAvailability, CatalogModel, FetchEvent, LiveSettings, ModelInfo } from "./ipc/types";
+import type { AppError, BackendAvailability, CatalogModel, FetchEvent, HardwareReport, LiveSettings, ModelInfo } from "./ipc/types";
 import { Banner } from "./components/banner";
 import { backendLabel, TpsChart, TpsCurve, TtftChart, TtftCurve } from "./components/charts";
 import { Overlays } from "./components/overlays";
@@ -20,6 +20,7 @@ import { SweepPanel } from "./components/sweep";
 import { Timeline } from "./components/timeline";
 import { TunePanel } from "./components/tune";
 import { AdvisePanel } from "./components/advise";
+import { LessonsView } from "./components/lessons";
 import { h, setText } from "./lib/dom";
 import { bytes } from "./lib/format";
 import { LiveStore } from "./lib/store";
@@ -27,6 +28,7 @@ import { LiveStore } from "./lib/store";
 const store = new LiveStore();
 let model: ModelInfo | null = null;
 let backends: BackendAvailability[] = [];
+let machine: HardwareReport | null = null;
 let starting = false;
 
 // ---------------------------------------------------------------- problems
@@ -154,7 +156,7 @@ modelSelect.addEventListener("change", async () => {
 // ---------------------------------------------------------------- live mode
 
 function updateButtons() {
-  const canRun = model !== null && controls.settings.backends.length > 0 && !sweep.running && !tune.running && !advise.running;
+  const canRun = model !== null && controls.settings.backends.length > 0 && !sweep.running && !tune.running && !advise.running && !lessons.running;
   liveBtn.disabled = !store.running && (!canRun || starting);
   setText(liveBtn, store.running ? "Stop" : starting ? "Starting…" : "Go live");
   liveBtn.classList.toggle("danger", store.running);
@@ -273,7 +275,7 @@ sizesCard.card.append(sizeChart.caption);
 const readout = new Readout(store);
 const preview = new PreviewPane(store, () => void api.livePreviewNext().catch(() => undefined));
 const timeline = new Timeline(store);
-const hardware = new HardwarePanel(store, (onRow) => api.checkBackends(onRow));
+const hardware = new HardwarePanel(store, (onRow) => api.checkBackends(onRow), api.machineSpeed);
 const tune = new TunePanel({
   status: api.tuneStatus,
   start: api.tuneStart,
@@ -296,6 +298,46 @@ const advise = new AdvisePanel({
   changed: () => updateButtons(),
   error: (e) => problem(e),
 });
+const lessons = new LessonsView({
+  lessons: api.lessons,
+  backends: () => backends,
+  preferred: () => controls.settings.backends[0],
+  start: api.lessonStart,
+  cancel: api.lessonCancel,
+  handout: api.lessonHandout,
+  pickRun: api.pickRunFile,
+  beforeStart: async () => {
+    if (store.running) await stopLive();
+  },
+  moveControls: (to) => controls.moveTo(to),
+  machine: () => (machine ? `${machine.cpu}, ${machine.physical_cores} cores${machine.gpus?.length ? `, ${machine.gpus.join("; ")}` : ""}` : "this machine"),
+  changed: () => updateButtons(),
+  error: (e) => problem(e),
+  notice: (message) => store.addProblem({ kind: "notice", message, retry: false }),
+});
+
+// A first start offers the first lesson; the dashboard stays one click away.
+const WELCOMED = "lx.welcomed";
+const welcome = h(
+  "section",
+  { class: "card welcome", "data-testid": "welcome", "aria-label": "welcome", hidden: localStorage.getItem(WELCOMED) !== null },
+  h("div", {}, h("strong", {}, "New here? "), "Start with a lesson: the app asks a question about speed, you predict, it measures the answer on this machine."),
+);
+{
+  const startFirst = h("button", { type: "button", class: "primary", "data-testid": "welcome-start" }, "Start the first lesson");
+  const dismiss = h("button", { type: "button", class: "ghost", "data-testid": "welcome-dismiss" }, "Show me the dashboard");
+  const done = () => {
+    localStorage.setItem(WELCOMED, "1");
+    welcome.hidden = true;
+  };
+  startFirst.addEventListener("click", () => {
+    done();
+    void lessons.openFirst();
+  });
+  dismiss.addEventListener("click", done);
+  welcome.append(h("div", { class: "welcome-actions" }, startFirst, dismiss));
+}
+
 const sweep = new SweepPanel({
   backends: () => controls.settings.backends,
   context: () => model?.contextLength ?? 2048,
@@ -331,7 +373,7 @@ app.replaceChildren(
     { class: "topbar" },
     h("div", { class: "brand" }, h("span", { class: "logo", "aria-hidden": "true" }), "Latency Explorer"),
     h("div", { class: "model" }, h("label", { class: "muted small" }, "Model"), modelSelect, h("div", { class: "model-info" }, modelStatus, modelBar)),
-    h("div", { class: "actions" }, liveBtn, saveBtn, csvBtn, overlays.openBtn),
+    h("div", { class: "actions" }, lessons.openBtn, liveBtn, saveBtn, csvBtn, overlays.openBtn),
   ),
   h(
     "div",
@@ -340,7 +382,9 @@ app.replaceChildren(
     h(
       "main",
       { class: "main" },
+      lessons.el,
       banner.el,
+      welcome,
       readout.el,
       h("div", { class: "grid2" }, ttftCard.card, tpsCard.card),
       h("div", { class: "grid2" }, preview.el, timeline.el),
@@ -454,7 +498,15 @@ async function boot() {
   }
   refreshBackends().catch((e) => problem(e));
   void advise.load();
-  api.hardware().then((hw) => hardware.setHardware(hw), (e) => problem(e));
+  api.hardware().then(
+    (hw) => {
+      machine = hw;
+      hardware.setHardware(hw);
+    },
+    (e) => problem(e),
+  );
+  void lessons.load();
+  void hardware.loadSpeed(false);
   try {
     const [list, open] = await Promise.all([api.models(), api.currentModel()]);
     setModelList(list, open?.spec ?? list.find((m) => m.isDefault)?.name ?? null);
@@ -486,4 +538,5 @@ window.__lx = {
   backends: () => backends,
   model: () => model,
   label: backendLabel,
+  lessons,
 };

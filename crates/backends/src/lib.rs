@@ -8,7 +8,6 @@ pub mod draft;
 pub mod limits;
 pub mod memory;
 pub mod model;
-pub mod platforms;
 pub mod sweep;
 pub mod synth;
 pub mod tune;

@@ -30,13 +30,13 @@ enum ProbeLine {
 /// The cached probe for this machine and build, or a new one when there is none or
 /// `refresh` asks (then `measuring` is called first, to say why there is a wait).
 pub fn limits(refresh: bool, measuring: &mut dyn FnMut()) -> anyhow::Result<Probe> {
-    let key = probe::machine_key(&crate::hardware_report());
-    let path = probe::cache_path(&lx_models::cache_dir());
     if !refresh {
-        if let Some(cached) = probe::cached(&path, &key) {
+        if let Some(cached) = cached_limits() {
             return Ok(cached);
         }
     }
+    let key = probe::machine_key(&crate::hardware_report());
+    let path = probe::cache_path(&lx_models::cache_dir());
     measuring();
     let command = crate::worker::WorkerRole::Probe.command();
     let mut child = LineChild::spawn(&command, false).map_err(|e| anyhow::anyhow!("cannot start the probe ({}): {e}", command.program.display()))?;
@@ -48,6 +48,11 @@ pub fn limits(refresh: bool, measuring: &mut dyn FnMut()) -> anyhow::Result<Prob
     // probe refused under load would be taken again under the same load by every run.
     probe::save(&path, &measured)?;
     Ok(measured)
+}
+
+/// The cached probe for this machine and build, if one was measured (nothing is measured).
+pub fn cached_limits() -> Option<Probe> {
+    probe::cached(&probe::cache_path(&lx_models::cache_dir()), &probe::machine_key(&crate::hardware_report()))
 }
 
 /// The probe from the child's lines ([`ProbeLine`]), each stage given `stage_timeout`. The

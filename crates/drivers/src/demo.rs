@@ -660,15 +660,19 @@ fn run_plan(demo: Demo, plan: Plan, ctx: &SweepContext<'_>, run: &mut RunFile, o
     Ok(judged(demo, &plan.labels, plan.sizing, &run.points[first..], &run.backends))
 }
 
+/// A point's label: the plan's, or for a point sized by its prompt, that prompt's length.
+pub fn point_label(labels: &[String], sizing: Sizing, index: usize, prompt_tokens: u32) -> String {
+    match (sizing, labels.get(index)) {
+        (Sizing::LongPrompt, Some(_)) => format!("prompt {prompt_tokens}"),
+        (_, Some(label)) => label.clone(),
+        (_, None) => format!("point {}", index + 1),
+    }
+}
+
 /// [`judge_with`], with the labels of sized points renamed after their size and the sizing
 /// said in words.
 fn judged(demo: Demo, labels: &[String], sizing: Sizing, points: &[PointResult], backends: &[BackendInfo]) -> Report {
-    let mut labels = labels.to_vec();
-    if sizing == Sizing::LongPrompt {
-        for (label, p) in labels.iter_mut().zip(points) {
-            *label = format!("prompt {}", p.prompt_tokens);
-        }
-    }
+    let labels: Vec<String> = labels.iter().enumerate().map(|(i, l)| points.get(i).map_or_else(|| l.clone(), |p| point_label(labels, sizing, i, p.prompt_tokens))).collect();
     let mut report = judge_with(demo, &labels, points, backends);
     report.sizing = points.first().zip(points.get(1)).and_then(|(first, second)| sizing_note(sizing, first, second));
     report

@@ -140,12 +140,12 @@ pub fn lesson(demo: Demo) -> Lesson {
             "Four people ask at once instead of one. Does each answer come slower, and does the machine do more in total?",
             vec![figure(Metric::Throughput, "tokens per second, all clients", "tok/s", &[0, 1]), figure(Metric::DecodeP50, "decode speed per request", "tok/s", &[0, 1])],
             vec![
-                choice("More in total, each a little slower", &[Up, Down]),
+                choice("More in total, each one slower", &[Up, Down]),
                 choice("The same total, split four ways", &[Flat, Down]),
                 choice("Each as fast as alone: four times the total", &[Up, Flat]),
             ],
             0,
-            "A decode step reads every weight once however many sequences it carries: four sequences share that read, so the total grows. The step does four sequences' arithmetic, so it takes a little longer, and each sequence gets its next token a little later.",
+            "A decode step reads every weight once however many sequences it carries: four sequences share that read, so the total grows. The step also does four sequences' arithmetic: a GPU has compute to spare and barely slows, a small CPU has little and slows more, so each sequence gets its next token later while the total still grows.",
         ),
         "static-vs-continuous" => (
             "Requests arrive at random moments. Is it better to start a batch together and run it to the end, or let each request join as soon as a place frees?",
@@ -253,7 +253,7 @@ pub fn handout(runs: &[(RunFile, String)]) -> Result<Handout, String> {
             .collect();
         let hw = &run.hardware;
         let gpus = if hw.gpus.is_empty() { String::new() } else { format!(", {}", hw.gpus.join("; ")) };
-        let backend = run.backends.first().map_or_else(|| run.points.first().map(|p| p.backend.clone()).unwrap_or_default(), |b| format!("{} {} on {}, {} threads", b.name, b.version, b.device, b.threads));
+        let backend = run.backends.first().map_or_else(|| run.points.first().map(|p| p.backend.clone()).unwrap_or_default(), |b| format!("{} on {}", b.name, b.device));
         answers.push(Answer {
             machine: format!("{} ({} cores{gpus})", hw.cpu, hw.physical_cores),
             backend,

@@ -21,8 +21,6 @@ pub struct BackendAvailability {
     pub reason: Option<String>,
     /// Devices it would use, e.g. `CPU (AVX2, 2 threads)` or `Metal: Apple M3`.
     pub devices: Vec<String>,
-    /// What proves it on this platform, one line per device (docs/PLATFORMS.md's status table).
-    pub proven: Vec<String>,
     /// An OpenAI-compatible server the user added (it schedules requests itself, so the
     /// policy settings do not apply to it).
     pub server: bool,
@@ -31,8 +29,48 @@ pub struct BackendAvailability {
 impl BackendAvailability {
     /// A server the user added, described by `lines` (what it serves, where).
     pub fn server(name: &str, lines: Vec<String>) -> Self {
-        Self { name: name.into(), label: name.into(), available: true, reason: None, devices: lines, proven: Vec::new(), server: true }
+        Self { name: name.into(), label: name.into(), available: true, reason: None, devices: lines, server: true }
     }
+}
+
+/// How fast this machine can go on the open model: each measured device's limits and what
+/// they allow one request (a 1024-token prompt, 64 tokens out).
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[serde(rename_all = "camelCase")]
+pub struct MachineSpeed {
+    pub devices: Vec<DeviceSpeed>,
+    /// When the limits were measured (Unix ms).
+    pub measured_unix_ms: u64,
+    /// Set when other programs were busy while they were measured (they read low).
+    pub busy: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceSpeed {
+    pub limits: lx_machine::roofline::Limits,
+    /// `None` without an open model.
+    pub ceiling: Option<lx_machine::roofline::PointCeiling>,
+}
+
+/// The prompt and output the hardware panel's ceilings are for.
+const SPEED_PROMPT: u32 = 1024;
+const SPEED_OUTPUT: u32 = 64;
+
+/// This machine's limits as last measured for this build (`measure`: measure them now, a
+/// few seconds in a child process), with what they allow the open model. `None`: never
+/// measured, and not asked to.
+#[tauri::command]
+pub async fn machine_speed(state: tauri::State<'_, crate::state::AppState>, measure: bool) -> CmdResult<Option<MachineSpeed>> {
+    let model = state.model.locked().as_ref().map(|m| m.open.path.clone());
+    blocking(move || {
+        let probe = if measure { Some(lx_backends::limits::limits(true, &mut || {}).map_err(|e| crate::error::CmdError::Io(format!("the machine's limits could not be measured: {e:#}")))?) } else { lx_backends::limits::cached_limits() };
+        let Some(probe) = probe else { return Ok(None) };
+        let cost = model.and_then(|p| lx_format::gguf::GgufFile::open(&p).ok()).and_then(|g| lx_machine::roofline::ModelCost::from_gguf(&g).ok());
+        let devices = probe.devices.iter().map(|l| DeviceSpeed { limits: l.clone(), ceiling: cost.as_ref().map(|c| c.ceiling(l, 0, SPEED_PROMPT, SPEED_OUTPUT, 1)) }).collect();
+        Ok(Some(MachineSpeed { devices, measured_unix_ms: probe.measured_unix_ms, busy: probe.busy_note() }))
+    })
+    .await?
 }
 
 /// Display name of a backend.
@@ -62,7 +100,6 @@ pub async fn backends(state: tauri::State<'_, crate::state::AppState>) -> CmdRes
         .collect();
     let mut all = blocking(|| {
         let devices = lx_backends::devices();
-        let status = lx_backends::platforms::here();
         lx_backends::ALL
             .iter()
             .map(|&name| {
@@ -77,11 +114,6 @@ pub async fn backends(state: tauri::State<'_, crate::state::AppState>) -> CmdRes
                         Vec::new()
                     },
                     reason,
-                    proven: status
-                        .iter()
-                        .filter(|r| r.backend == label(name))
-                        .map(|r| format!("{}: built in CI: {}; tested in CI: {}; measured: {}", r.device, r.built_in_ci, r.tested_in_ci, r.measured))
-                        .collect(),
                     server: false,
                 }
             })

@@ -196,6 +196,29 @@ export class Controls {
     this.changed(from === "input");
   }
 
+  /** A lesson moves the controls to the setting it measures next, where the audience can
+   *  see them move (they flash); the change is reported like the user's own. */
+  moveTo(to: { promptTokens: number; concurrency: number; maxTokens: number; policy: Policy }): void {
+    const s = this.settings;
+    const moved = [
+      [s.promptTokens !== to.promptTokens, this.promptSlider],
+      [s.concurrency !== to.concurrency, this.concSlider],
+      [s.policy !== to.policy, this.policySelect],
+    ] as const;
+    s.maxTokens = Math.min(to.maxTokens, this.context - 1);
+    s.promptTokens = Math.min(to.promptTokens, this.maxPrompt());
+    s.concurrency = to.concurrency;
+    s.policy = to.policy;
+    this.sync();
+    for (const [changed, el] of moved) {
+      if (!changed) continue;
+      el.classList.remove("moved");
+      void el.offsetWidth; // restart the flash
+      el.classList.add("moved");
+    }
+    this.changed(true);
+  }
+
   /** A model was opened: the prompt slider ends at its context. */
   setContext(context: number): void {
     this.context = Math.max(32, context);

@@ -1,7 +1,7 @@
 /** The hardware panel: machine, model file, and each backend's worker and device. */
 import { h, setText } from "../lib/dom";
 import { bytes, ms as fmtMs, num, params } from "../lib/format";
-import type { BackendAvailability, CheckRow, HardwareReport, ModelInfo } from "../ipc/types";
+import type { BackendAvailability, CheckRow, HardwareReport, MachineSpeed, ModelInfo } from "../ipc/types";
 import type { LiveStore } from "../lib/store";
 import { backendLabel } from "./charts";
 
@@ -19,12 +19,20 @@ export class HardwarePanel {
   private checkStatus = h("div", { class: "muted small", "data-testid": "check-status", "aria-live": "polite" });
   private checkRows = h("tbody", {});
 
-  /** `check` runs the backend check, calling `onRow` with each row as it finishes. */
+  private summary = h("div", { class: "hw-summary", "data-testid": "hw-summary" });
+  private speedBtn = h("button", { type: "button", class: "small", "data-testid": "measure-speed", title: "Measure this machine's memory bandwidth and matrix-product rate (a few seconds, in a child process)" }, "Measure how fast it can go") as HTMLButtonElement;
+  private speed: MachineSpeed | null = null;
+  private speedNote = "";
+
+  /** `check` runs the backend check, calling `onRow` with each row as it finishes;
+   *  `measureSpeed` reads this machine's limits (measuring them when asked). */
   constructor(
     private store: LiveStore,
     private check: (onRow: (row: CheckRow) => void) => Promise<CheckRow[]>,
+    private measureSpeed: (measure: boolean) => Promise<MachineSpeed | null>,
   ) {
     this.checkBtn.addEventListener("click", () => void this.runCheck());
+    this.speedBtn.addEventListener("click", () => void this.loadSpeed(true));
     const checkTable = h(
       "table",
       { class: "points check", "data-testid": "check-table" },
@@ -35,6 +43,7 @@ export class HardwarePanel {
       "section",
       { class: "card hardware", "data-testid": "hardware", "aria-label": "hardware" },
       h("header", { class: "card-head" }, h("span", {}, "Hardware and model")),
+      this.summary,
       h("div", { class: "hw-grid" }, h("div", {}, h("h3", {}, "Machine"), this.machine), h("div", {}, h("h3", {}, "Model file"), this.model), h("div", {}, h("h3", {}, "Backends"), this.workers)),
       h("div", { class: "check-bar" }, this.checkBtn, this.checkStatus),
       checkTable,
@@ -62,6 +71,46 @@ export class HardwarePanel {
     }
   }
 
+  /** This machine's limits as last measured (or measured now), in the summary. */
+  async loadSpeed(measure: boolean): Promise<void> {
+    this.speedBtn.disabled = true;
+    if (measure) this.speedNote = "measuring memory and compute…";
+    this.describe();
+    try {
+      this.speed = await this.measureSpeed(measure);
+      this.speedNote = "";
+    } catch (e) {
+      this.speedNote = `not measured: ${(e as { message?: string }).message ?? String(e)}`;
+    } finally {
+      this.speedBtn.disabled = false;
+      this.describe();
+    }
+  }
+
+  /** What runs where on this machine, and how fast it can go, in sentences. */
+  private describe(): void {
+    const usable = this.available.filter((b) => b.available && !b.server);
+    const where = usable.length ? `Runs here: ${usable.map((b) => `${backendLabel(b.name)} on ${b.devices.join(" or ") || "the CPU"}`).join("; ")}.` : "No backend of this build runs here.";
+    const model = this.modelName ? ` ${this.modelName}` : " a model";
+    const speed = this.speed?.devices.map((d) => {
+      const l = d.limits;
+      const c = d.ceiling;
+      const limits = `${l.device} reads memory at ${num(Math.round(l.memory_bytes_per_s / 1e9))} GB/s and multiplies at ${num(Math.round(l.compute_flops_per_s / 1e9))} GFLOP/s`;
+      return c ? `${limits}: for${model} that allows at most ${c.decode_tps.toFixed(0)} tokens/s for one reader (bound by ${c.decode_bound}) and a 1024-token prompt in no less than ${fmtMs(c.least_ttft_ms)}.` : `${limits}.`;
+    });
+    const when = this.speed ? ` (measured ${new Date(this.speed.measuredUnixMs).toLocaleString()}${this.speed.busy ? `; ${this.speed.busy}` : ""})` : "";
+    this.summary.replaceChildren(
+      h("p", {}, where),
+      speed?.length && !this.speedNote
+        ? h("p", { "data-testid": "hw-speed" }, `How fast it can go: ${speed.join(" ")}${when} Sweeps and lessons hold their numbers against these ceilings.`)
+        : h("p", { class: "muted", "data-testid": "hw-speed" }, this.speedNote || "How fast it can go: not measured on this build yet."),
+      this.speedBtn,
+    );
+    setText(this.speedBtn, this.speed ? "Measure again" : "Measure how fast it can go");
+  }
+
+  private modelName = "";
+
   setHardware(hw: HardwareReport): void {
     this.machine.replaceChildren(
       rows([
@@ -77,6 +126,8 @@ export class HardwarePanel {
   }
 
   setModel(m: ModelInfo | null): void {
+    this.modelName = m ? (m.facts.name ?? m.name) : "";
+    if (this.speed) void this.loadSpeed(false);
     if (!m) {
       this.model.replaceChildren(h("p", { class: "muted" }, "no model open"));
       return;
@@ -102,6 +153,7 @@ export class HardwarePanel {
   setBackends(list: BackendAvailability[]): void {
     this.available = list;
     this.lastWorkers = "";
+    this.describe();
     this.update();
   }
 
@@ -129,7 +181,6 @@ export class HardwarePanel {
         lines.push(["Loaded for", `${c.slots} sequences × ${num(c.ctxPerSlot)} tokens${kv}${c.draft ? " · with its draft model" : ""}`]);
       }
       if (st?.state === "error" && st.message) lines.push(["Error", st.message]);
-      for (const p of b.proven ?? []) lines.push(["Platform status", p]);
       const head = h("h4", {}, backendLabel(b.name));
       const el = h("div", { class: "backend-facts", "data-backend": b.name, "data-state": st?.state ?? "none", "data-pid": st?.pid ?? "" }, head, rows(lines));
       return el;

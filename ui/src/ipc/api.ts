@@ -10,6 +10,9 @@ import type {
   CheckRow,
   FetchEvent,
   HardwareReport,
+  Lesson,
+  LessonEvent,
+  MachineSpeed,
   LiveEvent,
   LiveSettings,
   ModelInfo,
@@ -58,6 +61,14 @@ export const advisePresets = () => call<PresetRecord[]>("advise_presets");
 export const adviseStart = (preset: string, backends: string[], budgetS: number, onEvent: (e: AdviseEvent) => void) =>
   call<string>("advise_start", { preset, backends, budgetS, onEvent: channel(onEvent) });
 export const adviseCancel = () => call<void>("advise_cancel");
+
+export const machineSpeed = (measure: boolean) => call<MachineSpeed | null>("machine_speed", { measure });
+
+export const lessons = () => call<Lesson[]>("lessons");
+export const lessonStart = (name: string, backend: string, onEvent: (e: LessonEvent) => void) =>
+  call<string>("lesson_start", { name, backend, onEvent: channel(onEvent) });
+export const lessonCancel = () => call<void>("lesson_cancel");
+export const lessonHandout = (runs: string[]) => call<string>("lesson_handout", { runs });
 
 export const runOpen = (path: string) => call<OpenedRun>("run_open", { path });
 export const pickRunFile = () => call<string | null>("pick_run_file");

@@ -67,3 +67,14 @@ export interface AppError {
   kind: CmdError["kind"] | "ipc";
   message: string;
 }
+
+export type { Check } from "./generated/Check";
+export type { Choice } from "./generated/Choice";
+export type { Figure } from "./generated/Figure";
+export type { Lesson } from "./generated/Lesson";
+export type { LessonEvent } from "./generated/LessonEvent";
+export type { Metric } from "./generated/Metric";
+export type { Report } from "./generated/Report";
+export type { Trend } from "./generated/Trend";
+export type { MachineSpeed } from "./generated/MachineSpeed";
+export type { DeviceSpeed } from "./generated/DeviceSpeed";

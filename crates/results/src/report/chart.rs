@@ -112,7 +112,9 @@ impl Chart {
     pub fn svg(&self) -> String {
         let xs: Vec<f64> = self.series.iter().flat_map(|s| s.points.iter().chain(&s.ceiling).map(|p| p.0)).collect();
         let ys: Vec<f64> = self.series.iter().flat_map(|s| s.points.iter().chain(&s.ceiling).map(|p| p.1)).collect();
-        let (sx, sy) = (Scale::x(&xs), Scale::y(&ys));
+        // Named settings sit half a step in from the edges, where their names fit.
+        let sx = if self.x_names.is_empty() { Scale::x(&xs) } else { Scale { lo: -0.5, hi: self.x_names.len() as f64 - 0.5, log: false } };
+        let sy = Scale::y(&ys);
         let plot_w = WIDTH - LEFT - RIGHT;
         let plot_h = HEIGHT - TOP - BOTTOM;
         let px = |x: f64| LEFT + sx.at(x) * plot_w;

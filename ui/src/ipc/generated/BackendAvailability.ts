@@ -25,10 +25,6 @@ reason: string | null,
  */
 devices: Array<string>, 
 /**
- * What proves it on this platform, one line per device (docs/PLATFORMS.md's status table).
- */
-proven: Array<string>, 
-/**
  * An OpenAI-compatible server the user added (it schedules requests itself, so the
  * policy settings do not apply to it).
  */
