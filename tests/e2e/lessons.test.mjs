@@ -333,7 +333,7 @@ describe("Lessons", { timeout: 30 * 60_000 }, () => {
     const said = await until(
       "the machine's speed",
       () => document.querySelector('[data-testid="hw-summary"]').textContent,
-      (t) => /reads memory at \d+ GB\/s and multiplies at \d+ GFLOP\/s: for .* at most \d+ tokens\/s for one reader/.test(t),
+      (t) => /reads memory at \d+ GB\/s and multiplies at [\d,]+ GFLOP\/s: for .* at most \d+ tokens\/s for one reader/.test(t),
       180_000,
     );
     assert.match(said, /^Runs here: llama\.cpp on /);

@@ -11,7 +11,15 @@ use std::path::Path;
 const PAGES: &[(&str, &[&str])] = &[
     ("README.md", &[]),
     ("docs/CLI.md", &["docs/results/repetitions-llama-pp64-256-c1-4.json"]),
-    ("docs/APP.md", &["docs/results/app-bench-amd-avx512-auto.json", "docs/results/app-bench-amd-avx512-2-threads.json"]),
+    (
+        "docs/APP.md",
+        &[
+            "docs/results/app-bench-amd-avx512-auto.json",
+            "docs/results/app-bench-amd-avx512-2-threads.json",
+            "docs/results/demo-prompt-length-epyc.json",
+            "docs/results/lesson-prompt-length-app.json",
+        ],
+    ),
     (
         "docs/MEASUREMENTS.md",
         &[

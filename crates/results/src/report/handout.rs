@@ -82,7 +82,8 @@ impl Handout {
         let mut o = String::new();
         let title = format!("Lesson: {}", self.question);
         let _ = write!(o, "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>{}</title><style>{STYLE}{HANDOUT_STYLE}</style></head><body>", escape(&title));
-        let _ = write!(o, "<p class=\"muted\">Latency Explorer lesson <code>{}</code>, measured on {} machine{}.</p>", escape(&self.name), self.runs.len(), if self.runs.len() == 1 { "" } else { "s" });
+        let runs = if self.runs.len() == 1 { "one run".to_string() } else { format!("{} runs, a line each on the charts", self.runs.len()) };
+        let _ = write!(o, "<p>Latency Explorer lesson <code>{}</code>: {runs}.</p>", escape(&self.name));
         let _ = write!(o, "<h1 class=\"question\">{}</h1><p>{}</p>", escape(&self.question), escape(&self.shows));
         let charts = self.charts();
         if !charts.is_empty() {
