@@ -61,6 +61,8 @@ async function shot(name, b = browser) {
     let timer;
     const giveUp = new Promise((_, reject) => (timer = setTimeout(() => reject(new Error("took over 60 s")), 60_000)));
     await Promise.race([b.saveScreenshot(path.join(ARTIFACTS, `${name}.png`)), giveUp]).finally(() => clearTimeout(timer));
+    // Repaints cost the backend a share of the cores: stop them as soon as the picture is taken.
+    if (b === browser) await b.execute(() => document.getElementById("lx-repaint")?.remove());
   } catch (e) {
     console.log(`no screenshot ${name} (${e})`);
   }
@@ -295,6 +297,13 @@ describe("Lessons", { timeout: 30 * 60_000 }, () => {
     await key("ArrowRight");
     assert.equal(await step(), "measure");
     await tabReachesEveryControl("the measurement, running");
+    // Space holds the screen still while the measurement goes on, and lets it go again.
+    await browser.execute(() => document.activeElement?.blur());
+    await key(" ");
+    assert.equal(await browser.execute(() => document.querySelector('[data-testid="lesson-paused"]').hidden), false, "Space holds the screen");
+    await shot("lesson-batching-3-held-presented");
+    await key(" ");
+    assert.equal(await browser.execute(() => document.querySelector('[data-testid="lesson-paused"]').hidden), true, "Space lets it go");
     const seen = await measureWatchingControls("batching");
     const clients = [...seen.keys()].filter((k) => k !== "preview").map((k) => k.split("|").slice(1).join("|"));
     assert.ok(clients.includes("1|continuous") && clients.includes("4|continuous") && clients.includes("4|static"), `the controls moved through ${clients}`);

@@ -160,6 +160,24 @@ fn show_refuses_what_it_cannot_print() {
     lx(&["show", foreign.to_str().unwrap()]).fails_with("is neither a Latency Explorer run file nor a result file `lx show` knows (its kind is 'weather'");
 }
 
+/// `lx report` on lesson runs writes their handout: several machines' runs of one demo on
+/// shared charts; runs of two demos, or a sweep among them, are refused by name.
+#[test]
+fn report_makes_a_lessons_handout_from_one_demos_runs_only() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("the repository");
+    let file = |name: &str| root.join("docs/results").join(name).display().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("handout.html").display().to_string();
+    let r = lx(&["report", &file("demo-prompt-length.json"), &file("lesson-prompt-length-app.json"), "-o", &out]).ok();
+    assert!(r.stderr().contains("the handout of lesson prompt-length, 2 run(s)"), "{}", r.stderr());
+    let page = std::fs::read_to_string(&out).unwrap();
+    assert!(page.contains("<h1 class=\"question\">Does a longer prompt slow down every token, or only the first?</h1>"));
+    assert_eq!(page.matches("<svg").count(), 2, "a chart per figure");
+    assert_eq!(page.matches("<polyline").count(), 4, "a line per run on each");
+    lx(&["report", &file("demo-prompt-length.json"), &file("demo-batching.json"), "-o", &out]).fails_with("demo-batching.json is a run of batching, not of prompt-length");
+    lx(&["report", &file("demo-prompt-length.json"), &file("smollm2-mlx-cpu-pp64-c1-4.json"), "-o", &out]).fails_with("smollm2-mlx-cpu-pp64-c1-4.json is not a lesson's run");
+}
+
 /// `lx report` writes one page per run, beside it by default, atomically; a missing or
 /// foreign file is a clear error and leaves no page behind.
 #[test]

@@ -221,7 +221,32 @@ fn demo_with(name: &str, more: &[&str]) -> Run {
 #[test]
 fn demo_prompt_length() {
     let _lock = heavy();
-    assert!(demo("prompt-length").stdout().contains("ok   TTFT p50, prompt 1024 ÷ prompt 64"));
+    // The long prompt is sized from the short one's measured prefill; the checks name it.
+    let out = demo("prompt-length").stdout();
+    let sizing = out.lines().find(|l| l.starts_with("sized to this machine: the 64-token prompt was computed at ")).unwrap_or_else(|| panic!("no sizing line: {out}"));
+    let long = sizing.split("so the long prompt is ").nth(1).and_then(|rest| rest.split(' ').next()).unwrap();
+    assert!(["1024", "2048", "4096"].contains(&long), "{sizing}");
+    assert!(out.contains(&format!("ok   TTFT p50, prompt {long} ÷ prompt 64")), "{out}");
+}
+
+/// `prompt-length` measures a server alone: here one that takes 1 ms per four characters of
+/// prompt before its first token and streams at a fixed pace after it, as prefill and decode do.
+#[test]
+fn demo_prompt_length_on_a_server_alone() {
+    use lx_test_support::scripted_server::{serve, tokens, Script};
+    let server = serve(|_, r| {
+        let chars = r.body["prompt"].as_str().map_or(0, str::len) as u64;
+        Script::Stream(tokens(r.body["max_tokens"].as_u64().unwrap_or(1) as u32, 20 + chars / 4, 5, 64))
+    });
+    let out = demo_with("prompt-length", &["--target", &format!("paced={}", server.url)]).stdout();
+    assert!(out.contains("ok   TTFT p50, prompt 1024 ÷ prompt 64") && out.contains("ok   decode tok/s p50"), "{out}");
+    assert!(server.requests.lock().unwrap().len() >= 5, "every request went to the server");
+    // A demo of our scheduler still refuses a server alone; one server at a time.
+    let model = model_path();
+    let refused = lx(&["demo", "static-vs-continuous", "--model", model.to_str().unwrap(), "--target", &server.url]);
+    assert!(refused.stderr().contains("--target works with: prompt-length (the server alone), disaggregation (servers beside the backend)"), "{}", refused.dump());
+    let two = lx(&["demo", "prompt-length", "--model", model.to_str().unwrap(), "--target", &server.url, "--target", &format!("b={}", server.url)]);
+    assert!(two.stderr().contains("demo prompt-length measures one server at a time (got 2 --target)"), "{}", two.dump());
 }
 
 #[test]
@@ -279,5 +304,5 @@ fn demo_disaggregation_and_its_workload_sent_to_a_server() {
     // Any other demo refuses a server, saying which take one.
     let refused = lx(&["demo", "batching", "--model", model_path().to_str().unwrap(), "--target", &server.url]);
     assert_eq!(refused.code(), Some(1), "{}", refused.dump());
-    assert!(refused.stderr().contains("--target works with: disaggregation"), "{}", refused.dump());
+    assert!(refused.stderr().contains("(the server alone), disaggregation (servers beside the backend)"), "{}", refused.dump());
 }

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use lx_drivers::demo::{find, run_demo, Report, DEMOS, WITH_SERVERS};
+use lx_drivers::demo::{find, run_demo, run_demo_on_server, Report, DEMOS, ON_A_SERVER, WITH_SERVERS};
 use lx_core::traffic::RunControl;
 use lx_results::results::RunFile;
 use lx_format::workload::PromptBuilder;
@@ -33,8 +33,9 @@ pub struct DemoArgs {
     /// Print the report as JSON instead of a table.
     #[arg(long)]
     json: bool,
-    /// `disaggregation` only: send the same workload to these servers too (a disaggregated
-    /// deployment beside an aggregated one), each a row after the backend's.
+    /// `prompt-length`: measure this server instead of a backend. `disaggregation`: send the
+    /// same workload to these servers too (a disaggregated deployment beside an aggregated
+    /// one), each a row after the backend's.
     #[command(flatten)]
     targets: crate::commands::TargetArgs,
 }
@@ -48,10 +49,20 @@ pub fn run(args: DemoArgs) -> anyhow::Result<i32> {
     }
     let demo = find(args.name.as_deref().unwrap_or_default())?;
     let servers = args.targets.servers(false)?;
-    if !servers.is_empty() && !WITH_SERVERS.contains(&demo.name) {
-        anyhow::bail!("demo {} shows how our scheduler runs requests, so it measures a backend, not a server; --target works with: {}", demo.name, WITH_SERVERS.join(", "));
+    // A demo whose point does not depend on our scheduler measures the server alone.
+    let alone = !servers.is_empty() && ON_A_SERVER.contains(&demo.name);
+    if alone && servers.len() > 1 {
+        anyhow::bail!("demo {} measures one server at a time (got {} --target)", demo.name, servers.len());
     }
-    let backend = lx_backends::canonical(args.backend.trim())?.to_string();
+    if !servers.is_empty() && !alone && !WITH_SERVERS.contains(&demo.name) {
+        anyhow::bail!(
+            "demo {} shows how our scheduler runs requests, so it measures a backend, not a server; --target works with: {} (the server alone), {} (servers beside the backend)",
+            demo.name,
+            ON_A_SERVER.join(", "),
+            WITH_SERVERS.join(", ")
+        );
+    }
+    let backend = if alone { servers[0].name.clone() } else { lx_backends::canonical(args.backend.trim())?.to_string() };
     let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
     let prompts = PromptBuilder::new(&model.tokenizer);
     let control = RunControl::default();
@@ -64,7 +75,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<i32> {
     let ctx = model.sweep_context(&prompts, spawn, args.out.clone(), control);
     eprintln!("demo {}: {} ({backend}, measured live)", demo.name, demo.shows);
     let mut progress = crate::progress::SweepProgress::new(0);
-    let report = run_demo(demo, &backend, &names, args.threads, &ctx, &mut run, &mut progress);
+    let report = if alone { run_demo_on_server(demo, &backend, &ctx, &mut run, &mut progress) } else { run_demo(demo, &backend, &names, args.threads, &ctx, &mut run, &mut progress) };
     progress.finish();
     let report = report?;
     if args.json {
