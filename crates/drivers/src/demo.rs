@@ -75,7 +75,18 @@ pub enum Sizing {
     /// 1024-token prompt in about the time its fixed per-request cost takes, and the ratio the
     /// demo checks would then show that cost, not prefill.
     LongPrompt,
+    /// Chat requests decode while long prompts (of this many tokens) arrive among them: one
+    /// request measured alone first gives this machine's decode rate, and every chat then
+    /// writes enough tokens to still be decoding [`CHATS_OUTLAST_MS`] after the last long
+    /// prompt arrives. Fixed lengths did not: a fast GPU finishes a 48-token chat before a
+    /// prompt arriving at 1 s, and then nothing stalls, with or without chunks.
+    ChatsOutlast { long_prompt: u32 },
 }
+
+/// How long after the last long prompt's arrival the chats should still be decoding.
+const CHATS_OUTLAST_MS: f64 = 500.0;
+/// The most tokens a sized chat writes (what the worker's context is loaded for).
+const CHAT_MOST_TOKENS: u32 = 1024;
 
 /// The long prompts `prompt-length` chooses from (the first is the CPU's).
 pub const LONG_PROMPTS: [u32; 3] = [1024, 2048, 4096];
@@ -239,6 +250,8 @@ pub fn plan(demo: Demo, backend: &str, threads: usize) -> Plan {
     let sizing = match demo.name {
         "static-vs-continuous" => Sizing::RateOverCapacity(OVER_CAPACITY),
         "prompt-length" => Sizing::LongPrompt,
+        "chunked-prefill" => Sizing::ChatsOutlast { long_prompt: CHUNKED_LONG_PROMPT },
+        "disaggregation" => Sizing::ChatsOutlast { long_prompt: DISAGG_LONG_PROMPT },
         _ => Sizing::Fixed,
     };
     Plan { sweep, points, labels: labels.into_iter().map(String::from).collect(), sizing }
@@ -643,11 +656,24 @@ fn run_plan(demo: Demo, plan: Plan, ctx: &SweepContext<'_>, run: &mut RunFile, o
     // One worker for every point, loaded for the largest a sizing may choose: the sized
     // points then need no second load, and a server never gets the same prompt twice.
     let mut largest = points.clone();
-    if plan.sizing == Sizing::LongPrompt {
-        largest[1].spec.prompt_tokens = LONG_PROMPTS[LONG_PROMPTS.len() - 1];
+    match plan.sizing {
+        Sizing::LongPrompt => largest[1].spec.prompt_tokens = LONG_PROMPTS[LONG_PROMPTS.len() - 1],
+        Sizing::ChatsOutlast { long_prompt } => largest = with_chat_tokens(largest, long_prompt, CHAT_MOST_TOKENS),
+        _ => {}
     }
     let mut session = Session::new(plan.sweep.load_spec_for(ctx.model_path.clone(), &largest));
-    if plan.sizing != Sizing::Fixed {
+    let mut sizing = None;
+    if let Sizing::ChatsOutlast { long_prompt } = plan.sizing {
+        let Some(decode_tps) = calibrate(&mut session, &plan.sweep, &points[0].backend, ctx, run, observer)? else {
+            return Err(SweepError::Trial("the request measured first, to size the demo to this machine, failed (see the worker's error above)".into()));
+        };
+        let tokens = chat_tokens_for(decode_tps, &points, long_prompt);
+        sizing = Some(format!(
+            "sized to this machine: one request alone decoded at {decode_tps:.0} tok/s, so each chat writes {tokens} tokens, enough to still be decoding {:.1} s after the last long prompt arrives",
+            CHATS_OUTLAST_MS / 1e3
+        ));
+        points = with_chat_tokens(points, long_prompt, tokens);
+    } else if plan.sizing != Sizing::Fixed {
         let rest = points.split_off(1);
         session.run(&plan.sweep, points, ctx, run, &mut Silent, observer)?;
         let Some(measured) = run.points.last().filter(|p| p.errors == 0 && p.requests > 0 && run.points.len() > first) else {
@@ -657,7 +683,80 @@ fn run_plan(demo: Demo, plan: Plan, ctx: &SweepContext<'_>, run: &mut RunFile, o
         points = sized(plan.sizing, measured, rest);
     }
     session.run(&plan.sweep, points, ctx, run, &mut Silent, observer)?;
-    Ok(judged(demo, &plan.labels, plan.sizing, &run.points[first..], &run.backends))
+    let mut report = judged(demo, &plan.labels, plan.sizing, &run.points[first..], &run.backends);
+    report.sizing = report.sizing.or(sizing);
+    Ok(report)
+}
+
+/// Forwards only a worker's loading to the demo's observer: the calibration request is not
+/// one of the demo's points.
+struct LoadingOnly<'a>(&'a mut dyn SweepObserver);
+impl lx_core::traffic::Observer for LoadingOnly<'_> {}
+impl SweepObserver for LoadingOnly<'_> {
+    fn loading(&mut self, backend: &str) {
+        self.0.loading(backend);
+    }
+    fn loaded(&mut self, backend: &str, info: &BackendInfo, load_ms: f64) {
+        self.0.loaded(backend, info, load_ms);
+    }
+}
+
+/// One request alone on the demo's worker (a 64-token prompt, 32 tokens): this machine's
+/// decode rate, tok/s. Kept out of the run's points and its file; the worker it loaded is
+/// recorded with the run's backends. `None` when the request failed.
+fn calibrate(session: &mut Session, sweep: &SweepPlan, backend: &str, ctx: &SweepContext<'_>, run: &mut RunFile, observer: &mut dyn SweepObserver) -> Result<Option<f64>, SweepError> {
+    let alone = SweepPoint {
+        backend: backend.to_string(),
+        policy: Policy::Continuous,
+        spec: PointSpec { prompt_tokens: 64, max_tokens: 32, concurrency: 1, requests: 1, warmup: 1, stop_at_eos: false, top_logprobs: 0 },
+        traffic: Traffic::default(),
+        repetition: None,
+    };
+    let quiet = SweepContext { out: None, spawn: ctx.spawn.clone(), control: ctx.control.clone(), model_path: ctx.model_path.clone(), model_stamp: ctx.model_stamp.clone(), prompts: ctx.prompts, stop_tokens: ctx.stop_tokens.clone() };
+    let mut scratch = RunFile { points: Vec::new(), ..run.clone() };
+    session.run(sweep, vec![alone], &quiet, &mut scratch, &mut Silent, &mut LoadingOnly(observer))?;
+    for b in scratch.backends {
+        if !run.backends.contains(&b) {
+            run.backends.push(b);
+        }
+    }
+    run.stopped |= scratch.stopped;
+    Ok(scratch.points.first().filter(|p| p.errors == 0 && p.decode_tps.count > 0).map(|p| p.decode_tps.p50))
+}
+
+/// Tokens each chat writes on a machine that decodes one request at `decode_tps`: enough to
+/// decode alone until [`CHATS_OUTLAST_MS`] after the last `long_prompt`-token prompt
+/// arrives (sharing the passes only slows them, so they last at least that long), never
+/// fewer than planned.
+fn chat_tokens_for(decode_tps: f64, points: &[SweepPoint], long_prompt: u32) -> u32 {
+    let (mut last_long_ms, mut planned) = (0.0f64, 0u32);
+    for p in points {
+        if let Arrivals::Script { requests } = &p.traffic.arrivals {
+            for r in requests {
+                if r.prompt_tokens == long_prompt {
+                    last_long_ms = last_long_ms.max(r.at_ms);
+                } else {
+                    planned = planned.max(r.max_tokens);
+                }
+            }
+        }
+    }
+    let needed = ((last_long_ms + CHATS_OUTLAST_MS) / 1e3 * decode_tps).ceil();
+    (needed as u32).clamp(planned, CHAT_MOST_TOKENS)
+}
+
+/// The points with every scripted request that is not a `long_prompt`-token prompt writing
+/// `tokens` tokens.
+fn with_chat_tokens(mut points: Vec<SweepPoint>, long_prompt: u32, tokens: u32) -> Vec<SweepPoint> {
+    for p in &mut points {
+        if let Arrivals::Script { requests } = &mut p.traffic.arrivals {
+            for r in requests.iter_mut().filter(|r| r.prompt_tokens != long_prompt) {
+                r.max_tokens = tokens;
+            }
+        }
+        p.spec.max_tokens = p.spec.max_tokens.max(tokens);
+    }
+    points
 }
 
 /// A point's label: the plan's, or for a point sized by its prompt, that prompt's length.
@@ -683,6 +782,7 @@ fn sized(sizing: Sizing, measured: &PointResult, mut rest: Vec<SweepPoint>) -> V
     match sizing {
         Sizing::Fixed => rest,
         Sizing::RateOverCapacity(factor) => with_rate(rest, factor * measured.requests_per_min / 60.0),
+        Sizing::ChatsOutlast { .. } => rest,
         Sizing::LongPrompt => {
             if let Some(long) = rest.first_mut() {
                 long.spec.prompt_tokens = long_prompt_for(measured);
@@ -711,6 +811,8 @@ fn long_prompt_for(short: &PointResult) -> u32 {
 fn sizing_note(sizing: Sizing, first: &PointResult, second: &PointResult) -> Option<String> {
     match sizing {
         Sizing::Fixed => None,
+        // Said by the run that measured it (the request measured first is not in the file).
+        Sizing::ChatsOutlast { .. } => None,
         Sizing::RateOverCapacity(factor) => {
             let capacity = first.requests_per_min / 60.0;
             Some(format!("sized to this machine: {} clients completed {capacity:.2} requests/s, so requests arrived at {factor}× that ({:.2}/s)", first.concurrency, factor * capacity))
@@ -833,6 +935,23 @@ pub(crate) mod tests {
         assert!(r.rows[1][0] == "prompt 2048" && r.checks[0].what == "TTFT p50, prompt 2048 ÷ prompt 64", "{r:?}");
         assert!(r.sentence.starts_with("A 32× longer prompt"), "{}", r.sentence);
         assert!(r.sizing.as_deref().unwrap().contains("tok/s and its first token took 10 ms, so the long prompt is 2048 tokens"), "{r:?}");
+    }
+
+    #[test]
+    fn chats_are_sized_to_outlast_the_long_prompts_arrival_on_a_fast_machine() {
+        let p = plan(find("chunked-prefill").unwrap(), "llama", 2);
+        assert_eq!(p.sizing, Sizing::ChatsOutlast { long_prompt: CHUNKED_LONG_PROMPT });
+        // 90 tok/s alone: 1.5 s of decode is 135 tokens; a slow machine keeps the planned 48,
+        // a fast one stops at the most the worker is loaded for.
+        assert_eq!(chat_tokens_for(90.0, &p.points, CHUNKED_LONG_PROMPT), 135);
+        assert_eq!(chat_tokens_for(10.0, &p.points, CHUNKED_LONG_PROMPT), 48);
+        assert_eq!(chat_tokens_for(5000.0, &p.points, CHUNKED_LONG_PROMPT), CHAT_MOST_TOKENS);
+        let sized = with_chat_tokens(p.points, CHUNKED_LONG_PROMPT, 135);
+        let Arrivals::Script { requests } = &sized[1].traffic.arrivals else { panic!("scripted") };
+        assert_eq!(requests.iter().map(|r| (r.prompt_tokens, r.max_tokens)).collect::<Vec<_>>(), [(64, 135), (64, 135), (64, 135), (CHUNKED_LONG_PROMPT, 4)]);
+        // The disaggregation demo's chats outlast its second long prompt, at 1.2 s.
+        let d = plan(find("disaggregation").unwrap(), "llama", 2);
+        assert_eq!(chat_tokens_for(90.0, &d.points, DISAGG_LONG_PROMPT), 153);
     }
 
     #[test]
