@@ -261,3 +261,24 @@ fn handout(paths: &[String]) -> CmdResult<String> {
     lx_core::atomic_file::write(&out, page.as_bytes()).map_err(|e| CmdError::Io(format!("cannot write the handout {}: {e:#}", out.display())))?;
     Ok(out.display().to_string())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_handout_is_written_beside_the_lessons_run_or_refused_with_why() {
+        let dir = tempfile::tempdir().unwrap();
+        let results = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/results");
+        let run = dir.path().join("lesson.json");
+        std::fs::copy(results.join("lesson-prompt-length-app.json"), &run).unwrap();
+        let other = results.join("demo-prompt-length.json").display().to_string();
+        let page = handout(&[run.display().to_string(), other]).unwrap();
+        assert_eq!(page, dir.path().join("lesson.html").display().to_string());
+        let html = std::fs::read_to_string(&page).unwrap();
+        assert!(html.contains("Does a longer prompt slow down every token") && html.contains("2 runs, a line each"), "{html}");
+        let sweep = results.join("batching-pp128-c8-static.json").display().to_string();
+        assert!(matches!(handout(&[sweep]), Err(CmdError::Io(m)) if m.contains("is not a lesson's run")));
+        assert!(matches!(handout(&[]), Err(CmdError::Io(m)) if m.contains("no lesson run")));
+    }
+}

@@ -552,7 +552,7 @@ export class LessonsView {
     const verdict = m.stopped
       ? "Stopped before every point was measured: the checks below judge only what was."
       : !report.held
-        ? "This run did not show it: the checks below say which part failed."
+        ? "This run did not show it: the checks below say which part failed. Other programs (or this window's drawing) on a small machine can hide it: Measure again."
         : picked === null
           ? `Measured here: ${claim.label}.`
           : this.choice === lesson.answer
