@@ -3,7 +3,7 @@
 
 import { connect } from "node:net";
 import { spawn } from "node:child_process";
-import { existsSync, readdirSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync } from "node:fs";
 import { homedir } from "node:os";
 import path from "node:path";
 import { remote } from "webdriverio";
@@ -37,19 +37,53 @@ export async function openApp(app, port) {
   const args = ["--port", String(port), "--native-port", String(port + 1), "--native-driver", "/usr/bin/WebKitWebDriver"];
   const driver = spawn(DRIVER, args, { stdio: ["ignore", "inherit", "inherit"] });
   driver.on("error", (e) => console.error(`tauri-driver: ${e}`));
+  return { driver, browser: await session(driver, port, { "tauri:options": { application: app } }) };
+}
+
+/** A WebDriver session through `driver` (just started) on `port`; the driver is stopped
+ *  when none opens. */
+async function session(driver, port, capabilities) {
   try {
     await waitForPort(port, 20_000);
-    const browser = await remote({
-      hostname: "127.0.0.1",
-      port,
-      logLevel: "warn",
-      connectionRetryTimeout: 120_000,
-      capabilities: { "tauri:options": { application: app } },
-    });
-    return { driver, browser };
+    return await remote({ hostname: "127.0.0.1", port, logLevel: "warn", connectionRetryTimeout: 120_000, capabilities });
   } catch (e) {
     driver.kill();
     throw e;
+  }
+}
+
+/**
+ * Poll `f` (run in the page) until `ok(value)`, every `everyMs`; on timeout, call
+ * `onTimeout` (a screenshot, say) and fail with `what` and the last value.
+ */
+export async function pollPage(browser, what, f, ok, { timeoutMs = 60_000, args = [], everyMs = 250, onTimeout = async () => {} } = {}) {
+  const end = Date.now() + timeoutMs;
+  let last;
+  while (Date.now() < end) {
+    try {
+      last = await browser.execute(f, ...args);
+      if (ok(last)) return last;
+    } catch (e) {
+      last = String(e);
+    }
+    await sleep(everyMs);
+  }
+  await onTimeout();
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last value: ${JSON.stringify(last)?.slice(0, 2000)}`);
+}
+
+/** Save `browser`'s page as the PNG `file`. A picture is evidence, not a test: on a starved
+ *  machine WebKitWebDriver's snapshot can hang for minutes (and be retried), so it gives up
+ *  after a minute and says so. */
+export async function screenshot(browser, file) {
+  try {
+    mkdirSync(path.dirname(file), { recursive: true });
+    let timer;
+    const giveUp = new Promise((_, reject) => (timer = setTimeout(() => reject(new Error("took over 60 s")), 60_000)));
+    await Promise.race([browser.saveScreenshot(file), giveUp]).finally(() => clearTimeout(timer));
+    console.log(`screenshot: ${file}`);
+  } catch (e) {
+    console.log(`no screenshot ${file} (${e})`);
   }
 }
 
@@ -105,20 +139,8 @@ export async function openInBrowser(file, port) {
   // Without compositing: under Xvfb, WebKit's accelerated compositing leaves screenshots blank.
   const env = { ...process.env, WEBKIT_DISABLE_COMPOSITING_MODE: "1" };
   const driver = spawn("/usr/bin/WebKitWebDriver", [`--port=${port}`], { stdio: ["ignore", "inherit", "inherit"], env });
-  try {
-    await waitForPort(port, 20_000);
-    const browser = await remote({
-      hostname: "127.0.0.1",
-      port,
-      logLevel: "warn",
-      connectionRetryTimeout: 120_000,
-      capabilities: { "webkitgtk:browserOptions": { binary: miniBrowser(), args: ["--automation"] } },
-    });
-    await browser.setWindowSize(1400, 1000).catch(() => {});
-    await browser.url(`file://${file}`);
-    return { driver, browser };
-  } catch (e) {
-    driver.kill();
-    throw e;
-  }
+  const browser = await session(driver, port, { "webkitgtk:browserOptions": { binary: miniBrowser(), args: ["--automation"] } });
+  await browser.setWindowSize(1400, 1000).catch(() => {});
+  await browser.url(`file://${file}`);
+  return { driver, browser };
 }

@@ -14,11 +14,11 @@
 // (4444: this test takes the ports 6 to 8 above it).
 
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { openApp, openInBrowser, sleep } from "./driver.mjs";
+import { openApp, openInBrowser, pollPage, screenshot, sleep } from "./driver.mjs";
 
 const APP = process.env.LX_APP;
 const LX = process.env.LX_BIN;
@@ -28,44 +28,25 @@ const PORT = Number(process.env.LX_E2E_PORT ?? 4444) + 6;
 let driver;
 let browser;
 
-async function until(what, f, ok, timeoutMs = 60_000, args = []) {
-  const end = Date.now() + timeoutMs;
-  let last;
-  while (Date.now() < end) {
-    try {
-      last = await browser.execute(f, ...args);
-      if (ok(last)) return last;
-    } catch (e) {
-      last = String(e);
-    }
-    await sleep(200);
-  }
-  await shot(`timeout-${what.replace(/\W+/g, "-")}`);
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last value: ${JSON.stringify(last)?.slice(0, 2000)}`);
-}
+const until = (what, f, ok, timeoutMs = 60_000, args = []) =>
+  pollPage(browser, what, f, ok, { timeoutMs, args, everyMs: 200, onTimeout: () => shot(`timeout-${what.replace(/\W+/g, "-")}`) });
 
 async function shot(name, b = browser) {
-  try {
-    mkdirSync(ARTIFACTS, { recursive: true });
-    // WebKitWebDriver's snapshot waits for the page's next rendering update, which a page at
-    // rest may not have for a minute: a one-pixel animation gives it one.
-    if (b === browser) {
-      await b.execute(() => {
-        const dot = document.createElement("div");
-        dot.id = "lx-repaint";
-        dot.style.cssText = "position:fixed;right:0;bottom:0;width:1px;height:1px;animation:moved 0.5s infinite alternate";
-        document.body.append(dot);
-        setTimeout(() => dot.remove(), 5000);
-      });
-    }
-    let timer;
-    const giveUp = new Promise((_, reject) => (timer = setTimeout(() => reject(new Error("took over 60 s")), 60_000)));
-    await Promise.race([b.saveScreenshot(path.join(ARTIFACTS, `${name}.png`)), giveUp]).finally(() => clearTimeout(timer));
-    // Repaints cost the backend a share of the cores: stop them as soon as the picture is taken.
-    if (b === browser) await b.execute(() => document.getElementById("lx-repaint")?.remove());
-  } catch (e) {
-    console.log(`no screenshot ${name} (${e})`);
+  // WebKitWebDriver's snapshot waits for the page's next rendering update, which a page at
+  // rest may not have for a minute: a one-pixel animation gives it one, and goes when the
+  // picture is taken (repaints cost the backend a share of the cores).
+  const app = b === browser;
+  if (app) {
+    await b.execute(() => {
+      const dot = document.createElement("div");
+      dot.id = "lx-repaint";
+      dot.style.cssText = "position:fixed;right:0;bottom:0;width:1px;height:1px;animation:moved 0.5s infinite alternate";
+      document.body.append(dot);
+      setTimeout(() => dot.remove(), 5000);
+    });
   }
+  await screenshot(b, path.join(ARTIFACTS, `${name}.png`));
+  if (app) await b.execute(() => document.getElementById("lx-repaint")?.remove());
 }
 
 const click = (testid) => browser.execute((id) => document.querySelector(`[data-testid="${id}"]`).click(), testid);

@@ -32,7 +32,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
-import { openApp, sleep } from "./driver.mjs";
+import { openApp, pollPage, screenshot, sleep } from "./driver.mjs";
 import { pacedServer } from "./paced-server.mjs";
 
 const APP = process.env.LX_APP;
@@ -44,36 +44,10 @@ let browser;
 
 
 /** Poll `f` (run in the page) until `ok(value)`; fail with `what` and the last value. */
-async function until(what, f, ok, timeoutMs = 60_000, args = []) {
-  const end = Date.now() + timeoutMs;
-  let last;
-  while (Date.now() < end) {
-    try {
-      last = await browser.execute(f, ...args);
-      if (ok(last)) return last;
-    } catch (e) {
-      last = String(e);
-    }
-    await sleep(250);
-  }
-  await shot(`timeout-${what.replace(/\W+/g, "-")}`);
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; last value: ${JSON.stringify(last)?.slice(0, 2000)}`);
-}
+const until = (what, f, ok, timeoutMs = 60_000, args = []) =>
+  pollPage(browser, what, f, ok, { timeoutMs, args, onTimeout: () => shot(`timeout-${what.replace(/\W+/g, "-")}`) });
 
-async function shot(name) {
-  try {
-    mkdirSync(ARTIFACTS, { recursive: true });
-    const file = path.join(ARTIFACTS, `${name}.png`);
-    // A picture is evidence, not a test: on a starved machine WebKitWebDriver's snapshot can
-    // hang for minutes (and be retried), so give up on it after a minute.
-    let timer;
-    const giveUp = new Promise((_, reject) => (timer = setTimeout(() => reject(new Error("took over 60 s")), 60_000)));
-    await Promise.race([browser.saveScreenshot(file), giveUp]).finally(() => clearTimeout(timer));
-    console.log(`screenshot: ${file}`);
-  } catch (e) {
-    console.log(`no screenshot (${e})`);
-  }
-}
+const shot = (name) => screenshot(browser, path.join(ARTIFACTS, `${name}.png`));
 
 /** Move the prompt slider to the position showing about `tokens`; returns the exact count shown. */
 async function movePromptSlider(tokens) {
