@@ -8,7 +8,9 @@
 //     and its handout opens in a real browser with the measured charts;
 //   - the batching lesson runs by keyboard alone (→, Tab, Enter, P, Esc), and Tab reaches every
 //     control of each step;
-//   - a lesson stopped halfway keeps what it measured, and the app goes live afterwards.
+//   - a lesson stopped halfway keeps what it measured, and the app goes live afterwards;
+//   - the hardware panel says what runs where and how fast the machine can go (its limits,
+//     measured there), and each lesson's answer puts its points against those ceilings.
 //
 // Environment: LX_APP and LX_BIN (required), LX_E2E_ARTIFACTS (screenshots), LX_E2E_PORT
 // (4444: this test takes the ports 6 to 8 above it).
@@ -166,6 +168,26 @@ describe("Lessons", { timeout: 30 * 60_000 }, () => {
     await tabReachesEveryControl("the lesson list");
   });
 
+  test("the hardware panel says what runs where and how fast this machine can go", async () => {
+    // From the lesson list: the dashboard again, then the lessons again after.
+    await key("Escape");
+    await click("measure-speed");
+    await until("the measuring to end", () => document.querySelector('[data-testid="measure-speed"]').disabled, (v) => v === false, 180_000);
+    const said = await until(
+      "the machine's speed",
+      () => document.querySelector('[data-testid="hw-summary"]').textContent,
+      (t) => /reads memory at [\d,]+ GB\/s and multiplies at [\d,]+ GFLOP\/s: for .* at most \d+ tokens\/s for one reader/.test(t),
+      180_000,
+    );
+    assert.match(said, /^Runs here: llama\.cpp on /);
+    const panel = await browser.execute(() => document.querySelector('[data-testid="hardware"]').textContent);
+    assert.doesNotMatch(panel, /built in CI|tested in CI/, "the project's CI record is in docs/PLATFORMS.md, not the panel");
+    await browser.execute(() => document.querySelector('[data-testid="hardware"]').scrollIntoView());
+    await shot("hardware-summary");
+    await click("lessons-open");
+    await until("the lesson list", () => document.querySelector('[data-testid="lesson-list"]') !== null, (v) => v === true);
+  });
+
   test("prompt length: four steps, the controls move, the answer is the engine's, presented and handed out", async () => {
     await click("lesson-open-prompt-length");
     assert.equal(await step(), "question");
@@ -201,6 +223,9 @@ describe("Lessons", { timeout: 30 * 60_000 }, () => {
     console.log(`prompt-length: ${verdict} ${JSON.stringify(await shownChecks())}`);
     const drawn = await browser.execute(() => document.querySelectorAll('[data-testid^="lesson-measured-"] circle').length);
     assert.equal(drawn, 4, "two figures, two measured points each");
+    // The hardware test measured this machine's limits: each point against its ceilings.
+    const ceilings = await browser.execute(() => document.querySelector('[data-testid="lesson-ceilings"]').textContent);
+    assert.match(ceilings, /^In this machine's numbers: prompt 64: decode \d+ tok\/s per request, \d+% of the \d+ its memory allows; first token \d+ ms, against \d+ ms at the least/);
     await shot("lesson-prompt-length-4-answer");
 
     // Presentation: P fills the window in large type, thick lines, black on white.
@@ -307,6 +332,8 @@ describe("Lessons", { timeout: 30 * 60_000 }, () => {
     await key("ArrowRight");
     const verdict = await browser.execute(() => document.querySelector('[data-testid="lesson-verdict"]').textContent);
     assert.match(verdict, /^Stopped before every point was measured/);
+    const sentence = await browser.execute(() => document.querySelector('[data-testid="lesson-sentence"]').textContent);
+    assert.match(sentence, /^Stopped after [12] of 3 points: the checks need every point/);
     await shot("lesson-stopped");
     await key("Escape");
     assert.equal(await browser.execute(() => document.querySelector('[data-testid="lessons"]').hidden), true, "Esc leaves the lessons");
@@ -315,21 +342,5 @@ describe("Lessons", { timeout: 30 * 60_000 }, () => {
     await until("a settled live request", () => window.__lx.ttftPoints().filter((x) => x.settled).length, (n) => n >= 1, 300_000);
     await click("go-live");
     await until("live mode to stop", () => window.__lx.store.running, (v) => v === false, 60_000);
-  });
-
-  test("the hardware panel says what runs where and how fast this machine can go", async () => {
-    await click("measure-speed");
-    await until("the measuring to end", () => document.querySelector('[data-testid="measure-speed"]').disabled, (v) => v === false, 180_000);
-    const said = await until(
-      "the machine's speed",
-      () => document.querySelector('[data-testid="hw-summary"]').textContent,
-      (t) => /reads memory at \d+ GB\/s and multiplies at [\d,]+ GFLOP\/s: for .* at most \d+ tokens\/s for one reader/.test(t),
-      180_000,
-    );
-    assert.match(said, /^Runs here: llama\.cpp on /);
-    const panel = await browser.execute(() => document.querySelector('[data-testid="hardware"]').textContent);
-    assert.doesNotMatch(panel, /built in CI|tested in CI/, "the project's CI record is in docs/PLATFORMS.md, not the panel");
-    await browser.execute(() => document.querySelector('[data-testid="hardware"]').scrollIntoView());
-    await shot("hardware-summary");
   });
 });

@@ -51,7 +51,8 @@ pub enum LessonEvent {
     /// Requests measured so far in this point.
     Progress { done: usize, total: usize },
     /// Point `index` settled: each of the lesson's figures there (`null` where a figure is
-    /// not drawn over this point), and the point's figures.
+    /// not drawn over this point), and the point's figures, with the ceilings of this
+    /// machine's last measured limits where there are some.
     #[serde(rename_all = "camelCase")]
     PointDone { index: usize, label: String, values: Vec<Option<f64>>, point: PointFigures },
     /// The demo's own judgement of what was measured; `stopped`: the user cancelled it and
@@ -90,6 +91,10 @@ struct Progress {
     pending: String,
     fresh: bool,
     throttle: Throttle,
+    /// This machine's limits as last measured (the probe is not run for a lesson) and the
+    /// model's cost per token: each point's ceilings, where the backend's device was measured.
+    basis: Option<(lx_machine::probe::Probe, lx_machine::roofline::ModelCost)>,
+    device: String,
 }
 
 impl Progress {
@@ -140,6 +145,7 @@ impl SweepObserver for Progress {
     }
     fn loaded(&mut self, backend: &str, info: &BackendInfo, load_ms: f64) {
         self.backends.push(info.clone());
+        self.device = info.device.clone();
         self.send(LessonEvent::Loaded { backend: backend.into(), device: info.device.clone(), threads: info.threads, load_ms });
     }
     fn point_started(&mut self, _index: usize, _total: usize, _backend: &str, policy: Policy, spec: &PointSpec) {
@@ -162,7 +168,11 @@ impl SweepObserver for Progress {
         self.index += 1;
         let label = demo::point_label(&self.plan.labels, self.plan.sizing, index, point.prompt_tokens);
         let values = self.lesson.values(index, point, &self.backends);
-        self.send(LessonEvent::PointDone { index, label, values, point: PointFigures::from(point) });
+        let mut figures = PointFigures::from(point);
+        if let Some((probe, cost)) = &self.basis {
+            figures.ceiling = probe.for_device(&self.device).map(|l| cost.ceiling(l, point.traffic.depth, point.prompt_tokens, point.max_tokens, point.concurrency));
+        }
+        self.send(LessonEvent::PointDone { index, label, values, point: figures });
     }
 }
 
@@ -217,6 +227,8 @@ pub async fn lesson_start(state: State<'_, AppState>, name: String, backend: Str
         fresh: false,
         // Four repaints a second, as live mode's preview: the page shares the machine it measures.
         throttle: Throttle::new(Duration::from_millis(250)),
+        basis: lx_backends::limits::cached_limits().zip(lx_format::gguf::GgufFile::open(&model.open.path).ok().and_then(|g| lx_machine::roofline::ModelCost::from_gguf(&g).ok())),
+        device: String::new(),
     };
     let out = path.clone();
     let thread = std::thread::Builder::new()

@@ -8,7 +8,7 @@
  */
 import { h, setText } from "../lib/dom";
 import { positionOf, STEPS } from "../lib/scale";
-import type { BackendAvailability, Lesson, LessonEvent, Policy, Report } from "../ipc/types";
+import type { BackendAvailability, Lesson, LessonEvent, PointFigures, Policy, Report } from "../ipc/types";
 import { backendLabel } from "./charts";
 import { measured, sketch, type Drawn } from "./lesson-svg";
 
@@ -41,6 +41,8 @@ const CHART_CLIENTS = 16;
 interface PointState {
   label: string;
   values: (number | null)[];
+  /** The point's figures once it settled. */
+  figures: PointFigures | null;
   done: number;
   total: number;
   state: "waiting" | "running" | "done";
@@ -178,6 +180,10 @@ export class LessonsView {
   private begin(name: string): void {
     const lesson = this.list.find((l) => l.name === name);
     if (!lesson) return;
+    if (this.m?.running && this.lesson?.name !== name) {
+      this.deps.notice(`Lesson ${this.lesson?.name} is still measuring: stop it (or let it finish) before another.`);
+      return;
+    }
     if (this.lesson?.name !== name) {
       this.m = null;
       this.choice = null;
@@ -274,7 +280,7 @@ export class LessonsView {
       backend,
       running: true,
       path: null,
-      points: lesson.labels.map((label) => ({ label, values: lesson.figures.map(() => null), done: 0, total: 0, state: "waiting" })),
+      points: lesson.labels.map((label) => ({ label, values: lesson.figures.map(() => null), figures: null, done: 0, total: 0, state: "waiting" })),
       device: "",
       text: "",
       report: null,
@@ -344,7 +350,7 @@ export class LessonsView {
       }
       case "pointDone": {
         const p = m.points[e.index];
-        if (p) Object.assign(p, { label: e.label, values: e.values, state: "done" });
+        if (p) Object.assign(p, { label: e.label, values: e.values, figures: e.point, state: "done" });
         if (e.point.errors > 0) m.status = `${e.label}: ${e.point.errors} request(s) failed: ${e.point.errorMessages[0] ?? ""}`;
         break;
       }
@@ -460,8 +466,10 @@ export class LessonsView {
     this.body.dataset.step = STEP_NAMES[this.step].toLowerCase();
     this.backBtn.disabled = false;
     setText(this.backBtn, this.step === 0 ? "← All lessons" : "← Back");
-    setText(this.nextBtn, this.step === 1 ? (this.m?.report ? "See the measurement →" : "Measure →") : this.step === 3 ? "Done" : "Next →");
-    this.nextBtn.disabled = (this.step === 2 && !this.canAnswer()) || this.step === 3;
+    setText(this.nextBtn, this.step === 1 ? (this.m?.report ? "See the measurement →" : "Measure →") : "Next →");
+    this.nextBtn.disabled = this.step === 2 && !this.canAnswer();
+    // The answer's own buttons go on (the next lesson, again, the handout).
+    this.nextBtn.hidden = this.step === 3;
     if (this.step === 2) this.refreshMeasure();
   }
 
@@ -605,12 +613,39 @@ export class LessonsView {
         ]),
       ),
       h("ul", { class: "lesson-checks", "data-testid": "lesson-checks" }, ...checks),
-      h("p", { class: "lesson-sentence", "data-testid": "lesson-sentence" }, report.sentence),
+      h(
+        "p",
+        { class: "lesson-sentence", "data-testid": "lesson-sentence" },
+        m.stopped ? `Stopped after ${m.points.filter((p) => p.state === "done" && (p.figures?.requests ?? 0) > 0).length} of ${m.points.length} points: the checks need every point. Measure again to see the answer.` : report.sentence,
+      ),
       h("p", { class: "lesson-why", "data-testid": "lesson-why" }, h("strong", {}, "Why: "), lesson.why),
+      this.againstCeilings(m),
       h("p", { class: "muted small", "data-testid": "lesson-machine" }, [this.deps.machine(), m.device, report.sizing].filter(Boolean).join(" · ")),
       table,
       h("div", { class: "lesson-actions" }, handoutBtn, addBtn, againBtn, nextBtn),
     );
+  }
+
+  /** Each point against what this machine allows it: decode against the memory's ceiling,
+   *  the first token against the least time the prompt's arithmetic takes. */
+  private againstCeilings(m: Measurement): HTMLElement {
+    const rows = m.points
+      .filter((p) => p.figures?.ceiling && p.figures.requests > 0)
+      .map((p) => {
+        const f = p.figures!;
+        const c = f.ceiling!;
+        const pct = (v: number, of: number) => `${Math.round((100 * v) / of)}%`;
+        return h(
+          "li",
+          {},
+          `${p.label}: decode ${f.decodeTps.p50.toFixed(0)} tok/s per request, ${pct(f.decodeTps.p50, c.decode_tps)} of the ${c.decode_tps.toFixed(0)} its ${c.decode_bound} allows; ` +
+            `first token ${f.ttftMs.p50.toFixed(0)} ms, against ${c.least_ttft_ms.toFixed(0)} ms at the least (${c.prefill_bound}).`,
+        );
+      });
+    if (rows.length === 0) {
+      return h("p", { class: "muted small", "data-testid": "lesson-ceilings" }, "Measure how fast this machine can go (the hardware panel) to see these numbers against its ceilings.");
+    }
+    return h("div", { "data-testid": "lesson-ceilings" }, h("strong", {}, "In this machine's numbers: "), h("ul", { class: "lesson-ceilings" }, ...rows));
   }
 
   private async saveHandout(): Promise<void> {
