@@ -289,6 +289,7 @@ export class LessonsView {
       status: `starting ${backendLabel(backend)}…`,
       loaded: "",
     };
+    setText(this.preview, "");
     this.render();
     this.deps.changed();
     try {
