@@ -289,6 +289,7 @@ describe("Lessons", { timeout: 30 * 60_000 }, () => {
     await browser.execute(() => document.querySelector('[data-testid="lesson-next-lesson"]').focus());
     await key("Enter");
     assert.equal(await browser.execute(() => document.querySelector('[data-testid="lesson-title"]').textContent), "Lesson 2: batching");
+    await shot("lesson-batching-1-question");
     await tabReachesEveryControl("the question");
     await browser.execute(() => document.activeElement?.blur());
     await key("ArrowRight");
@@ -311,6 +312,7 @@ describe("Lessons", { timeout: 30 * 60_000 }, () => {
     await key(" ");
     assert.equal(await browser.execute(() => document.querySelector('[data-testid="lesson-paused"]').hidden), true, "Space lets it go");
     const seen = await measureWatchingControls("batching");
+    await shot("lesson-batching-3-measured-presented");
     const clients = [...seen.keys()].filter((k) => k !== "preview").map((k) => k.split("|").slice(1).join("|"));
     assert.ok(clients.includes("1|continuous") && clients.includes("4|continuous") && clients.includes("4|static"), `the controls moved through ${clients}`);
     await browser.execute(() => document.activeElement?.blur());

@@ -18,6 +18,7 @@ const PAGES: &[(&str, &[&str])] = &[
             "docs/results/app-bench-amd-avx512-2-threads.json",
             "docs/results/demo-prompt-length-epyc.json",
             "docs/results/lesson-prompt-length-app.json",
+            "docs/results/lesson-batching-app.json",
         ],
     ),
     (
