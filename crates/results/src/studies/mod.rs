@@ -17,6 +17,7 @@ pub mod tune_profile;
 pub mod app_bench;
 pub mod spec_compare;
 pub mod kv_cache;
+pub mod ci_times;
 
 use std::path::{Path, PathBuf};
 
@@ -49,10 +50,12 @@ pub enum Study {
     AppBench(app_bench::AppBench),
     SpecCompare(spec_compare::SpecCompare),
     KvCache(kv_cache::KvCacheStudy),
+    CiTimes(ci_times::CiTimes),
 }
 
 /// Every kind `lx show` prints, as files name them.
-pub const KINDS: [&str; 9] = [reference::KIND, aiperf::KIND, scale::KIND, batching_bench::KIND, overhead::KIND, tune_profile::KIND, app_bench::KIND, spec_compare::KIND, kv_cache::KIND];
+pub const KINDS: [&str; 10] =
+    [reference::KIND, aiperf::KIND, scale::KIND, batching_bench::KIND, overhead::KIND, tune_profile::KIND, app_bench::KIND, spec_compare::KIND, kv_cache::KIND, ci_times::KIND];
 
 impl Study {
     /// The study in `file` (read from `path`, which names it in messages).
@@ -71,6 +74,7 @@ impl Study {
             app_bench::KIND => serde_json::from_value(file).map(Study::AppBench),
             spec_compare::KIND => serde_json::from_value(file).map(Study::SpecCompare),
             kv_cache::KIND => serde_json::from_value(file).map(Study::KvCache),
+            ci_times::KIND => serde_json::from_value(file).map(Study::CiTimes),
             other => return Err(unknown(path, &format!("its kind is '{other}'"))),
         };
         parsed.map_err(|source| StudyError::Malformed { path: path.to_path_buf(), kind, source })
@@ -88,6 +92,7 @@ impl Study {
             Study::AppBench(_) => app_bench::KIND,
             Study::SpecCompare(_) => spec_compare::KIND,
             Study::KvCache(_) => kv_cache::KIND,
+            Study::CiTimes(_) => ci_times::KIND,
         }
     }
 
@@ -103,6 +108,7 @@ impl Study {
             Study::AppBench(_) => app_bench::TABLES,
             Study::SpecCompare(_) => spec_compare::TABLES,
             Study::KvCache(_) => kv_cache::TABLES,
+            Study::CiTimes(_) => ci_times::TABLES,
         }
     }
 
@@ -117,6 +123,7 @@ impl Study {
             Study::AppBench(_) => app_bench::header(table),
             Study::SpecCompare(_) => spec_compare::header(table),
             Study::KvCache(_) => kv_cache::header(table),
+            Study::CiTimes(_) => ci_times::header(table),
         }
     }
 
@@ -131,6 +138,7 @@ impl Study {
             Study::AppBench(s) => s.rows(table),
             Study::SpecCompare(s) => s.rows(table),
             Study::KvCache(s) => s.rows(table),
+            Study::CiTimes(s) => s.rows(table),
         }
     }
 }
