@@ -21,6 +21,9 @@ pub enum Script {
 
 pub enum Step {
     Wait(u64),
+    /// Waits this many milliseconds for every stream in progress when the wait begins, this
+    /// one included: a server that slows each token by its load at that moment.
+    WaitPerStream(u64),
     /// Raw bytes, as they go on the wire.
     Send(String),
 }
@@ -43,9 +46,20 @@ pub fn done() -> Step {
 
 /// `n` one-token chunks, the first after `first_ms`, then one every `gap_ms`, then usage.
 pub fn tokens(n: u32, first_ms: u64, gap_ms: u64, prompt: u64) -> Vec<Step> {
+    chunks(n, first_ms, || Step::Wait(gap_ms), prompt)
+}
+
+/// [`tokens`] from a server whose every stream slows with its load: after the first, each
+/// token waits `ms_per_stream` for every stream in progress then, so `c` clients in a closed
+/// loop decode at 1000 ÷ (`ms_per_stream` × c) tok/s.
+pub fn tokens_under_load(n: u32, first_ms: u64, ms_per_stream: u64, prompt: u64) -> Vec<Step> {
+    chunks(n, first_ms, || Step::WaitPerStream(ms_per_stream), prompt)
+}
+
+fn chunks(n: u32, first_ms: u64, gap: impl Fn() -> Step, prompt: u64) -> Vec<Step> {
     let mut steps = Vec::new();
     for i in 0..n {
-        steps.push(Step::Wait(if i == 0 { first_ms } else { gap_ms }));
+        steps.push(if i == 0 { Step::Wait(first_ms) } else { gap() });
         steps.push(text(" tok", (i + 1 == n).then_some("length")));
     }
     steps.extend([usage(prompt, n.into()), done()]);
@@ -194,6 +208,10 @@ fn connection(conn: TcpStream, requests: &Mutex<Vec<Request>>, abandoned: &Atomi
                 let sent = match step {
                     Step::Wait(ms) => {
                         std::thread::sleep(Duration::from_millis(ms));
+                        Ok(())
+                    }
+                    Step::WaitPerStream(ms) => {
+                        std::thread::sleep(Duration::from_millis(ms * streaming.load(Ordering::SeqCst) as u64));
                         Ok(())
                     }
                     Step::Send(bytes) => {
