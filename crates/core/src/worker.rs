@@ -22,9 +22,8 @@ pub fn load_with_draft(load: &dyn Fn(&LoadSpec) -> Result<Box<dyn Backend>, Back
     let backend = load(spec).map_err(|e| e.to_string())?;
     let mut s = Scheduler::new(backend, config.clone(), epoch);
     if let Some(path) = &spec.draft_model {
-        lx_format::gguf::draft::check_vocabulary(&spec.model_path, path)?;
+        let facts = lx_format::gguf::draft::check_vocabulary(&spec.model_path, path)?;
         let draft = load(&LoadSpec { model_path: path.clone(), draft_model: None, ..spec.clone() }).map_err(|e| format!("draft model: {e}"))?;
-        let facts = lx_format::gguf::ModelFacts::read(path).map_err(|e| format!("draft model: {e}"))?;
         let file = path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
         let name = facts.draft_of.or(facts.name).map(|n| format!("{n} ({file})")).unwrap_or(file);
         s.set_draft(draft, name)?;

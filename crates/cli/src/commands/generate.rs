@@ -64,6 +64,13 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<i32> {
     if args.max_tokens == 0 {
         anyhow::bail!("--max-tokens must be at least 1");
     }
+    // Refused before anything is loaded or written (a default draft model is made on first use).
+    if args.spec.drafters().len() > 1 {
+        anyhow::bail!("lx generate takes one --spec (none, lookup or draft); `lx sweep` compares them");
+    }
+    if args.spec.settings().is_on() && !servers.is_empty() {
+        anyhow::bail!("--spec is our engine's speculative decoding; a server decodes as it was started");
+    }
     let kv = args.kv.types_for(&names)?;
     let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
     let prompt = model.tokenizer.encode(&args.prompt);
@@ -88,13 +95,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<i32> {
     };
     let mut scheduler = SchedulerConfig::new(Policy::Serial, 1, load.max_batch_tokens);
     scheduler.spec = args.spec.settings();
-    if args.spec.drafters().len() > 1 {
-        anyhow::bail!("lx generate takes one --spec (none, lookup or draft); `lx sweep` compares them");
-    }
     scheduler.validate()?;
-    if scheduler.spec.is_on() && !servers.is_empty() {
-        anyhow::bail!("--spec is our engine's speculative decoding; a server decodes as it was started");
-    }
     let spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::tune::Use::Measure, 0);
     let mut worker = spawn(backend, &load, &scheduler)?;
     eprintln!("{}: {} on {}", backend, worker.info().version, worker.info().device);

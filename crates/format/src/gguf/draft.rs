@@ -8,7 +8,7 @@ use std::ops::Range;
 use std::path::Path;
 
 use super::writer::f16_bits_to_f32;
-use super::{GgmlType, GgufError, GgufFile, GgufWriter, Value};
+use super::{GgmlType, GgufError, GgufFile, GgufWriter, ModelFacts, Value};
 
 /// Metadata key a draft made here carries: what it was made from.
 pub const DRAFT_KEY: &str = "lx.draft_of";
@@ -90,8 +90,9 @@ fn q8_0_values(bytes: &[u8]) -> Vec<f32> {
 }
 
 /// Refuses a draft whose token ids do not mean what the target's do: drafted ids are
-/// verified by the target as they are, so the two vocabularies must be the same list.
-pub fn check_vocabulary(target: &Path, draft: &Path) -> Result<(), String> {
+/// verified by the target as they are, so the two vocabularies must be the same list. What
+/// the draft is comes back from the same read.
+pub fn check_vocabulary(target: &Path, draft: &Path) -> Result<ModelFacts, String> {
     let open = |p: &Path| GgufFile::open(p).map_err(|e| format!("cannot read {}: {e}", p.display()));
     let (t, d) = (open(target)?, open(draft)?);
     let tokens = |g: &GgufFile| g.get_str_array("tokenizer.ggml.tokens").map(<[String]>::to_vec).map_err(|e| format!("{}: {e}", g.path().display()));
@@ -105,7 +106,7 @@ pub fn check_vocabulary(target: &Path, draft: &Path) -> Result<(), String> {
     if let Some(i) = tt.iter().zip(&dt).position(|(a, b)| a != b) {
         return refuse(format!("token {i} is {:?} in the draft and {:?} in the target", dt[i], tt[i]));
     }
-    Ok(())
+    ModelFacts::from_gguf(&d).map_err(|e| format!("{}: {e}", draft.display()))
 }
 
 /// `blk.N.rest` -> (N, rest).
@@ -200,7 +201,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (full, other) = (dir.path().join("full.gguf"), dir.path().join("other.gguf"));
         tiny(&full, "llama", 2);
-        assert_eq!(check_vocabulary(&full, &full), Ok(()));
+        assert!(check_vocabulary(&full, &full).is_ok());
         GgufWriter::new().kv("general.architecture", "llama").kv("tokenizer.ggml.tokens", vec!["a", "c"]).write(&other).unwrap();
         let e = check_vocabulary(&full, &other).unwrap_err();
         assert!(e.contains("token 1 is \"c\" in the draft and \"b\" in the target"), "{e}");
