@@ -36,8 +36,9 @@ fn run(backend: &str, spec: Speculation, prompts: &[Vec<TokenId>]) -> (Streams, 
     (streams(&events), events)
 }
 
+/// Fixed lengths of 8: enough to roll back often, without a draft model's 12 passes per verify.
 fn fixed(drafter: Drafter) -> Speculation {
-    Speculation { drafter, adaptive: false, ..Speculation::default() }
+    Speculation { drafter, adaptive: false, draft_max: 8, ..Speculation::default() }
 }
 
 fn adaptive(drafter: Drafter) -> Speculation {
@@ -78,6 +79,12 @@ fn check_speculation_matches_plain(backend: &str, specs: &[Speculation]) {
             }
         }
         eprintln!("{backend}, {}: {accepted} of {drafted} drafted tokens accepted, {rejected_passes} passes rolled back", spec.label());
+        // A planned draft length drafts only what pays on this machine (on a CPU a draft
+        // model made from the target itself never does), so only fixed lengths are held to
+        // drafting, rolling back and sharing passes; planned ones to the tokens alone.
+        if spec.adaptive {
+            continue;
+        }
         assert!(accepted >= 20, "{backend}, {}: the copied passages should have been drafted ({accepted} of {drafted} accepted)", spec.label());
         assert!(rejected_passes > 0, "{backend}, {}: no draft was rejected, so nothing was rolled back", spec.label());
         // A pass that verified drafts beside other sequences.
@@ -91,7 +98,7 @@ fn speculation_gives_plain_greedy_tokens_on_llama_cpp() {
     check_speculation_matches_plain("llama", &[fixed(Drafter::Lookup), adaptive(Drafter::Lookup), fixed(Drafter::Draft), adaptive(Drafter::Draft)]);
 }
 
-/// The adaptive draft length is the scheduler's, the same for every backend and drafter:
+/// The planned draft length is the scheduler's, the same for every backend and drafter:
 /// tested with both drafters on llama.cpp, with prompt lookup here.
 #[test]
 fn speculation_gives_plain_greedy_tokens_on_candle() {

@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use crate::backend::{Backend, BackendError, Batch, Choice, Chunk, Outputs, Scored, Slot, TokenId};
 use crate::handoff::{self, Blob, Route};
 use crate::invalid::Invalid;
-use crate::speculative::{self, DraftLength, Drafter, Speculation};
+use crate::speculative::{self, Acceptance, Candidate, Drafter, PassCosts, Probe, SharedText, Speculation};
 
 /// How requests share the backend.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
@@ -291,8 +291,10 @@ struct Running {
     generated: Vec<TokenId>,
     /// Its prefix is being computed into the prefix-cache slot (then copied into its own).
     fills_prefix: bool,
-    /// How many tokens to draft for it next (speculative decoding).
-    draft_len: DraftLength,
+    /// How its drafts have fared (speculative decoding).
+    acceptance: Acceptance,
+    /// When it drafts with a draft model the plan leaves out: the next try.
+    probe: Probe,
     /// Tokens of its text (prompt, then generated) in the draft model's cache.
     draft_cached: usize,
 }
@@ -340,9 +342,18 @@ struct Pass {
 struct Member {
     /// Index into `running`.
     index: usize,
-    draft: Vec<TokenId>,
+    draft: Draft,
+}
+
+/// What a decoding sequence drafted for a pass.
+#[derive(Debug, Clone, Default)]
+struct Draft {
+    tokens: Vec<TokenId>,
     /// Time spent drafting it, before the pass.
-    draft_ns: u64,
+    ns: u64,
+    /// The first token prompt lookup proposed when the plan sent none: checked against the
+    /// token the pass writes, it tells how drafts would have fared at no cost.
+    shadow: Option<TokenId>,
 }
 
 fn is_zero(n: &u32) -> bool {
@@ -366,6 +377,12 @@ pub struct Scheduler<B: Backend + ?Sized> {
     static_batch_open: bool,
     steps: u64,
     prefix: PrefixCache,
+    /// What decode passes of each size took here, for planning drafts.
+    costs: PassCosts,
+    /// A draft model's time per drafted token (a running average), for planning drafts.
+    draft_ns_per_token: Option<f64>,
+    /// Finished requests' text, for prompt lookup with a shared cache.
+    shared: SharedText,
 }
 
 impl<B: Backend + ?Sized> Scheduler<B> {
@@ -384,6 +401,9 @@ impl<B: Backend + ?Sized> Scheduler<B> {
             static_batch_open: false,
             steps: 0,
             prefix: PrefixCache::default(),
+            costs: PassCosts::default(),
+            draft_ns_per_token: None,
+            shared: SharedText::default(),
         }
     }
 
@@ -500,6 +520,10 @@ impl<B: Backend + ?Sized> Scheduler<B> {
 
     /// Free a request's slot; if it was computing the cached prefix, that prefix is lost.
     fn retire(&mut self, r: Running) {
+        let spec = self.config.spec;
+        if spec.shared_cache && spec.drafter == Drafter::Lookup {
+            self.shared.add(r.text().collect(), spec.ngram_min as usize, spec.ngram_max as usize);
+        }
         if r.fills_prefix {
             self.prefix.filling = None;
             if let Some(slot) = self.prefix.slot {
@@ -579,7 +603,7 @@ impl<B: Backend + ?Sized> Scheduler<B> {
                 continue;
             }
             sink(SchedEvent::Admitted { id: req.id, slot, t: self.now() });
-            let mut r = Running { req, slot, prefilled: 0, generated: Vec::new(), fills_prefix: false, draft_len: DraftLength::new(&self.config.spec), draft_cached: 0 };
+            let mut r = Running { req, slot, prefilled: 0, generated: Vec::new(), fills_prefix: false, acceptance: Acceptance::default(), probe: Probe::default(), draft_cached: 0 };
             if let Err(error) = self.start_prefix(&mut r, sink) {
                 sink(SchedEvent::Failed { id: r.req.id, error });
                 self.release(r.slot);
@@ -624,50 +648,93 @@ impl<B: Backend + ?Sized> Scheduler<B> {
             self.release(slot);
             return false;
         }
-        let draft_len = DraftLength::new(&self.config.spec);
-        self.running.push(Running { prefilled: req.prompt.len(), req, slot, generated: vec![token], fills_prefix: false, draft_len, draft_cached: 0 });
+        self.running.push(Running {
+            prefilled: req.prompt.len(),
+            req,
+            slot,
+            generated: vec![token],
+            fills_prefix: false,
+            acceptance: Acceptance::default(),
+            probe: Probe::default(),
+            draft_cached: 0,
+        });
         true
     }
 
-    /// Each running sequence's draft for this pass (empty where it drafts nothing) and the
-    /// time its drafting took, by the configured drafter. Drafts take what the decodes leave
-    /// of the pass's token budget, never a decode's own token. On a draft model's failure,
-    /// the sequences that were drafting and why.
-    fn drafts(&mut self) -> Result<Vec<(Vec<TokenId>, u64)>, (Vec<usize>, String)> {
+    /// Each running sequence's draft for this pass (empty where it drafts nothing), by the
+    /// configured drafter. How much each drafts is planned for the pass as a whole
+    /// ([`speculative::plan`]: each sequence's acceptance against what passes of each size
+    /// cost here), or with `adaptive` off, as much as it can. Drafts take what the decodes
+    /// leave of the pass's token budget, never a decode's own token. On a draft model's
+    /// failure, the sequences that were drafting and why.
+    fn drafts(&mut self) -> Result<Vec<Draft>, (Vec<usize>, String)> {
         let spec = self.config.spec;
-        let mut out = vec![(Vec::new(), 0); self.running.len()];
+        let mut out = vec![Draft::default(); self.running.len()];
         if !spec.is_on() {
             return Ok(out);
         }
-        let decoding = self.running.iter().filter(|r| !r.prefilling()).count();
-        let mut budget = self.config.max_batch_tokens.saturating_sub(decoding);
-        let mut wants = Vec::new();
-        for (i, r) in self.running.iter_mut().enumerate() {
-            if r.prefilling() {
-                continue;
-            }
+        let decoding: Vec<usize> = (0..self.running.len()).filter(|&i| !self.running[i].prefilling()).collect();
+        let mut budget = self.config.max_batch_tokens.saturating_sub(decoding.len());
+        // What each could draft: never more than it may still write, and with prompt lookup
+        // what its own text offers.
+        let mut candidates = Vec::with_capacity(decoding.len());
+        for &i in &decoding {
+            let r = &self.running[i];
             // A pass yields at most the draft plus one token: never more than asked for.
-            let room = (r.req.max_tokens as usize - r.generated.len()).saturating_sub(1).min(budget);
-            let k = (r.draft_len.allowed() as usize).min(room);
-            if k == 0 {
-                continue;
-            }
+            let room = (r.req.max_tokens as usize - r.generated.len()).saturating_sub(1).min(spec.draft_max as usize);
             if spec.drafter == Drafter::Lookup {
                 let started = Instant::now();
-                let draft = speculative::lookup(&r.req.prompt, &r.generated, spec.ngram_min as usize, spec.ngram_max as usize, k);
-                budget -= draft.len();
-                out[i] = (draft, started.elapsed().as_nanos() as u64);
+                let (lo, hi) = (spec.ngram_min as usize, spec.ngram_max as usize);
+                let mut proposal = speculative::lookup(&r.req.prompt, &r.generated, lo, hi, room);
+                if proposal.is_empty() && spec.shared_cache {
+                    let tail: Vec<TokenId> = r.text().skip(r.text_len().saturating_sub(hi)).collect();
+                    proposal = self.shared.lookup(&tail, lo, hi, room);
+                }
+                out[i] = Draft { ns: started.elapsed().as_nanos() as u64, ..Draft::default() };
+                candidates.push(Candidate { acceptance: r.acceptance.rate(), most: proposal.len() });
+                out[i].tokens = proposal;
             } else {
-                budget -= k;
-                wants.push((i, k));
+                candidates.push(Candidate { acceptance: r.acceptance.rate(), most: room });
             }
         }
+        let mut lengths = if spec.adaptive {
+            speculative::plan(&candidates, decoding.len(), &self.costs, self.draft_ns_per_token.unwrap_or(0.0))
+        } else {
+            candidates.iter().map(|c| c.most).collect()
+        };
+        // A probe is worth its cost only where drafting could pay at all: on a machine where
+        // the draft model is no cheaper than the target, not even drafts that all hold do.
+        let draft_ns = self.draft_ns_per_token.unwrap_or(0.0);
+        let could_pay = |most: usize| speculative::plan(&[Candidate { acceptance: 1.0, most }], decoding.len(), &self.costs, draft_ns)[0] > 0;
+        for (j, &i) in decoding.iter().enumerate() {
+            let mut k = lengths[j].min(budget);
+            if spec.drafter == Drafter::Draft && spec.adaptive {
+                let most = candidates[j].most;
+                let r = &mut self.running[i];
+                if k > 0 {
+                    r.probe.planned();
+                } else if most > 0 && budget > 0 && r.probe.due() && could_pay(most) {
+                    k = 1;
+                }
+            }
+            budget -= k;
+            lengths[j] = k;
+            let draft = &mut out[i];
+            if k == 0 {
+                draft.shadow = draft.tokens.first().copied();
+            }
+            draft.tokens.truncate(k);
+        }
+        let wants: Vec<(usize, usize)> = decoding.iter().zip(&lengths).filter(|(_, &k)| k > 0 && spec.drafter == Drafter::Draft).map(|(&i, &k)| (i, k)).collect();
         if !wants.is_empty() {
             let started = Instant::now();
-            let drafted = self.run_draft_model(&wants).map_err(|e| (wants.iter().map(|w| w.0).collect(), format!("draft model: {e}")))?;
+            let (drafted, token_pass_ns) = self.run_draft_model(&wants).map_err(|e| (wants.iter().map(|w| w.0).collect(), format!("draft model: {e}")))?;
             let ns = started.elapsed().as_nanos() as u64;
-            for ((i, _), draft) in wants.iter().zip(drafted) {
-                out[*i] = (draft, ns);
+            if let Some(t) = token_pass_ns.map(|t| t as f64) {
+                self.draft_ns_per_token = Some(self.draft_ns_per_token.map_or(t, |avg| avg + 0.3 * (t - avg)));
+            }
+            for ((i, _), tokens) in wants.iter().zip(drafted) {
+                out[*i] = Draft { tokens, ns, shadow: None };
             }
         }
         Ok(out)
@@ -678,7 +745,10 @@ impl<B: Backend + ?Sized> Scheduler<B> {
     /// not seen yet, ending with its newest token, whose output is the first drafted token;
     /// then one pass per further token for every sequence that wants it, all sequences
     /// together. The draft cache then holds each text and its drafted tokens but the last.
-    fn run_draft_model(&mut self, wants: &[(usize, usize)]) -> Result<Vec<Vec<TokenId>>, BackendError> {
+    ///
+    /// Also what one pass of a token per sequence took (the cost of drafting one more token
+    /// deep), where one ran; catching a cache up is not counted, it is paid once per text.
+    fn run_draft_model(&mut self, wants: &[(usize, usize)]) -> Result<(Vec<Vec<TokenId>>, Option<u64>), BackendError> {
         let draft = self.draft.as_mut().ok_or_else(|| BackendError::Step("no draft model is loaded".into()))?;
         let max_tokens = draft.info().capabilities.max_batch_tokens.max(1);
         let mut drafted: Vec<Vec<TokenId>> = vec![Vec::new(); wants.len()];
@@ -715,6 +785,7 @@ impl<B: Backend + ?Sized> Scheduler<B> {
             pending = rest;
         }
         let longest = wants.iter().map(|w| w.1).max().unwrap_or(0);
+        let mut token_pass_ns = None;
         for j in 1..longest {
             let (mut batch, mut who) = (Batch::default(), Vec::new());
             for (w, &(i, k)) in wants.iter().enumerate() {
@@ -724,33 +795,36 @@ impl<B: Backend + ?Sized> Scheduler<B> {
                     who.push(w);
                 }
             }
+            let started = Instant::now();
             run(draft, &batch, &who, &mut drafted)?;
+            // The backend's own compute time where it reports one, as for the target's passes.
+            token_pass_ns = Some(draft.last_compute().unwrap_or_else(|| started.elapsed()).as_nanos() as u64);
         }
         for (w, &(i, _)) in wants.iter().enumerate() {
             let r = &mut self.running[i];
             r.draft_cached = r.text_len() + drafted[w].len() - 1;
         }
-        Ok(drafted)
+        Ok((drafted, token_pass_ns))
     }
 
     /// Build the next pass: decodes first (they are cheap and someone is waiting on each),
     /// each with its draft when speculating, then prompt tokens up to the step's budget.
-    fn plan(&mut self, mut drafts: Vec<(Vec<TokenId>, u64)>) -> Pass {
+    fn plan(&mut self, mut drafts: Vec<Draft>) -> Pass {
         let mut pass = Pass::default();
         let mut budget = self.config.max_batch_tokens;
         for (i, r) in self.running.iter_mut().enumerate() {
             if !r.prefilling() && budget > 0 {
                 let pos = (r.text_len() - 1) as u32;
-                let (draft, draft_ns) = std::mem::take(&mut drafts[i]);
+                let draft = std::mem::take(&mut drafts[i]);
                 let mut tokens = vec![*r.generated.last().expect("decoding")];
-                tokens.extend_from_slice(&draft);
+                tokens.extend_from_slice(&draft.tokens);
                 budget -= tokens.len();
                 pass.decode_tokens += 1;
-                pass.draft_tokens += draft.len() as u32;
-                let outputs = if draft.is_empty() { Outputs::Last } else { Outputs::All };
+                pass.draft_tokens += draft.tokens.len() as u32;
+                let outputs = if draft.tokens.is_empty() { Outputs::Last } else { Outputs::All };
                 pass.batch.chunks.push(Chunk { slot: r.slot, pos, tokens, outputs });
                 pass.batch.top_logprobs = pass.batch.top_logprobs.max(r.req.top_logprobs);
-                pass.members.push(Member { index: i, draft, draft_ns });
+                pass.members.push(Member { index: i, draft });
             }
         }
         let mut prefill_budget = match self.config.policy {
@@ -774,7 +848,7 @@ impl<B: Backend + ?Sized> Scheduler<B> {
                     outputs: if done { Outputs::Last } else { Outputs::None },
                 });
                 pass.batch.top_logprobs = pass.batch.top_logprobs.max(r.req.top_logprobs);
-                pass.members.push(Member { index: i, draft: Vec::new(), draft_ns: 0 });
+                pass.members.push(Member { index: i, draft: Draft::default() });
                 prefill_budget -= take;
                 pass.prefill_tokens += take as u32;
             }
@@ -804,6 +878,9 @@ impl<B: Backend + ?Sized> Scheduler<B> {
         let t_end = self.now();
         let compute = result.as_ref().ok().and(self.backend.last_compute()).map(|d| d.as_nanos() as u64);
         sink(SchedEvent::Step { step, seqs: batch.chunks.len() as u32, prefill_tokens, decode_tokens, draft_tokens, t_start, t_end, compute });
+        if result.is_ok() && prefill_tokens == 0 {
+            self.costs.observe((decode_tokens + draft_tokens) as usize, compute.unwrap_or(t_end - t_start));
+        }
 
         let outputs = match result {
             Ok(outputs) => outputs,
@@ -826,7 +903,7 @@ impl<B: Backend + ?Sized> Scheduler<B> {
                 continue;
             }
             let choices: Vec<Choice> = match outputs.next() {
-                Some(o) if o.choices.len() == m.draft.len() + 1 => o.choices,
+                Some(o) if o.choices.len() == m.draft.tokens.len() + 1 => o.choices,
                 _ => {
                     sink(SchedEvent::Failed { id: r.req.id, error: "backend returned no token for this sequence".into() });
                     finished.push(i);
@@ -835,10 +912,13 @@ impl<B: Backend + ?Sized> Scheduler<B> {
             };
             // The target agrees with the draft up to its first different choice; that choice
             // (or, when every drafted token held, the one after them) is the target's own.
-            let accepted = m.draft.iter().zip(&choices).take_while(|(d, c)| **d == c.token).count();
-            if !m.draft.is_empty() {
-                sink(SchedEvent::Verified { id: r.req.id, step, drafted: m.draft.len() as u32, accepted: accepted as u32, draft_ns: m.draft_ns });
-                r.draft_len.update(m.draft.len() as u32, accepted as u32);
+            let drafted = &m.draft.tokens;
+            let accepted = drafted.iter().zip(&choices).take_while(|(d, c)| **d == c.token).count();
+            if !drafted.is_empty() {
+                sink(SchedEvent::Verified { id: r.req.id, step, drafted: drafted.len() as u32, accepted: accepted as u32, draft_ns: m.draft.ns });
+                r.acceptance.record(drafted.len() as u32, accepted as u32);
+            } else if let Some(shadow) = m.draft.shadow {
+                r.acceptance.record(1, u32::from(shadow == choices[0].token));
             }
             let mut done = false;
             for (k, choice) in choices.into_iter().take(accepted + 1).enumerate() {
@@ -878,7 +958,7 @@ impl<B: Backend + ?Sized> Scheduler<B> {
             }
             // Rejected drafts leave the cache: it holds exactly what plain decoding would
             // have put there (everything but the newest token).
-            if !done && accepted < m.draft.len() {
+            if !done && accepted < drafted.len() {
                 let keep = (r.text_len() - 1) as u32;
                 if let Err(e) = self.backend.truncate(r.slot, keep) {
                     sink(SchedEvent::Failed { id: r.req.id, error: format!("speculative decoding: {e}") });
@@ -888,9 +968,9 @@ impl<B: Backend + ?Sized> Scheduler<B> {
             }
             // And the draft model's: it drafted past the first rejected token (or fed all but
             // the last drafted one), and keeps only the text both models now agree on.
-            let model_drafted = self.config.spec.drafter == Drafter::Draft && !m.draft.is_empty();
+            let model_drafted = self.config.spec.drafter == Drafter::Draft && !drafted.is_empty();
             if let Some(draft) = self.draft.as_mut().filter(|_| model_drafted && !done) {
-                let agreed = chunk.pos as usize + 1 + accepted.min(m.draft.len() - 1);
+                let agreed = chunk.pos as usize + 1 + accepted.min(drafted.len() - 1);
                 if agreed < r.draft_cached {
                     r.draft_cached = agreed;
                     if let Err(e) = draft.truncate(r.slot, agreed as u32) {

@@ -17,6 +17,12 @@ pub(crate) struct HashModel {
     /// modulo `cycle`, a text prompt lookup can predict, but at every `hash_every`th position.
     pub cycle: Option<u32>,
     pub hash_every: usize,
+    /// What a pass reports it took: a one-position pass, and each further position with
+    /// logits (None: it reports nothing, and the scheduler times it).
+    pub pass_ns: Option<(u64, u64)>,
+    last_ns: Option<u64>,
+    /// The reported times of all its passes, added up.
+    pub spent_ns: u64,
 }
 
 impl HashModel {
@@ -30,7 +36,7 @@ impl HashModel {
             capabilities: Capabilities { mixed_position_batches: true, max_batch_tokens: 4096, slots, ctx_per_slot: ctx, prefix_copy: true },
             ..Default::default()
         };
-        Self { info, caches: vec![Vec::new(); slots], passes: Vec::new(), fail_next: false, copies: Vec::new(), truncations: Vec::new(), cycle: None, hash_every: 16 }
+        Self { info, caches: vec![Vec::new(); slots], passes: Vec::new(), fail_next: false, copies: Vec::new(), truncations: Vec::new(), cycle: None, hash_every: 16, pass_ns: None, last_ns: None, spent_ns: 0 }
     }
 
     fn next(&self, cache: &[TokenId]) -> TokenId {
@@ -51,6 +57,9 @@ impl Backend for HashModel {
             return Err(BackendError::Step("injected".into()));
         }
         self.passes.push(batch.chunks.iter().map(|c| (c.slot, c.pos, c.tokens.len())).collect());
+        let positions = batch.chunks.iter().map(|c| if c.outputs == Outputs::All { c.tokens.len() } else { 1 }).sum::<usize>() as u64;
+        self.last_ns = self.pass_ns.map(|(one, more)| one + more * positions.saturating_sub(1));
+        self.spent_ns += self.last_ns.unwrap_or(0);
         let mut out = Vec::new();
         for c in &batch.chunks {
             let s = c.slot as usize;
@@ -72,6 +81,9 @@ impl Backend for HashModel {
             }
         }
         Ok(out)
+    }
+    fn last_compute(&self) -> Option<std::time::Duration> {
+        self.last_ns.map(std::time::Duration::from_nanos)
     }
     fn clear(&mut self, slot: Slot) {
         self.caches[slot as usize].clear();
@@ -433,7 +445,7 @@ fn static_batches_wait_for_their_longest_member_and_respect_the_token_limit() {
 // -- speculative decoding ------------------------------------------------------------------
 
 fn lookup(draft_max: u32, adaptive: bool) -> Speculation {
-    Speculation { drafter: crate::speculative::Drafter::Lookup, ngram_max: 3, ngram_min: 1, draft_max, adaptive }
+    Speculation { drafter: crate::speculative::Drafter::Lookup, ngram_max: 3, ngram_min: 1, draft_max, adaptive, shared_cache: false }
 }
 
 /// Run requests to completion over a model whose text is cyclic (`cycle`) or a hash, with
@@ -443,14 +455,32 @@ fn run_spec(policy: Policy, slots: usize, spec: Speculation, cycle: Option<u32>,
     (tokens, events, model)
 }
 
+/// Pass costs where a further position costs 1% of a pass, as on a GPU: drafting pays
+/// wherever drafts hold now and then.
+const GPU_LIKE: (u64, u64) = (1_000_000, 10_000);
+/// Pass costs where a further position costs 40% of a pass, as on a small CPU.
+const CPU_LIKE: (u64, u64) = (1_000_000, 400_000);
+
 /// [`run_spec`] with a draft model beside the target; the draft model comes back too.
 fn run_drafted(policy: Policy, slots: usize, spec: Speculation, cycle: Option<u32>, draft: Option<HashModel>, reqs: Vec<WorkRequest>) -> (std::collections::BTreeMap<u64, Vec<TokenId>>, Vec<SchedEvent>, HashModel, Option<HashModel>) {
+    run_costed(policy, slots, spec, cycle, draft, GPU_LIKE, reqs)
+}
+
+/// [`run_drafted`] on a target whose passes cost `pass_ns` (see [`HashModel::pass_ns`]).
+fn run_costed(
+    policy: Policy,
+    slots: usize,
+    spec: Speculation,
+    cycle: Option<u32>,
+    draft: Option<HashModel>,
+    pass_ns: (u64, u64),
+    reqs: Vec<WorkRequest>,
+) -> (std::collections::BTreeMap<u64, Vec<TokenId>>, Vec<SchedEvent>, HashModel, Option<HashModel>) {
     let mut config = SchedulerConfig::new(policy, slots, 4096);
     config.chunk_tokens = 8;
     config.static_form_up_ms = 0;
     config.spec = spec;
-    let mut model = HashModel::new(slots, 256);
-    model.cycle = cycle;
+    let model = HashModel { cycle, pass_ns: Some(pass_ns), ..HashModel::new(slots, 256) };
     let mut s = Scheduler::new(Box::new(model), config.clone(), Instant::now());
     if let Some(draft) = draft {
         s.set_draft(Box::new(draft), "test draft".into()).unwrap();
@@ -705,4 +735,85 @@ fn a_damaged_state_fails_its_request_with_why_and_no_other() {
             assert_eq!(split.get(id), Some(tokens), "request {id}");
         }
     }
+}
+
+/// The plan drafts what pays on the machine at hand: where a further position costs 40% of
+/// a pass and drafts fail, it learns (from the passes' costs and the shadow proposals) to
+/// send almost none, where a fixed draft length doubles the time; where positions are
+/// nearly free and drafts hold, it keeps the whole gain. Times are what the model reports
+/// its passes took, so the test is exact.
+#[test]
+fn drafting_follows_what_pays_on_the_machine() {
+    let reqs = || vec![request(1, 30, 80), request(2, 12, 80)];
+    let run = |spec, cycle, pass_ns| {
+        let (_, events, _, _) = run_costed(Policy::Continuous, 2, spec, cycle, None, pass_ns, reqs());
+        let ns: u64 = events
+            .iter()
+            .filter_map(|e| match e {
+                SchedEvent::Step { compute, .. } => *compute,
+                _ => None,
+            })
+            .sum();
+        ns as f64
+    };
+    for (text, cycle) in [("hash", None), ("cyclic", Some(10))] {
+        for (machine, pass_ns) in [("cpu", CPU_LIKE), ("gpu", GPU_LIKE)] {
+            let plain = run(Speculation::default(), cycle, pass_ns);
+            let adaptive = run(lookup(8, true), cycle, pass_ns) / plain;
+            let fixed = run(lookup(8, false), cycle, pass_ns) / plain;
+            let case = format!("{text} text, {machine}: time ÷ plain, planned {adaptive:.3}, fixed {fixed:.3}");
+            assert!(adaptive <= 1.05, "{case}");
+            assert!(adaptive <= fixed * 1.01, "{case}");
+            match (text, machine) {
+                ("hash", "cpu") => assert!(fixed > 1.5, "{case}"),
+                ("cyclic", "gpu") => assert!(adaptive < 0.6, "{case}"),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Each request drafts from its own text unless the shared cache is on: a repeated prompt's
+/// second run then drafts the first run's answer, nearly all of it accepted, which is why
+/// benchmarks leave it off.
+#[test]
+fn a_repeated_prompt_drafts_for_free_only_with_the_shared_cache() {
+    // Hash text: a request's own text predicts nothing; one after the other, one slot.
+    let reqs = || vec![request(1, 24, 40), WorkRequest { id: 2, ..request(1, 24, 40) }];
+    let per_request = |shared_cache| {
+        let (tokens, events, _) = run_spec(Policy::Continuous, 1, Speculation { shared_cache, ..lookup(8, true) }, None, reqs());
+        assert_eq!(tokens[&1], tokens[&2], "the same prompt, the same greedy text");
+        let accepted = |id| {
+            events.iter().fold(0, |sum, e| match e {
+                SchedEvent::Verified { id: i, accepted, .. } if *i == id => sum + accepted,
+                _ => sum,
+            })
+        };
+        (accepted(1), accepted(2))
+    };
+    let (own_first, own_second) = per_request(false);
+    let (shared_first, shared_second) = per_request(true);
+    assert_eq!(own_first, shared_first, "the first request has nothing earlier to match");
+    assert!(own_second <= 4, "alone, the second request drafts no better than the first: {own_second} accepted");
+    assert!(shared_second >= 30, "with the shared cache, the second request's answer comes from the first's: {shared_second} of 39 accepted");
+}
+
+/// A draft model that costs as much as the target never pays where a further position costs
+/// 40% of a pass: after one try, measured, it is left alone (no probes either), and the
+/// requests take about plain decoding's time, where a fixed length keeps paying for it.
+#[test]
+fn a_draft_model_as_slow_as_the_target_is_left_alone() {
+    let reqs = || vec![request(1, 12, 60), request(2, 20, 60)];
+    let draft = || Some(HashModel { cycle: Some(10), pass_ns: Some(CPU_LIKE), ..HashModel::new(2, 256) });
+    // Both models' passes, as they report them.
+    let time = |spec: Speculation, draft| {
+        let (_, events, target, draft) = run_costed(Policy::Continuous, 2, spec, Some(10), draft, CPU_LIKE, reqs());
+        (target.spent_ns + draft.map_or(0, |d| d.spent_ns), verified(&events).0)
+    };
+    let (plain, _) = time(Speculation::default(), None);
+    let (planned, drafted) = time(drafting(8, true), draft());
+    let (fixed, _) = time(drafting(8, false), draft());
+    assert!(drafted <= 16, "{drafted} drafted after the draft model's cost was known");
+    assert!((planned as f64) < plain as f64 * 1.1, "planned {planned} ns, plain {plain}");
+    assert!(fixed as f64 > plain as f64 * 1.2, "fixed {fixed} ns, plain {plain}");
 }

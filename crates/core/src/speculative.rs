@@ -5,9 +5,12 @@
 //! Prompt lookup drafts without a second model: the tokens that followed the latest earlier
 //! occurrence of the sequence's last n tokens, in its own prompt and output only (a draft
 //! never comes from another request, so a repeated prompt does not make the next request's
-//! drafts free). The draft length adapts to each sequence's recent acceptance, down to not
-//! drafting at all for a while, because a verify pass of wrong drafts costs more than a plain
-//! decode pass and gains nothing.
+//! drafts free). How much each sequence drafts is planned pass by pass ([`plan`]): a drafted
+//! position is worth its cost only when it is likely enough to hold, and what it costs
+//! depends on the machine (almost nothing on a GPU; most of a pass on a small CPU, where each
+//! position needs its own logits over a large vocabulary), so the plan weighs each
+//! sequence's recent acceptance against the measured cost of passes of each size, down to
+//! not drafting at all.
 
 use serde::{Deserialize, Serialize};
 
@@ -63,14 +66,22 @@ pub struct Speculation {
     pub ngram_min: u32,
     /// Most tokens drafted for one sequence in one pass.
     pub draft_max: u32,
-    /// Adapt each sequence's draft length to its recent acceptance (down to not drafting);
-    /// false drafts `draft_max` whenever a match is found, as llama.cpp's `llama-lookup` does.
+    /// Plan each pass's drafts from each sequence's recent acceptance and what passes of
+    /// each size cost on this machine (down to not drafting); false drafts `draft_max`
+    /// whenever a match is found, as llama.cpp's `llama-lookup` does.
     pub adaptive: bool,
+    /// Prompt lookup also matches what earlier requests on the worker wrote (prompt and
+    /// output), as llama.cpp's lookup cache does, where its own text has no match (a draft
+    /// model ignores it). A repeated prompt then drafts its answer for free: real for a
+    /// service that gets the same questions, flattering for a benchmark that repeats its
+    /// prompts. Off unless asked.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub shared_cache: bool,
 }
 
 impl Default for Speculation {
     fn default() -> Self {
-        Speculation { drafter: Drafter::None, ngram_max: 4, ngram_min: 2, draft_max: 8, adaptive: true }
+        Speculation { drafter: Drafter::None, ngram_max: 4, ngram_min: 2, draft_max: 12, adaptive: true, shared_cache: false }
     }
 }
 
@@ -92,12 +103,14 @@ impl Speculation {
         Ok(())
     }
 
-    /// `lookup n2-4 d8`, `draft d8 fixed`: the settings on one line, as tables and names show them.
+    /// `lookup n2-4 d8`, `draft d8 fixed`, `lookup n2-4 d8 shared`: the settings on one line,
+    /// as tables and names show them.
     pub fn label(&self) -> String {
         let fixed = if self.adaptive { "" } else { " fixed" };
+        let shared = if self.shared_cache { " shared" } else { "" };
         match self.drafter {
             Drafter::None => "none".into(),
-            Drafter::Lookup => format!("lookup n{}-{} d{}{fixed}", self.ngram_min, self.ngram_max, self.draft_max),
+            Drafter::Lookup => format!("lookup n{}-{} d{}{fixed}{shared}", self.ngram_min, self.ngram_max, self.draft_max),
             Drafter::Draft => format!("draft d{}{fixed}", self.draft_max),
         }
     }
@@ -128,60 +141,268 @@ pub fn lookup(prompt: &[TokenId], generated: &[TokenId], ngram_min: usize, ngram
     Vec::new()
 }
 
-/// One sequence's draft length, adapted to how its drafts fared: all accepted, twice as many
-/// next time; some, one more than were accepted; none, half as many, and at none a pause
-/// (longer after each failure in a row) before one token is tried again. A verify pass of
-/// wrong drafts costs more than a plain pass: on a 2-core EPYC with the default model's
-/// 262k-token vocabulary, where every drafted position needs its own logits, a pass of 1 + 8
-/// tokens took 4.9 plain passes' time. So drafting backs off fast where drafts fail, and
-/// a text that turns repetitive later is still caught.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DraftLength {
-    max: u32,
-    next: u32,
-    /// Passes left without drafting.
-    pause: u32,
-    /// How long the next pause lasts; doubles with each failure in a row.
-    backoff: u32,
-    adaptive: bool,
+/// What earlier requests on a worker wrote, for prompt lookup's shared cache: each finished
+/// request's text (prompt and output), the most recent [`SHARED_TOKENS`] tokens in all, with
+/// every n-gram indexed by where its latest occurrence ends, so a lookup costs one hash per n
+/// however much is kept. A match never runs from one request's text into the next's.
+#[derive(Debug, Default)]
+pub struct SharedText {
+    /// The texts kept, oldest first; `first` numbers the oldest.
+    texts: std::collections::VecDeque<Vec<TokenId>>,
+    first: u64,
+    tokens: usize,
+    /// The n-grams indexed (shortest, longest), as the settings were when it was filled.
+    ngrams: (usize, usize),
+    /// An n-gram -> (text number, the position after its latest occurrence). Entries of texts
+    /// let go are skipped, and dropped when the index is rebuilt.
+    index: std::collections::HashMap<Vec<TokenId>, (u64, usize)>,
 }
 
-/// The longest pause, in passes.
-const MAX_PAUSE: u32 = 64;
+/// The most tokens a shared cache keeps (the oldest texts go first).
+pub const SHARED_TOKENS: usize = 1 << 16;
 
-impl DraftLength {
-    pub fn new(s: &Speculation) -> Self {
-        DraftLength { max: s.draft_max, next: s.draft_max, pause: 0, backoff: 1, adaptive: s.adaptive }
+impl SharedText {
+    /// Keep `text` (a finished request's prompt and output) for later requests' lookups.
+    pub fn add(&mut self, text: Vec<TokenId>, ngram_min: usize, ngram_max: usize) {
+        let ngrams = (ngram_min.max(1), ngram_max);
+        if ngrams != self.ngrams {
+            *self = SharedText { ngrams, ..SharedText::default() };
+        }
+        let text = if text.len() > SHARED_TOKENS { text[text.len() - SHARED_TOKENS..].to_vec() } else { text };
+        let number = self.first + self.texts.len() as u64;
+        Self::index_text(&mut self.index, self.ngrams, number, &text);
+        self.tokens += text.len();
+        self.texts.push_back(text);
+        while self.tokens > SHARED_TOKENS {
+            let gone = self.texts.pop_front().expect("tokens are in texts");
+            self.tokens -= gone.len();
+            self.first += 1;
+        }
+        // Stale entries of texts let go stay until they outnumber the live ones.
+        let (lo, hi) = self.ngrams;
+        if self.index.len() > 2 * (hi + 1 - lo.min(hi + 1)) * SHARED_TOKENS {
+            self.index.clear();
+            for (i, t) in self.texts.iter().enumerate() {
+                Self::index_text(&mut self.index, self.ngrams, self.first + i as u64, t);
+            }
+        }
     }
 
-    /// How many tokens this pass may draft (0 while paused). Counts the pass.
-    pub fn allowed(&mut self) -> u32 {
-        if self.pause > 0 {
-            self.pause -= 1;
-            return 0;
+    fn index_text(index: &mut std::collections::HashMap<Vec<TokenId>, (u64, usize)>, (lo, hi): (usize, usize), number: u64, text: &[TokenId]) {
+        // Only n-grams something follows: a match must have a continuation to draft.
+        for end in 1..text.len() {
+            for n in lo..=hi.min(end) {
+                index.insert(text[end - n..end].to_vec(), (number, end));
+            }
         }
-        self.next
+    }
+
+    /// Up to `k` tokens that followed the latest kept occurrence of the last n tokens of
+    /// `tail`, for the longest n that has one (from the n-grams indexed, within
+    /// `ngram_min..=ngram_max`).
+    pub fn lookup(&self, tail: &[TokenId], ngram_min: usize, ngram_max: usize, k: usize) -> Vec<TokenId> {
+        let (lo, hi) = (ngram_min.max(self.ngrams.0), ngram_max.min(self.ngrams.1));
+        for n in (lo..=hi).rev() {
+            if tail.len() < n {
+                continue;
+            }
+            let Some(&(number, end)) = self.index.get(&tail[tail.len() - n..]) else { continue };
+            let Some(text) = number.checked_sub(self.first).and_then(|i| self.texts.get(i as usize)) else { continue };
+            return text[end..(end + k).min(text.len())].to_vec();
+        }
+        Vec::new()
+    }
+
+    /// Tokens kept.
+    pub fn len(&self) -> usize {
+        self.tokens
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tokens == 0
+    }
+}
+
+/// How likely a sequence's next drafted token is to hold: the share of its recent draft
+/// positions the target agreed with (a verify pass that accepted `a` of `d` counts `a` held
+/// and, when `a < d`, one failed; what came after the first failure was never tested). Older
+/// evidence fades, so a text that turns repetitive (a model falling into a loop) is drafted
+/// for within a few tokens, and one that stops repeating is left alone as quickly. It starts
+/// hopeful, so a new sequence tries drafting at once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Acceptance {
+    held: f64,
+    failed: f64,
+}
+
+/// The weight each update leaves to what came before.
+const REMEMBER: f64 = 0.75;
+
+impl Default for Acceptance {
+    fn default() -> Self {
+        Acceptance { held: 4.0, failed: 1.0 }
+    }
+}
+
+impl Acceptance {
+    /// The chance that a drafted token holds, given the ones before it did.
+    pub fn rate(&self) -> f64 {
+        self.held / (self.held + self.failed)
     }
 
     /// After a verify pass: the first `accepted` of `drafted` tokens agreed with the target.
-    pub fn update(&mut self, drafted: u32, accepted: u32) {
-        if !self.adaptive || drafted == 0 {
+    /// A plain pass can count too: a draft proposed but not sent (a shadow) is one position
+    /// drafted, accepted when the target chose the same token.
+    pub fn record(&mut self, drafted: u32, accepted: u32) {
+        if drafted == 0 {
             return;
         }
-        if accepted == drafted {
-            self.next = (self.next * 2).clamp(1, self.max);
-            self.backoff = 1;
-        } else if accepted > 0 {
-            self.next = (accepted + 1).min(self.max);
-            self.backoff = 1;
-        } else {
-            self.next /= 2;
-            if self.next == 0 {
-                self.pause = self.backoff;
-                self.backoff = (self.backoff * 2).min(MAX_PAUSE);
-                self.next = 1;
-            }
+        self.held = self.held * REMEMBER + f64::from(accepted);
+        self.failed = self.failed * REMEMBER + f64::from(u8::from(accepted < drafted));
+    }
+}
+
+/// What a decode pass costs on this machine by how many positions it asks logits for (each
+/// decoding sequence's newest token, plus every drafted token), as measured from the passes
+/// run so far. On a GPU one more position costs almost nothing; on a 2-core CPU with a
+/// 262k-token vocabulary a second position cost 0.9 of a whole one-position pass, and 1 + 8
+/// cost 5.1 passes (measured with llama.cpp, `docs/MEASUREMENTS.md`), so whether drafting
+/// pays depends on the machine as much as on the drafts.
+#[derive(Debug, Clone, Default)]
+pub struct PassCosts {
+    /// Nanoseconds by positions - 1: a running average, None where no pass of that size ran.
+    ns: Vec<Option<f64>>,
+}
+
+/// The weight of a new measurement in a size's running average.
+const COST_WEIGHT: f64 = 0.3;
+/// Before a second size is measured, one more position is assumed to cost this share of a
+/// one-position pass: low, so a size not tried yet looks worth trying (and then is measured).
+const HOPEFUL_POSITION_COST: f64 = 0.2;
+
+impl PassCosts {
+    /// A decode pass (no prompt tokens in it) of `positions` outputs took `ns`.
+    pub fn observe(&mut self, positions: usize, ns: u64) {
+        if positions == 0 {
+            return;
         }
+        if self.ns.len() < positions {
+            self.ns.resize(positions, None);
+        }
+        let slot = &mut self.ns[positions - 1];
+        *slot = Some(match *slot {
+            Some(avg) => avg + COST_WEIGHT * (ns as f64 - avg),
+            None => ns as f64,
+        });
+    }
+
+    /// The expected time of a pass of `positions` outputs: measured where a pass of that size
+    /// ran, else along the line between the nearest measured sizes. Beyond the largest it is
+    /// hopeful: each further position costs the least of [`HOPEFUL_POSITION_COST`] of a
+    /// one-position pass and the slope from the smallest measured size to the largest. So a
+    /// larger size that might pay is tried once and then known: costs jump with size on a
+    /// CPU (a pass of 5 positions cost 1.5 of one of 4), and a line through the last jump
+    /// would rule out every larger size unmeasured. None before any pass.
+    pub fn estimate(&self, positions: usize) -> Option<f64> {
+        let measured = |i: usize| self.ns.get(i).copied().flatten().map(|ns| (i + 1, ns));
+        if let Some((_, ns)) = measured(positions.checked_sub(1)?) {
+            return Some(ns);
+        }
+        let below = (0..positions.saturating_sub(1).min(self.ns.len())).rev().find_map(measured);
+        let above = (positions..self.ns.len()).find_map(measured);
+        match (below, above) {
+            (Some((p0, t0)), Some((p1, t1))) => Some(t0 + (t1 - t0) * (positions - p0) as f64 / (p1 - p0) as f64),
+            (Some((p0, t0)), None) => {
+                let (ps, ts) = (0..p0).find_map(measured).expect("p0 itself is measured");
+                let hopeful = HOPEFUL_POSITION_COST * ts / (1.0 + HOPEFUL_POSITION_COST * (ps - 1) as f64);
+                let slope = if ps < p0 { hopeful.min(((t0 - ts) / (p0 - ps) as f64).max(0.0)) } else { hopeful };
+                Some(t0 + slope * (positions - p0) as f64)
+            }
+            (None, Some((p1, t1))) => Some(t1 * positions as f64 / p1 as f64),
+            (None, None) => None,
+        }
+    }
+}
+
+/// A decoding sequence's part in planning a pass: the chance each drafted token holds, and
+/// the most it could draft.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Candidate {
+    pub acceptance: f64,
+    pub most: usize,
+}
+
+/// How many tokens each candidate drafts in a pass of `decoding` sequences: the total that
+/// makes the pass yield the most tokens per second, by the measured costs of passes of each
+/// size and each sequence's acceptance. A sequence whose drafts hold with chance `a` yields
+/// `1 + a + a² + ... + aᵏ` tokens from `k` drafted, so any given total goes to the positions
+/// likeliest to hold. Nothing is drafted before any pass was measured but a hopeful guess,
+/// and nothing where no total beats plain decoding.
+/// `draft_ns` is what drafting one more token costs before the pass (a draft model's pass;
+/// prompt lookup's microseconds count as nothing).
+pub fn plan(candidates: &[Candidate], decoding: usize, costs: &PassCosts, draft_ns: f64) -> Vec<usize> {
+    let mut out = vec![0; candidates.len()];
+    let Some(plain) = costs.estimate(decoding) else {
+        return candidates.iter().map(|c| c.most).collect();
+    };
+    // Every candidate's next position in the order of its chance to hold.
+    let mut gains: Vec<(f64, usize)> = candidates
+        .iter()
+        .enumerate()
+        .flat_map(|(i, c)| (1..=c.most).scan(1.0, move |p, _| {
+            *p *= c.acceptance;
+            Some((*p, i))
+        }))
+        .collect();
+    gains.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let (mut best, mut best_rate, mut tokens) = (0, decoding as f64 / plain, decoding as f64);
+    for (k, &(gain, _)) in gains.iter().enumerate() {
+        tokens += gain;
+        let rate = tokens / (costs.estimate(decoding + k + 1).unwrap_or(plain) + draft_ns * (k + 1) as f64);
+        if rate > best_rate {
+            (best, best_rate) = (k + 1, rate);
+        }
+    }
+    for &(_, i) in &gains[..best] {
+        out[i] += 1;
+    }
+    out
+}
+
+/// When the plan gives a sequence drafting with a draft model nothing, one token is drafted
+/// now and then anyway, so its acceptance is learnt again (prompt lookup needs no probe: its
+/// proposals cost microseconds and are checked against what plain decoding writes). The wait
+/// between probes doubles, up to `MAX_WAIT` passes, until the plan itself drafts again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Probe {
+    wait: u32,
+    backoff: u32,
+}
+
+/// The longest wait between probes, in passes.
+const MAX_WAIT: u32 = 64;
+
+impl Default for Probe {
+    fn default() -> Self {
+        Probe { wait: 1, backoff: 1 }
+    }
+}
+
+impl Probe {
+    /// The plan gave the sequence nothing this pass: true when it probes instead.
+    pub fn due(&mut self) -> bool {
+        self.wait = self.wait.saturating_sub(1);
+        if self.wait > 0 {
+            return false;
+        }
+        self.backoff = (self.backoff * 2).min(MAX_WAIT);
+        self.wait = self.backoff;
+        true
+    }
+
+    /// The plan gave the sequence a draft: the next probe comes one pass after it stops.
+    pub fn planned(&mut self) {
+        *self = Probe::default();
     }
 }
 
@@ -210,55 +431,142 @@ mod tests {
     }
 
     #[test]
-    fn the_draft_length_follows_acceptance_down_to_a_pause() {
-        let s = Speculation { drafter: Drafter::Lookup, ngram_max: 3, ngram_min: 1, draft_max: 8, adaptive: true };
-        let mut d = DraftLength::new(&s);
-        assert_eq!(d.allowed(), 8);
-        d.update(8, 3);
-        assert_eq!(d.allowed(), 4, "one more than were accepted");
-        d.update(4, 4);
-        assert_eq!(d.allowed(), 8, "all accepted: twice as many, at most draft_max");
-        // Failing drafts halve it, then pause one pass, then two, then four...
-        for expect in [4, 2, 1] {
-            d.update(8, 0);
-            assert_eq!(d.allowed(), expect);
-        }
-        let mut pauses = Vec::new();
-        for _ in 0..4 {
-            d.update(1, 0);
-            let mut paused = 0;
-            while d.allowed() == 0 {
-                paused += 1;
-            }
-            pauses.push(paused);
-        }
-        assert_eq!(pauses, vec![1, 2, 4, 8]);
-        // A success ends the backoff.
-        d.update(1, 1);
-        assert_eq!(d.allowed(), 2);
-        d.update(2, 0);
-        assert_eq!(d.allowed(), 1);
-        d.update(1, 0);
-        assert_eq!((d.allowed(), d.allowed()), (0, 1), "a pause of one pass again");
+    fn the_shared_text_finds_the_latest_match_in_earlier_requests_only_within_one() {
+        let mut shared = SharedText::default();
+        assert_eq!(shared.lookup(&[1, 2], 1, 3, 4), Vec::<TokenId>::new());
+        shared.add(vec![1, 2, 3, 4, 5], 1, 3);
+        shared.add(vec![9, 2, 3, 7], 1, 3);
+        // "2 3" ends at 3 in both; the later text wins.
+        assert_eq!(shared.lookup(&[8, 2, 3], 1, 3, 4), vec![7]);
+        // The longest n-gram wins over a later shorter one: "1 2 3" is only in the first.
+        assert_eq!(shared.lookup(&[1, 2, 3], 1, 3, 2), vec![4, 5]);
+        // A match at a text's end has nothing to draft, and never runs into the next text.
+        assert_eq!(shared.lookup(&[5], 1, 3, 4), Vec::<TokenId>::new());
+        assert_eq!(shared.lookup(&[3, 4, 5], 1, 3, 4), Vec::<TokenId>::new());
+        assert_eq!(shared.lookup(&[3, 4], 1, 3, 4), vec![5]);
+        // Only the n-grams asked for: "3" alone matches, but not with n of 2 at least.
+        assert_eq!(shared.lookup(&[6, 3], 1, 3, 1), vec![7]);
+        assert_eq!(shared.lookup(&[6, 3], 2, 3, 1), Vec::<TokenId>::new());
+        assert_eq!(shared.len(), 9);
+        // The oldest text goes first once more than SHARED_TOKENS are kept.
+        shared.add(vec![0; SHARED_TOKENS - 4], 1, 3);
+        assert_eq!(shared.len(), SHARED_TOKENS);
+        assert_eq!(shared.lookup(&[3, 4], 1, 3, 2), Vec::<TokenId>::new(), "the first text was let go");
+        assert_eq!(shared.lookup(&[2, 3], 1, 3, 2), vec![7]);
+    }
 
-        // Fixed: always draft_max.
-        let mut fixed = DraftLength::new(&Speculation { adaptive: false, ..s });
-        fixed.update(8, 0);
-        assert_eq!(fixed.allowed(), 8);
+    #[test]
+    fn acceptance_follows_recent_drafts() {
+        let mut a = Acceptance::default();
+        assert_eq!(a.rate(), 0.8, "a new sequence starts hopeful");
+        for _ in 0..4 {
+            a.record(1, 0);
+        }
+        let low = a.rate();
+        assert!(low < 0.4, "{low}");
+        // One pass of eight held drafts outweighs four failures.
+        a.record(8, 8);
+        assert!(a.rate() > 0.75, "{}", a.rate());
+        // A partial acceptance counts what held and one failure; nothing drafted, nothing.
+        let mut b = Acceptance::default();
+        b.record(5, 2);
+        assert_eq!(b.rate(), (3.0 + 2.0) / (3.0 + 2.0 + 0.75 + 1.0));
+        b.record(0, 0);
+        assert_eq!(b.rate(), (3.0 + 2.0) / (3.0 + 2.0 + 0.75 + 1.0));
+    }
+
+    #[test]
+    fn pass_costs_are_measured_and_filled_in_between() {
+        let mut c = PassCosts::default();
+        assert_eq!(c.estimate(1), None);
+        c.observe(1, 10);
+        // One size measured: others hopefully cheap (each position 0.2 of a pass).
+        assert_eq!(c.estimate(1), Some(10.0));
+        assert_eq!(c.estimate(6), Some(20.0));
+        c.observe(9, 50);
+        assert_eq!(c.estimate(5), Some(30.0), "on the line between 1 and 9");
+        assert_eq!(c.estimate(13), Some(58.0), "beyond: hopeful, 0.2 of a one-position pass each");
+        let mut flat = PassCosts::default();
+        flat.observe(1, 100);
+        flat.observe(5, 104);
+        assert_eq!(flat.estimate(9), Some(108.0), "beyond: the slope so far, where it is lower");
+        c.observe(9, 60);
+        assert_eq!(c.estimate(9), Some(53.0), "a running average");
+        let mut only_large = PassCosts::default();
+        only_large.observe(4, 40);
+        assert_eq!(only_large.estimate(2), Some(20.0));
+        assert_eq!(only_large.estimate(0), None);
+    }
+
+    /// Costs like a 2-core CPU's: a second position costs most of a pass.
+    fn cpu_like() -> PassCosts {
+        let mut c = PassCosts::default();
+        for (positions, ms) in [(1, 12.6), (2, 23.5), (3, 28.1), (4, 31.9), (5, 47.7), (9, 64.7), (17, 92.6)] {
+            c.observe(positions, (ms * 1e6) as u64);
+        }
+        c
+    }
+
+    /// Costs like a GPU's: positions are nearly free.
+    fn gpu_like() -> PassCosts {
+        let mut c = PassCosts::default();
+        c.observe(1, 10_000_000);
+        c.observe(17, 11_000_000);
+        c
+    }
+
+    #[test]
+    fn the_plan_drafts_where_it_pays_on_this_machine() {
+        let one = |acceptance, most| [Candidate { acceptance, most }];
+        // Drafts that mostly fail: nothing on a CPU, all of it on a GPU.
+        assert_eq!(plan(&one(0.6, 8), 1, &cpu_like(), 0.0), vec![0]);
+        assert_eq!(plan(&one(0.6, 8), 1, &gpu_like(), 0.0), vec![8]);
+        // Drafts that hold: long ones on a CPU too (17 positions cost 7.3 passes, and yield
+        // about 13 tokens at 97%).
+        assert_eq!(plan(&one(0.97, 16), 1, &cpu_like(), 0.0), vec![16]);
+        // A draft model's own time counts: at 12 ms a token it never pays on the CPU.
+        assert_eq!(plan(&one(0.97, 16), 1, &cpu_like(), 12e6), vec![0]);
+        // Several sequences: the positions go to the likeliest.
+        let two = [Candidate { acceptance: 0.99, most: 4 }, Candidate { acceptance: 0.3, most: 4 }];
+        // On the GPU the unlikely sequence's third position (9% to be reached and hold)
+        // brings less than the pass's average.
+        assert_eq!(plan(&two, 2, &gpu_like(), 0.0), vec![4, 2]);
+        let lengths = plan(&two, 2, &cpu_like(), 0.0);
+        assert_eq!(lengths[1], 0, "{lengths:?}");
+        assert!(lengths[0] > 0, "{lengths:?}");
+        // Before any pass was measured: as much as each can.
+        assert_eq!(plan(&two, 2, &PassCosts::default(), 0.0), vec![4, 4]);
+        // Nothing to draft.
+        assert_eq!(plan(&one(0.9, 0), 1, &cpu_like(), 0.0), vec![0]);
+    }
+
+    #[test]
+    fn probes_come_less_often_until_the_plan_drafts_again() {
+        let mut p = Probe::default();
+        let mut probes = Vec::new();
+        for pass in 0..40 {
+            if p.due() {
+                probes.push(pass);
+            }
+        }
+        assert_eq!(probes, vec![0, 2, 6, 14, 30]);
+        p.planned();
+        assert!(p.due(), "right after the plan stops drafting");
     }
 
     #[test]
     fn settings_are_checked_and_named() {
         let on = Speculation { drafter: Drafter::Lookup, ..Default::default() };
-        assert_eq!(on.label(), "lookup n2-4 d8");
-        assert_eq!(Speculation { adaptive: false, ..on }.label(), "lookup n2-4 d8 fixed");
+        assert_eq!(on.label(), "lookup n2-4 d12");
+        assert_eq!(Speculation { adaptive: false, ..on }.label(), "lookup n2-4 d12 fixed");
         assert_eq!(Speculation::default().label(), "none");
         assert!(on.validate().is_ok());
         assert_eq!(Speculation { ngram_min: 5, ..on }.validate().unwrap_err().field, "spec_ngram_min");
         assert_eq!(Speculation { draft_max: 0, ..on }.validate().unwrap_err().field, "spec_draft_max");
         assert!(Speculation { draft_max: 0, ..Default::default() }.validate().is_ok(), "off: nothing to check");
         assert_eq!("lookup".parse::<Drafter>(), Ok(Drafter::Lookup));
-        assert_eq!(Speculation { drafter: Drafter::Draft, adaptive: false, ..on }.label(), "draft d8 fixed");
+        assert_eq!(Speculation { drafter: Drafter::Draft, adaptive: false, ..on }.label(), "draft d12 fixed");
         assert!("model".parse::<Drafter>().unwrap_err().contains("none, lookup or draft"));
+        assert_eq!(Speculation { shared_cache: true, ..on }.label(), "lookup n2-4 d12 shared");
     }
 }

@@ -25,10 +25,16 @@ pub struct SpecArgs {
     #[arg(long, default_value_t = Speculation::default().draft_max)]
     pub spec_draft_max: u32,
     /// Always draft --spec-draft-max tokens when a match is found (as llama.cpp's
-    /// llama-lookup does), instead of adapting each sequence's draft length to how its
-    /// drafts fare.
+    /// llama-lookup does), instead of planning each pass's drafts from how each sequence's
+    /// drafts fare and what passes of each size cost on this machine.
     #[arg(long)]
     pub spec_fixed: bool,
+    /// Prompt lookup also matches what earlier requests on the same worker wrote (as
+    /// llama.cpp's lookup cache does) where a request's own text has no match. A repeated
+    /// prompt then drafts its answer for free, which flatters a benchmark that repeats its
+    /// prompts; off by default, and every result that used it says "shared".
+    #[arg(long)]
+    pub spec_shared_cache: bool,
     /// The draft model for --spec draft: a .gguf that shares the model's vocabulary, loaded
     /// beside it on the same backend. Default: one made from the model itself (`lx models
     /// draft`), which every result names as such.
@@ -61,6 +67,7 @@ impl SpecArgs {
             ngram_min: self.spec_ngram_min,
             draft_max: self.spec_draft_max,
             adaptive: !self.spec_fixed,
+            shared_cache: self.spec_shared_cache,
         }
     }
 }

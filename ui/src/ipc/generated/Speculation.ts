@@ -18,7 +18,16 @@ ngram_min: number,
  */
 draft_max: number, 
 /**
- * Adapt each sequence's draft length to its recent acceptance (down to not drafting);
- * false drafts `draft_max` whenever a match is found, as llama.cpp's `llama-lookup` does.
+ * Plan each pass's drafts from each sequence's recent acceptance and what passes of
+ * each size cost on this machine (down to not drafting); false drafts `draft_max`
+ * whenever a match is found, as llama.cpp's `llama-lookup` does.
  */
-adaptive: boolean, };
+adaptive: boolean, 
+/**
+ * Prompt lookup also matches what earlier requests on the worker wrote (prompt and
+ * output), as llama.cpp's lookup cache does, where its own text has no match (a draft
+ * model ignores it). A repeated prompt then drafts its answer for free: real for a
+ * service that gets the same questions, flattering for a benchmark that repeats its
+ * prompts. Off unless asked.
+ */
+shared_cache?: boolean, };

@@ -27,7 +27,7 @@ export const LIVE_SETTINGS: LiveSettings = {
     "drafter": "none",
     "ngram_max": 4,
     "ngram_min": 2,
-    "draft_max": 8,
+    "draft_max": 12,
     "adaptive": true
   },
   "kv": {
@@ -40,6 +40,6 @@ export const SPECULATION: Speculation = {
   "drafter": "none",
   "ngram_max": 4,
   "ngram_min": 2,
-  "draft_max": 8,
+  "draft_max": 12,
   "adaptive": true
 };
