@@ -345,6 +345,17 @@ struct Member {
     draft: Draft,
 }
 
+/// What running the draft model gave: each sequence's drafted tokens, and what it cost.
+struct DraftRun {
+    drafted: Vec<Vec<TokenId>>,
+    token_pass_ns: Option<u64>,
+    catch_up_ns_per_token: Option<f64>,
+}
+
+/// The fewest tokens a draft model's catch-up pass must read to be timed per token (fewer,
+/// and the pass's own fixed cost would count as reading).
+const CATCH_UP_TIMED: usize = 16;
+
 /// What a decoding sequence drafted for a pass.
 #[derive(Debug, Clone, Default)]
 struct Draft {
@@ -381,6 +392,10 @@ pub struct Scheduler<B: Backend + ?Sized> {
     costs: PassCosts,
     /// A draft model's time per drafted token (a running average), for planning drafts.
     draft_ns_per_token: Option<f64>,
+    /// A draft model's time per token of text it catches up on (a running average); until
+    /// it is measured, the target's own time per prompt token stands in.
+    draft_prefill_ns_per_token: Option<f64>,
+    target_prefill_ns_per_token: Option<f64>,
     /// Finished requests' text, for prompt lookup with a shared cache.
     shared: SharedText,
 }
@@ -403,6 +418,8 @@ impl<B: Backend + ?Sized> Scheduler<B> {
             prefix: PrefixCache::default(),
             costs: PassCosts::default(),
             draft_ns_per_token: None,
+            draft_prefill_ns_per_token: None,
+            target_prefill_ns_per_token: None,
             shared: SharedText::default(),
         }
     }
@@ -691,10 +708,13 @@ impl<B: Backend + ?Sized> Scheduler<B> {
                     proposal = self.shared.lookup(&tail, lo, hi, room);
                 }
                 out[i] = Draft { ns: started.elapsed().as_nanos() as u64, ..Draft::default() };
-                candidates.push(Candidate { acceptance: r.acceptance.rate(), most: proposal.len() });
+                candidates.push(Candidate { acceptance: r.acceptance.rate(), most: proposal.len(), setup_ns: 0.0 });
                 out[i].tokens = proposal;
             } else {
-                candidates.push(Candidate { acceptance: r.acceptance.rate(), most: room });
+                // The draft model reads what its cache has not seen before it drafts.
+                let behind = r.text_len().saturating_sub(r.draft_cached + 1);
+                let setup_ns = behind as f64 * self.draft_prefill_ns_per_token.or(self.target_prefill_ns_per_token).unwrap_or(0.0);
+                candidates.push(Candidate { acceptance: r.acceptance.rate(), most: room, setup_ns });
             }
         }
         let mut lengths = if spec.adaptive {
@@ -702,18 +722,29 @@ impl<B: Backend + ?Sized> Scheduler<B> {
         } else {
             candidates.iter().map(|c| c.most).collect()
         };
-        // A probe is worth its cost only where drafting could pay at all: on a machine where
-        // the draft model is no cheaper than the target, not even drafts that all hold do.
+        // A probe is worth its cost only where drafting could pay at all, by the pass sizes
+        // measured (not the hopeful guesses beyond them): on a machine where the draft model
+        // is no cheaper than the target, not even drafts that all hold do.
         let draft_ns = self.draft_ns_per_token.unwrap_or(0.0);
-        let could_pay = |most: usize| speculative::plan(&[Candidate { acceptance: 1.0, most }], decoding.len(), &self.costs, draft_ns)[0] > 0;
+        let measured = self.costs.largest().saturating_sub(decoding.len());
+        let could_pay = |c: &Candidate| {
+            let sure = Candidate { acceptance: 1.0, most: c.most.min(measured), ..*c };
+            speculative::plan(&[sure], decoding.len(), &self.costs, draft_ns)[0] > 0
+        };
+        // Until a draft model's cost is known, it drafts two tokens deep: enough to time one
+        // of its passes, where the plan's hopeful guess could cost a dozen.
+        let untimed_draft = spec.adaptive && spec.drafter == Drafter::Draft && self.draft_ns_per_token.is_none();
         for (j, &i) in decoding.iter().enumerate() {
             let mut k = lengths[j].min(budget);
+            if untimed_draft {
+                k = k.min(2);
+            }
             if spec.drafter == Drafter::Draft && spec.adaptive {
                 let most = candidates[j].most;
                 let r = &mut self.running[i];
                 if k > 0 {
                     r.probe.planned();
-                } else if most > 0 && budget > 0 && r.probe.due() && could_pay(most) {
+                } else if most > 0 && budget > 0 && r.probe.due() && could_pay(&candidates[j]) {
                     k = 1;
                 }
             }
@@ -728,10 +759,14 @@ impl<B: Backend + ?Sized> Scheduler<B> {
         let wants: Vec<(usize, usize)> = decoding.iter().zip(&lengths).filter(|(_, &k)| k > 0 && spec.drafter == Drafter::Draft).map(|(&i, &k)| (i, k)).collect();
         if !wants.is_empty() {
             let started = Instant::now();
-            let (drafted, token_pass_ns) = self.run_draft_model(&wants).map_err(|e| (wants.iter().map(|w| w.0).collect(), format!("draft model: {e}")))?;
+            let DraftRun { drafted, token_pass_ns, catch_up_ns_per_token } = self.run_draft_model(&wants).map_err(|e| (wants.iter().map(|w| w.0).collect(), format!("draft model: {e}")))?;
             let ns = started.elapsed().as_nanos() as u64;
-            if let Some(t) = token_pass_ns.map(|t| t as f64) {
-                self.draft_ns_per_token = Some(self.draft_ns_per_token.map_or(t, |avg| avg + 0.3 * (t - avg)));
+            let average = |avg: &mut Option<f64>, t: f64| *avg = Some(avg.map_or(t, |a| a + 0.3 * (t - a)));
+            if let Some(t) = token_pass_ns {
+                average(&mut self.draft_ns_per_token, t as f64);
+            }
+            if let Some(t) = catch_up_ns_per_token {
+                average(&mut self.draft_prefill_ns_per_token, t);
             }
             for ((i, _), tokens) in wants.iter().zip(drafted) {
                 out[*i] = Draft { tokens, ns, shadow: None };
@@ -746,9 +781,9 @@ impl<B: Backend + ?Sized> Scheduler<B> {
     /// then one pass per further token for every sequence that wants it, all sequences
     /// together. The draft cache then holds each text and its drafted tokens but the last.
     ///
-    /// Also what one pass of a token per sequence took (the cost of drafting one more token
-    /// deep), where one ran; catching a cache up is not counted, it is paid once per text.
-    fn run_draft_model(&mut self, wants: &[(usize, usize)]) -> Result<(Vec<Vec<TokenId>>, Option<u64>), BackendError> {
+    /// Also what it cost, for planning: one pass of a token per sequence (drafting one more
+    /// token deep), and a token of text caught up on, where such passes ran.
+    fn run_draft_model(&mut self, wants: &[(usize, usize)]) -> Result<DraftRun, BackendError> {
         let draft = self.draft.as_mut().ok_or_else(|| BackendError::Step("no draft model is loaded".into()))?;
         let max_tokens = draft.info().capabilities.max_batch_tokens.max(1);
         let mut drafted: Vec<Vec<TokenId>> = vec![Vec::new(); wants.len()];
@@ -763,6 +798,7 @@ impl<B: Backend + ?Sized> Scheduler<B> {
             Ok(())
         };
         let mut pending: Vec<(usize, usize)> = wants.iter().enumerate().map(|(w, &(i, _))| (w, self.running[i].draft_cached.min(self.running[i].text_len() - 1))).collect();
+        let mut catch_up_ns_per_token = None;
         while !pending.is_empty() {
             let (mut batch, mut who, mut rest, mut budget) = (Batch::default(), Vec::new(), Vec::new(), max_tokens);
             for &(w, from) in &pending {
@@ -781,7 +817,14 @@ impl<B: Backend + ?Sized> Scheduler<B> {
                     rest.push((w, from + take));
                 }
             }
+            let fed = batch.token_count();
+            let started = Instant::now();
             run(draft, &batch, &who, &mut drafted)?;
+            // A pass that caught up on enough text tells what the draft model's reading costs.
+            if fed >= CATCH_UP_TIMED {
+                let ns = draft.last_compute().unwrap_or_else(|| started.elapsed()).as_nanos() as f64 / fed as f64;
+                catch_up_ns_per_token = Some(ns);
+            }
             pending = rest;
         }
         let longest = wants.iter().map(|w| w.1).max().unwrap_or(0);
@@ -804,7 +847,7 @@ impl<B: Backend + ?Sized> Scheduler<B> {
             let r = &mut self.running[i];
             r.draft_cached = r.text_len() + drafted[w].len() - 1;
         }
-        Ok((drafted, token_pass_ns))
+        Ok(DraftRun { drafted, token_pass_ns, catch_up_ns_per_token })
     }
 
     /// Build the next pass: decodes first (they are cheap and someone is waiting on each),
@@ -878,8 +921,12 @@ impl<B: Backend + ?Sized> Scheduler<B> {
         let t_end = self.now();
         let compute = result.as_ref().ok().and(self.backend.last_compute()).map(|d| d.as_nanos() as u64);
         sink(SchedEvent::Step { step, seqs: batch.chunks.len() as u32, prefill_tokens, decode_tokens, draft_tokens, t_start, t_end, compute });
+        let pass_ns = compute.unwrap_or(t_end - t_start);
         if result.is_ok() && prefill_tokens == 0 {
-            self.costs.observe((decode_tokens + draft_tokens) as usize, compute.unwrap_or(t_end - t_start));
+            self.costs.observe((decode_tokens + draft_tokens) as usize, pass_ns);
+        } else if result.is_ok() && decode_tokens == 0 && prefill_tokens as usize >= CATCH_UP_TIMED {
+            let t = pass_ns as f64 / f64::from(prefill_tokens);
+            self.target_prefill_ns_per_token = Some(self.target_prefill_ns_per_token.map_or(t, |a| a + 0.3 * (t - a)));
         }
 
         let outputs = match result {

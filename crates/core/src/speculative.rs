@@ -265,8 +265,8 @@ impl Acceptance {
 /// What a decode pass costs on this machine by how many positions it asks logits for (each
 /// decoding sequence's newest token, plus every drafted token), as measured from the passes
 /// run so far. On a GPU one more position costs almost nothing; on a 2-core CPU with a
-/// 262k-token vocabulary a second position cost 0.9 of a whole one-position pass, and 1 + 8
-/// cost 5.1 passes (measured with llama.cpp, `docs/MEASUREMENTS.md`), so whether drafting
+/// 262k-token vocabulary a second position cost 0.8 of a whole one-position pass, and 1 + 8
+/// cost 4.7 passes (llama.cpp, `docs/results/verify-cost-amd-avx512.txt`), so whether drafting
 /// pays depends on the machine as much as on the drafts.
 #[derive(Debug, Clone, Default)]
 pub struct PassCosts {
@@ -294,6 +294,11 @@ impl PassCosts {
             Some(avg) => avg + COST_WEIGHT * (ns as f64 - avg),
             None => ns as f64,
         });
+    }
+
+    /// The largest pass measured, in positions (0 before any).
+    pub fn largest(&self) -> usize {
+        self.ns.iter().rposition(Option::is_some).map_or(0, |i| i + 1)
     }
 
     /// The expected time of a pass of `positions` outputs: measured where a pass of that size
@@ -324,28 +329,33 @@ impl PassCosts {
     }
 }
 
-/// A decoding sequence's part in planning a pass: the chance each drafted token holds, and
-/// the most it could draft.
+/// A decoding sequence's part in planning a pass: the chance each drafted token holds, the
+/// most it could draft, and what starting to draft costs it (a draft model first reads the
+/// text its cache has not seen; prompt lookup, nothing).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Candidate {
     pub acceptance: f64,
     pub most: usize,
+    pub setup_ns: f64,
 }
 
 /// How many tokens each candidate drafts in a pass of `decoding` sequences: the total that
 /// makes the pass yield the most tokens per second, by the measured costs of passes of each
 /// size and each sequence's acceptance. A sequence whose drafts hold with chance `a` yields
 /// `1 + a + a² + ... + aᵏ` tokens from `k` drafted, so any given total goes to the positions
-/// likeliest to hold. Nothing is drafted before any pass was measured but a hopeful guess,
-/// and nothing where no total beats plain decoding.
-/// `draft_ns` is what drafting one more token costs before the pass (a draft model's pass;
-/// prompt lookup's microseconds count as nothing).
+/// likeliest to hold; nothing where no total beats plain decoding. `draft_ns` is what
+/// drafting one more token costs before the pass (a draft model's pass; prompt lookup's
+/// microseconds count as nothing), and each candidate's `setup_ns` counts once it drafts.
+///
+/// Before any pass was measured, a candidate that costs nothing to start drafts all it can
+/// (that is how the costs get measured); one with a cost to start waits for a plain pass.
 pub fn plan(candidates: &[Candidate], decoding: usize, costs: &PassCosts, draft_ns: f64) -> Vec<usize> {
     let mut out = vec![0; candidates.len()];
     let Some(plain) = costs.estimate(decoding) else {
-        return candidates.iter().map(|c| c.most).collect();
+        return candidates.iter().map(|c| if c.setup_ns > 0.0 { 0 } else { c.most }).collect();
     };
-    // Every candidate's next position in the order of its chance to hold.
+    // Every candidate's next position in the order of its chance to hold (a candidate's own
+    // chances fall with each position, so its first comes first).
     let mut gains: Vec<(f64, usize)> = candidates
         .iter()
         .enumerate()
@@ -355,10 +365,14 @@ pub fn plan(candidates: &[Candidate], decoding: usize, costs: &PassCosts, draft_
         }))
         .collect();
     gains.sort_by(|a, b| b.0.total_cmp(&a.0));
-    let (mut best, mut best_rate, mut tokens) = (0, decoding as f64 / plain, decoding as f64);
-    for (k, &(gain, _)) in gains.iter().enumerate() {
+    let (mut best, mut best_rate, mut tokens, mut setup) = (0, decoding as f64 / plain, decoding as f64, 0.0);
+    let mut started = vec![false; candidates.len()];
+    for (k, &(gain, i)) in gains.iter().enumerate() {
         tokens += gain;
-        let rate = tokens / (costs.estimate(decoding + k + 1).unwrap_or(plain) + draft_ns * (k + 1) as f64);
+        if !std::mem::replace(&mut started[i], true) {
+            setup += candidates[i].setup_ns;
+        }
+        let rate = tokens / (costs.estimate(decoding + k + 1).unwrap_or(plain) + draft_ns * (k + 1) as f64 + setup);
         if rate > best_rate {
             (best, best_rate) = (k + 1, rate);
         }
@@ -478,13 +492,14 @@ mod tests {
     #[test]
     fn pass_costs_are_measured_and_filled_in_between() {
         let mut c = PassCosts::default();
-        assert_eq!(c.estimate(1), None);
+        assert_eq!((c.estimate(1), c.largest()), (None, 0));
         c.observe(1, 10);
         // One size measured: others hopefully cheap (each position 0.2 of a pass).
         assert_eq!(c.estimate(1), Some(10.0));
         assert_eq!(c.estimate(6), Some(20.0));
         c.observe(9, 50);
         assert_eq!(c.estimate(5), Some(30.0), "on the line between 1 and 9");
+        assert_eq!(c.largest(), 9);
         assert_eq!(c.estimate(13), Some(58.0), "beyond: hopeful, 0.2 of a one-position pass each");
         let mut flat = PassCosts::default();
         flat.observe(1, 100);
@@ -517,7 +532,7 @@ mod tests {
 
     #[test]
     fn the_plan_drafts_where_it_pays_on_this_machine() {
-        let one = |acceptance, most| [Candidate { acceptance, most }];
+        let one = |acceptance, most| [Candidate { acceptance, most, setup_ns: 0.0 }];
         // Drafts that mostly fail: nothing on a CPU, all of it on a GPU.
         assert_eq!(plan(&one(0.6, 8), 1, &cpu_like(), 0.0), vec![0]);
         assert_eq!(plan(&one(0.6, 8), 1, &gpu_like(), 0.0), vec![8]);
@@ -526,16 +541,22 @@ mod tests {
         assert_eq!(plan(&one(0.97, 16), 1, &cpu_like(), 0.0), vec![16]);
         // A draft model's own time counts: at 12 ms a token it never pays on the CPU.
         assert_eq!(plan(&one(0.97, 16), 1, &cpu_like(), 12e6), vec![0]);
+        // So does catching its cache up: on the GPU, 100 ms of it (ten passes) for 16 drafts
+        // that bring 7.5 tokens does not pay; 5 ms does.
+        let behind = |setup_ns| [Candidate { acceptance: 0.9, most: 16, setup_ns }];
+        assert_eq!(plan(&behind(100e6), 1, &gpu_like(), 0.0), vec![0]);
+        assert_eq!(plan(&behind(5e6), 1, &gpu_like(), 0.0), vec![16]);
         // Several sequences: the positions go to the likeliest.
-        let two = [Candidate { acceptance: 0.99, most: 4 }, Candidate { acceptance: 0.3, most: 4 }];
+        let two = [Candidate { acceptance: 0.99, most: 4, setup_ns: 0.0 }, Candidate { acceptance: 0.3, most: 4, setup_ns: 0.0 }];
         // On the GPU the unlikely sequence's third position (9% to be reached and hold)
         // brings less than the pass's average.
         assert_eq!(plan(&two, 2, &gpu_like(), 0.0), vec![4, 2]);
         let lengths = plan(&two, 2, &cpu_like(), 0.0);
         assert_eq!(lengths[1], 0, "{lengths:?}");
         assert!(lengths[0] > 0, "{lengths:?}");
-        // Before any pass was measured: as much as each can.
+        // Before any pass was measured: as much as each can, unless starting costs something.
         assert_eq!(plan(&two, 2, &PassCosts::default(), 0.0), vec![4, 4]);
+        assert_eq!(plan(&behind(1.0), 1, &PassCosts::default(), 0.0), vec![0]);
         // Nothing to draft.
         assert_eq!(plan(&one(0.9, 0), 1, &cpu_like(), 0.0), vec![0]);
     }
