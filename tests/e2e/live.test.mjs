@@ -282,6 +282,14 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
         value,
       );
     await choose("spec", "draft");
+    // A draft model made from the model itself is as slow as the model: planned drafting
+    // tries it and then leaves it alone on a CPU. Drafting the most every pass, as
+    // llama.cpp's tools do, verifies its drafts whatever they cost.
+    await browser.execute(() => {
+      const box = document.querySelector('[data-testid="spec-fixed"]');
+      box.checked = true;
+      box.dispatchEvent(new Event("change", { bubbles: true }));
+    });
     await choose("kv-type", "q8_0");
     const capacity = await until(
       "a worker loaded with the draft model and a q8_0 cache",
@@ -295,7 +303,7 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     const summary = await until(
       "settled requests drafted by the draft model",
       () => {
-        const v = [...window.__lx.store.summaries.values()].find((x) => x.key.drafter === "draft" && x.key.kv.k === "q8_0");
+        const v = [...window.__lx.store.summaries.values()].find((x) => x.key.drafter === "draft" && x.key.specFixed && x.key.kv.k === "q8_0");
         return v ? { requests: v.requests, drafted: v.drafted, accepted: v.accepted } : null;
       },
       (v) => v !== null && v.requests >= 2 && v.drafted > 0,
@@ -313,6 +321,11 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     await shot("live-draft-q8-lower");
     await browser.execute(() => (document.querySelector(".main").scrollTop = 0));
     await shot("live-draft-q8");
+    await browser.execute(() => {
+      const box = document.querySelector('[data-testid="spec-fixed"]');
+      box.checked = false;
+      box.dispatchEvent(new Event("change", { bubbles: true }));
+    });
     await choose("spec", "none");
     await choose("kv-type", "f16");
     // The cache type reloads the worker: the next test must find the new one measuring.

@@ -66,6 +66,8 @@ export class Controls {
   private policyHelp = h("span", { class: "muted small" });
   private specSelect = h("select", { "aria-label": "speculative decoding", "data-testid": "spec" }, h("option", { value: "none" }, "off"), h("option", { value: "lookup" }, "prompt lookup"), h("option", { value: "draft" }, "draft model")) as HTMLSelectElement;
   private specHelp = h("span", { class: "muted small" });
+  private specFixed = h("input", { type: "checkbox", "data-testid": "spec-fixed" }) as HTMLInputElement;
+  private specShared = h("input", { type: "checkbox", "data-testid": "spec-shared" }) as HTMLInputElement;
   private kvSelect = h("select", { "aria-label": "KV cache type", "data-testid": "kv-type" }, ...KV_TYPES.map((t) => h("option", { value: t }, t))) as HTMLSelectElement;
   private kvHelp = h("span", { class: "muted small" });
   private chunkInput = h("input", { type: "number", min: 16, max: 8192, step: 16, class: "exact", "aria-label": "chunk tokens (chunked policy)" }) as HTMLInputElement;
@@ -112,6 +114,16 @@ export class Controls {
       this.sync();
       this.changed(true);
     });
+    this.specFixed.addEventListener("change", () => {
+      this.settings.spec = { ...this.settings.spec, adaptive: !this.specFixed.checked };
+      this.sync();
+      this.changed(true);
+    });
+    this.specShared.addEventListener("change", () => {
+      this.settings.spec = { ...this.settings.spec, shared_cache: this.specShared.checked };
+      this.sync();
+      this.changed(true);
+    });
     this.kvSelect.addEventListener("change", () => {
       const t = this.kvSelect.value as KvType;
       this.settings.kv = { k: t, v: t };
@@ -137,7 +149,13 @@ export class Controls {
       field("Concurrent clients", h("div", { class: "row" }, this.concSlider, this.concValue)),
       field("Output tokens per request", this.maxInput),
       field("Scheduling policy", this.policySelect, this.policyHelp),
-      field("Speculative decoding", this.specSelect, this.specHelp),
+      field(
+        "Speculative decoding",
+        this.specSelect,
+        this.specHelp,
+        h("label", { class: "sweep-check" }, this.specFixed, " draft the most every pass, as llama.cpp's tools do (else: as much as pays here)"),
+        h("label", { class: "sweep-check" }, this.specShared, " prompt lookup matches earlier requests too (flatters repeated prompts)"),
+      ),
       field("KV cache", this.kvSelect, this.kvHelp),
       field("Prefill chunk (chunked)", this.chunkInput),
       field("Threads (0 = auto)", this.threadsInput, this.threadsHelp),
@@ -293,6 +311,10 @@ export class Controls {
     this.specSelect.value = s.spec.drafter;
     this.specSelect.disabled = onlyServers;
     setText(this.specHelp, SPEC_HELP[s.spec.drafter]);
+    this.specFixed.checked = !s.spec.adaptive;
+    this.specFixed.disabled = onlyServers || s.spec.drafter === "none";
+    this.specShared.checked = s.spec.shared_cache ?? false;
+    this.specShared.disabled = onlyServers || s.spec.drafter !== "lookup";
     // Quantized caches are llama.cpp's: any other backend or a server takes f16 only.
     const llamaOnly = s.backends.every((b) => b === "llama");
     if (!llamaOnly) s.kv = { k: "f16", v: "f16" };

@@ -43,7 +43,10 @@ export class Readout {
     setText(this.p95.value, has ? fmtMs(s.ttftMs.p95) : "—");
     this.p50.el.classList.toggle("instant", has && s.ttftMs.p50 < 1000);
     setText(this.decode.value, has ? fmtTps(s.decodeTps.p50) : "—");
-    const drafts = has && s.drafted > 0 ? ` · drafts: ${((100 * s.accepted) / s.drafted).toFixed(0)}% of ${num(s.drafted)} accepted` : "";
+    // Planned drafting may send none: on a machine where a drafted position costs most of a
+    // pass, drafts that rarely hold (or a draft model as slow as the model) never pay.
+    const drafting = this.store.settings?.spec.drafter !== undefined && this.store.settings.spec.drafter !== "none";
+    const drafts = !has ? "" : s.drafted > 0 ? ` · drafts: ${((100 * s.accepted) / s.drafted).toFixed(0)}% of ${num(s.drafted)} accepted` : drafting ? " · drafts: none yet, none has been worth its cost here" : "";
     setText(this.decode.sub, has ? `p95 of slowest: ${fmtTps(s.decodeTps.min)} min${drafts}` : "");
     const c = has ? this.ceiling : null;
     setText(this.decode.ceiling, c && has ? ceilingLine(s.decodeTps.p50, c.decode_tps, c.decode_bound) : "");

@@ -87,7 +87,8 @@ export interface Problem {
   retry: boolean;
 }
 
-export const keyId = (k: SettingKey) => `${k.backend}|${k.policy}|${k.promptTokens}|${k.concurrency}|${k.maxTokens}|${k.chunkTokens}|${k.drafter}|${k.kv.k}/${k.kv.v}`;
+export const keyId = (k: SettingKey) =>
+  `${k.backend}|${k.policy}|${k.promptTokens}|${k.concurrency}|${k.maxTokens}|${k.chunkTokens}|${k.drafter}${k.specFixed ? "/fixed" : ""}${k.sharedCache ? "/shared" : ""}|${k.kv.k}/${k.kv.v}`;
 
 export const CAPACITY = { done: 20_000, ticks: 10_000, timeline: 40, sensors: 10_000 };
 
@@ -348,7 +349,10 @@ export class LiveStore {
   currentSummary(backend: string | undefined): SettingSummary | undefined {
     const s = this.settings;
     if (!s || !backend) return undefined;
-    return this.summaries.get(keyId({ backend, policy: s.policy, promptTokens: s.promptTokens, concurrency: s.concurrency, maxTokens: s.maxTokens, chunkTokens: s.chunkTokens, drafter: s.spec.drafter, kv: s.kv }));
+    const spec = s.spec;
+    const specFixed = spec.drafter !== "none" && !spec.adaptive;
+    const sharedCache = spec.drafter === "lookup" && (spec.shared_cache ?? false);
+    return this.summaries.get(keyId({ backend, policy: s.policy, promptTokens: s.promptTokens, concurrency: s.concurrency, maxTokens: s.maxTokens, chunkTokens: s.chunkTokens, drafter: spec.drafter, specFixed, sharedCache, kv: s.kv }));
   }
 
   /** The backend being measured now. */
@@ -415,7 +419,7 @@ export class LiveStore {
   addSweepPoint(p: PointFigures, chunkTokens: number): void {
     if (!curvePoint(p)) return;
     // A sweep's figures carry no drafter or cache type: its points sit with plain decoding's.
-    this.sweepPoints.set(keyId({ backend: p.backend, policy: p.policy, promptTokens: p.promptTokens, concurrency: p.concurrency, maxTokens: p.maxTokens, chunkTokens, drafter: "none", kv: { k: "f16", v: "f16" } }), p);
+    this.sweepPoints.set(keyId({ backend: p.backend, policy: p.policy, promptTokens: p.promptTokens, concurrency: p.concurrency, maxTokens: p.maxTokens, chunkTokens, drafter: "none", specFixed: false, sharedCache: false, kv: { k: "f16", v: "f16" } }), p);
     this.summaryVersion++;
     this.version++;
   }

@@ -114,6 +114,8 @@ impl LiveSettings {
             max_tokens: self.max_tokens,
             chunk_tokens: self.chunk_tokens,
             drafter: self.spec.drafter,
+            spec_fixed: self.spec.is_on() && !self.spec.adaptive,
+            shared_cache: self.spec.drafter == Drafter::Lookup && self.spec.shared_cache,
             kv: self.kv,
         }
     }
@@ -152,6 +154,12 @@ pub struct SettingKey {
     /// Speculative decoding's drafter (`none`: plain decoding).
     #[serde(default)]
     pub drafter: Drafter,
+    /// Drafts of the most tokens every pass, instead of planned ones.
+    #[serde(default)]
+    pub spec_fixed: bool,
+    /// Prompt lookup also matched earlier requests' text.
+    #[serde(default)]
+    pub shared_cache: bool,
     /// The KV cache's types.
     #[serde(default)]
     pub kv: KvTypes,

@@ -36,6 +36,14 @@ chunkTokens: number,
  */
 drafter: Drafter, 
 /**
+ * Drafts of the most tokens every pass, instead of planned ones.
+ */
+specFixed: boolean, 
+/**
+ * Prompt lookup also matched earlier requests' text.
+ */
+sharedCache: boolean, 
+/**
  * The KV cache's types.
  */
 kv: KvTypes, };

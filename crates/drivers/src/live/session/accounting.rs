@@ -107,7 +107,7 @@ impl Session {
                     stopped: false,
                 };
                 let mut point = PointResult::from_run(&key.backend, key.policy, &spec, run);
-                point.traffic.spec = lx_core::speculative::Speculation { drafter: key.drafter, ..self.settings.spec };
+                point.traffic.spec = lx_core::speculative::Speculation { drafter: key.drafter, adaptive: !key.spec_fixed, shared_cache: key.shared_cache, ..self.settings.spec };
                 point.traffic.kv = key.kv;
                 point.throughput_tps = summary.throughput_tps;
                 point.scheduled_by_server = self.servers.contains(&key.backend);
