@@ -114,9 +114,9 @@ const SPEC_PROMPT: u32 = 320;
 const SPEC_OUTPUT: u32 = 128;
 /// `speculative`: what prompt lookup must give on each kind of prompt, per request. On a CPU
 /// the gain on a copy is bounded by what a verify pass costs: on the 2-core AMD EPYC a pass
-/// of 1 + 12 positions took 6.0 plain passes' time (each drafted position needs logits over
+/// of 1 + 12 positions took 5.6 plain passes' time (each drafted position needs logits over
 /// the 262k-token vocabulary; `cargo run --example verify_cost`), so drafts that all hold give
-/// at most 13 / 6.0 = 2.2×, and the demo measured 1.98× and 2.00× there. The check asks for
+/// at most 13 / 5.6 = 2.3×, and the demo measured 1.98× to 2.00× there. The check asks for
 /// 1.8×, which a machine where positions are cheap (a GPU, an AMX Xeon) clears easily.
 const SPEC_COPY_GAIN: f64 = 1.8;
 const SPEC_PROSE_FLOOR: f64 = 0.95;
