@@ -707,9 +707,9 @@ impl<B: Backend + ?Sized> Scheduler<B> {
                     let tail: Vec<TokenId> = r.text().skip(r.text_len().saturating_sub(hi)).collect();
                     proposal = self.shared.lookup(&tail, lo, hi, room);
                 }
-                out[i] = Draft { ns: started.elapsed().as_nanos() as u64, ..Draft::default() };
+                let ns = started.elapsed().as_nanos() as u64;
                 candidates.push(Candidate { acceptance: r.acceptance.rate(), most: proposal.len(), setup_ns: 0.0 });
-                out[i].tokens = proposal;
+                out[i] = Draft { tokens: proposal, ns, shadow: None };
             } else {
                 // The draft model reads what its cache has not seen before it drafts.
                 let behind = r.text_len().saturating_sub(r.draft_cached + 1);
@@ -761,12 +761,11 @@ impl<B: Backend + ?Sized> Scheduler<B> {
             let started = Instant::now();
             let DraftRun { drafted, token_pass_ns, catch_up_ns_per_token } = self.run_draft_model(&wants).map_err(|e| (wants.iter().map(|w| w.0).collect(), format!("draft model: {e}")))?;
             let ns = started.elapsed().as_nanos() as u64;
-            let average = |avg: &mut Option<f64>, t: f64| *avg = Some(avg.map_or(t, |a| a + 0.3 * (t - a)));
             if let Some(t) = token_pass_ns {
-                average(&mut self.draft_ns_per_token, t as f64);
+                speculative::running_average(&mut self.draft_ns_per_token, t as f64);
             }
             if let Some(t) = catch_up_ns_per_token {
-                average(&mut self.draft_prefill_ns_per_token, t);
+                speculative::running_average(&mut self.draft_prefill_ns_per_token, t);
             }
             for ((i, _), tokens) in wants.iter().zip(drafted) {
                 out[*i] = Draft { tokens, ns, shadow: None };
@@ -925,8 +924,7 @@ impl<B: Backend + ?Sized> Scheduler<B> {
         if result.is_ok() && prefill_tokens == 0 {
             self.costs.observe((decode_tokens + draft_tokens) as usize, pass_ns);
         } else if result.is_ok() && decode_tokens == 0 && prefill_tokens as usize >= CATCH_UP_TIMED {
-            let t = pass_ns as f64 / f64::from(prefill_tokens);
-            self.target_prefill_ns_per_token = Some(self.target_prefill_ns_per_token.map_or(t, |a| a + 0.3 * (t - a)));
+            speculative::running_average(&mut self.target_prefill_ns_per_token, pass_ns as f64 / f64::from(prefill_tokens));
         }
 
         let outputs = match result {

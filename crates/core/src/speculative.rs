@@ -289,11 +289,7 @@ impl PassCosts {
         if self.ns.len() < positions {
             self.ns.resize(positions, None);
         }
-        let slot = &mut self.ns[positions - 1];
-        *slot = Some(match *slot {
-            Some(avg) => avg + COST_WEIGHT * (ns as f64 - avg),
-            None => ns as f64,
-        });
+        running_average(&mut self.ns[positions - 1], ns as f64);
     }
 
     /// The largest pass measured, in positions (0 before any).
@@ -327,6 +323,12 @@ impl PassCosts {
             (None, None) => None,
         }
     }
+}
+
+/// Fold a new measurement into a running average of the costs drafting is planned by (the
+/// first measurement is the average).
+pub fn running_average(avg: &mut Option<f64>, new: f64) {
+    *avg = Some(avg.map_or(new, |a| a + COST_WEIGHT * (new - a)));
 }
 
 /// A decoding sequence's part in planning a pass: the chance each drafted token holds, the
