@@ -792,9 +792,12 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     });
     await (await browser.$('[data-testid="advise-start"]')).click();
     const log = () => [...document.querySelectorAll('[data-testid="advise-log"] li')].map((li) => li.textContent);
-    const trial = (l) => /^llama\.cpp · pp64\.\.512\+tg32\.\.256 @ c8 λ0\.5\/s: \d+% met the objectives/.test(l);
+    // First one request at a time (the service time the search starts from), then trials at
+    // arrival rates on 8 slots.
+    const trial = (l) => /^llama\.cpp · pp64\.\.512\+tg32\.\.256 @ c8 λ[\d.]+\/s: \d+% met the objectives/.test(l);
     const first = await until("the first trial", log, (v) => v.some(trial), 300_000);
     assert.ok(first[0].startsWith("measuring for chat; the run file: "), JSON.stringify(first));
+    assert.ok(first.some((l) => l.startsWith("llama.cpp · pp64..512+tg32..256 @ c1: ")), `the probe comes first: ${JSON.stringify(first)}`);
     assert.equal(await browser.execute(() => document.querySelector('[data-testid="go-live"]').disabled), true, "live mode waits while advising");
     if (!full) await (await browser.$('[data-testid="advise-start"]')).click();
     const result = () => ({
@@ -806,12 +809,14 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     await browser.execute(() => document.querySelector('[data-testid="advise-result"]').scrollIntoView());
     await shot(full ? "advise" : "advise-cancelled");
     assert.ok(shown.lines.some((l) => l.startsWith("Optimised: capacity: the highest Poisson arrival rate at which TTFT ≤ 2000 ms")), JSON.stringify(shown));
-    // Every trial measured is a row of the evidence: the first at 0.5 req/s, with its share.
-    const row = shown.rows.find((r) => r[0] === "0.5 req/s");
+    // Every trial measured is a row of the evidence, with its share; the search started where
+    // one request alone said this machine can go.
+    const row = shown.rows.find((r) => /^[\d.]+ req\/s$/.test(r[0]));
     assert.ok(row && /^\d+% \(\d+%–\d+%\)$/.test(row[3]), JSON.stringify(shown.rows));
+    assert.ok(shown.lines.some((l) => /^Evidence: llama \(continuous\): one request alone took .+ here, so the search started at [\d.]+ req\/s$/.test(l)), JSON.stringify(shown.lines));
     if (full) {
       assert.match(shown.head, /^Recommendation: llama, continuous policy, 8 slots, up to [\d.]+ req\/s$/, shown.head);
-      assert.ok(shown.lines.some((l) => l.startsWith("Confirmation (20 requests")), JSON.stringify(shown.lines));
+      assert.ok(shown.lines.some((l) => /^Confirmation \(\d+ requests/.test(l)), JSON.stringify(shown.lines));
     } else {
       assert.match(shown.head, /stopped: from what was measured/, shown.head);
       const logged = await browser.execute(log);

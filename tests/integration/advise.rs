@@ -1,8 +1,11 @@
 //! `lx advise` end to end against a scripted server whose capacity is known by construction,
 //! and its refusals of bad presets.
 
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
 use integration_tests::{lx_bin, model_path, Run};
-use lx_test_support::scripted_server::{serve, tokens, tokens_under_load, Script};
+use lx_test_support::scripted_server::{serve, tokens, tokens_under_load, Script, Scripted};
 use serde_json::Value;
 
 /// A preset judged by decode rate only, in a file of the user's own.
@@ -102,6 +105,83 @@ fn advise_works_back_from_a_deadline_to_the_fewest_clients() {
     assert_eq!(run["decisions"]["advice"]["confirmed"], true, "{}", r.dump());
     assert!(r.stdout().contains("Recommendation: paced (as the server schedules), 4 clients"), "{}", r.dump());
     assert!(r.stdout().contains("Optimised: the fewest concurrent clients that finish 100 requests within 5.0 s"), "{}", r.dump());
+}
+
+/// A server that answers one request at a time, in arrival order: a stream's first token
+/// comes `first_ms` after the streams before it have ended, then 15 more `gap_ms` apart. One
+/// request alone takes `first_ms + 15 × gap_ms`; arrivals near its inverse queue up.
+fn one_at_a_time(first_ms: u64, gap_ms: u64) -> Scripted {
+    let free_at = Mutex::new(Instant::now());
+    serve(move |_, _| {
+        let now = Instant::now();
+        let mut free = free_at.lock().unwrap_or_else(|e| e.into_inner());
+        let start = (*free).max(now);
+        *free = start + Duration::from_millis(first_ms + 15 * gap_ms);
+        Script::Stream(tokens(16, (start - now).as_millis() as u64 + first_ms, gap_ms, 32))
+    })
+}
+
+/// A chat-like preset by arrival rate whose start is far above what the server holds.
+fn slow_preset(dir: &std::path::Path, ttft_ms: u32) -> std::path::PathBuf {
+    let preset = dir.join("slow.toml");
+    let text = PRESET.replace("start_rate = 1.0", "start_rate = 16.0").replace("decode_tps = 45", &format!("ttft_ms = {ttft_ms}"));
+    std::fs::write(&preset, text).unwrap();
+    preset
+}
+
+/// A machine slower than the preset expects: the search starts where one request alone says
+/// this server can go (about 4 req/s for 250 ms a request, not the preset's 16), and the
+/// capacity comes within a one-minute budget.
+#[test]
+fn a_rate_search_starts_from_the_measured_service_time_and_finds_a_slow_servers_capacity() {
+    let s = one_at_a_time(100, 10);
+    let dir = tempfile::tempdir().unwrap();
+    let preset = slow_preset(dir.path(), 750);
+    let out = dir.path().join("advice.json");
+    let model = model_path();
+    let args = ["advise", "--preset", preset.to_str().unwrap(), "--model", model.to_str().unwrap(), "--target", &format!("serial={}", s.url), "--budget", "1m", "--out", out.to_str().unwrap()];
+    let started = Instant::now();
+    let output = std::process::Command::new(lx_bin()).args(args).output().unwrap();
+    let took = started.elapsed().as_secs_f64();
+    let r = Run { args: args.iter().map(|a| a.to_string()).collect(), output };
+    assert!(matches!(r.code(), Some(0 | 2)), "{}", r.dump());
+    let run: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let search = &run["decisions"]["searches"][0];
+    let probe = &search["probe"];
+    let service = 1.0 / probe["throughput_rps"].as_f64().expect("the probe measured a rate");
+    assert!((0.24..0.5).contains(&service), "one request alone takes 250 ms and the client's overhead: {service} s\n{}", r.dump());
+    assert_eq!(run["points"][probe["point"].as_u64().unwrap() as usize]["concurrency"].as_f64(), Some(1.0), "the probe runs one at a time");
+    let first = search["trials"][0]["value"].as_f64().unwrap();
+    assert!((first - 1.0 / service).abs() < 0.01 * first, "the search starts at 1 ÷ {service} s, not at the preset's 16: {first}");
+    let capacity = search["capacity"].as_f64().unwrap_or_else(|| panic!("no capacity\n{}", r.dump()));
+    // One at a time, 250 ms each: it can never hold 4 req/s (it saturates), and 0.5 req/s
+    // (one request every 2 s on average) queues too little to miss 750 ms.
+    assert!((0.5..4.0).contains(&capacity), "capacity {capacity}\n{}", r.dump());
+    assert!(took < 75.0, "a one-minute budget took {took:.0} s");
+    assert!(r.stdout().contains("one request alone took"), "{}", r.dump());
+}
+
+/// Where the budget cannot hold even the fewest requests that could show a rate holds, the
+/// advice names the budget that would answer, instead of blaming the machine.
+#[test]
+fn a_budget_too_short_for_the_next_trial_names_the_budget_that_would_answer() {
+    let s = one_at_a_time(1000, 60);
+    let dir = tempfile::tempdir().unwrap();
+    let preset = slow_preset(dir.path(), 4000);
+    let out = dir.path().join("advice.json");
+    let model = model_path();
+    let args = ["advise", "--preset", preset.to_str().unwrap(), "--model", model.to_str().unwrap(), "--target", &format!("serial={}", s.url), "--budget", "20s", "--out", out.to_str().unwrap()];
+    let output = std::process::Command::new(lx_bin()).args(args).output().unwrap();
+    let r = Run { args: args.iter().map(|a| a.to_string()).collect(), output };
+    assert_eq!(r.code(), Some(2), "{}", r.dump());
+    let run: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
+    let search = &run["decisions"]["searches"][0];
+    let needs = search["needs_s"].as_f64().unwrap_or_else(|| panic!("{}", r.dump()));
+    // 15 requests at about 0.5 req/s: about 38 s.
+    assert!((25.0..60.0).contains(&needs), "{needs}\n{}", r.dump());
+    let stdout = r.stdout();
+    assert!(stdout.contains("Would change the answer: a budget of ") && stdout.contains("(--budget "), "{stdout}");
+    assert!(!stdout.contains("faster machine"), "{stdout}");
 }
 
 #[test]

@@ -73,6 +73,7 @@ const PAGES: &[(&str, &[&str])] = &[
             "docs/results/advise-rag-llama.json",
             "docs/results/advise-chat-llama-policies.json",
             "docs/results/advise-chat-llama.json",
+            "docs/results/advise-chat-llama-3m-untuned.json",
             "docs/results/demo-disaggregation.json",
             "docs/results/demo-disaggregation-servers.json",
             "docs/results/disaggregated-transfer-pipe.json",

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use lx_core::scheduler::Policy;
 use lx_results::decision::{clients, duration, Advice, Axis, Bound, DeadlineRecord, SearchRecord, Trial, Verdict};
 
-use crate::capacity::{Bench, Search, Skipped, TRIAL_REQUESTS};
+use crate::capacity::{rate_trial_s, Bench, Search, Skipped, TrialSpec, TRIAL_REQUESTS};
 use crate::preset::{Job, Preset};
 use crate::sweep::SweepError;
 
@@ -47,12 +47,13 @@ pub fn advise(request: &Request, bench: &mut Bench<'_, '_>) -> Result<Advice, Sw
     let mut advice = match preset.bound {
         Bound::Throughput => {
             let job = request.job.or(preset.job).expect("a throughput-bound preset has a job (checked when read)");
-            let plans = each_candidate(request, bench, searching_until, &mut unmeasured, |bench, c| {
+            let plans = each_candidate(request, bench, searching_until, None, &mut unmeasured, |bench, c| {
                 let plan = bench.plan_deadline(&c.backend, c.policy, job.requests, job.deadline_s, request.most_clients)?;
                 Ok(DeadlineRecord { policy: c.label(), ..plan })
             })?;
             bench.run.decisions.deadlines.extend(plans.iter().cloned());
             bench.until = Some(started + request.budget);
+            bench.stretch = None;
             deadline_advice(request, &plans, job, bench)?
         }
         Bound::Ttft | Bound::Mixed => {
@@ -60,12 +61,13 @@ pub fn advise(request: &Request, bench: &mut Bench<'_, '_>) -> Result<Advice, Sw
                 Axis::Rate => Search::rate(preset.start_rate),
                 Axis::Concurrency => Search::concurrency(preset.slots.min(request.most_clients), request.most_clients),
             };
-            let searches = each_candidate(request, bench, searching_until, &mut unmeasured, |bench, c| {
+            let searches = each_candidate(request, bench, searching_until, Some(started + request.budget), &mut unmeasured, |bench, c| {
                 let record = bench.search(&c.backend, c.policy, search, preset.slots)?;
                 Ok(SearchRecord { policy: c.label(), ..record })
             })?;
             bench.run.decisions.searches.extend(searches.iter().cloned());
             bench.until = Some(started + request.budget);
+            bench.stretch = None;
             capacity_advice(request, &searches, bench)?
         }
     };
@@ -105,12 +107,15 @@ impl Candidate {
 }
 
 /// Measures each candidate in turn, each within an equal share of the time left until
-/// `until`. A candidate that cannot be measured at all (a backend that cannot load the
-/// model) is noted in `unmeasured` and the rest go on; the user's stop ends the round.
+/// `until`; the last may search on until `stretch` while nothing it tried holds (the time
+/// kept for confirming has nothing to confirm then). A candidate that cannot be measured at
+/// all (a backend that cannot load the model) is noted in `unmeasured` and the rest go on;
+/// the user's stop ends the round.
 fn each_candidate<T>(
     request: &Request,
     bench: &mut Bench<'_, '_>,
     until: Instant,
+    stretch: Option<Instant>,
     unmeasured: &mut Vec<String>,
     mut measure: impl FnMut(&mut Bench<'_, '_>, &Candidate) -> Result<T, SweepError>,
 ) -> Result<Vec<T>, SweepError> {
@@ -120,6 +125,7 @@ fn each_candidate<T>(
     for (i, c) in candidates.iter().enumerate() {
         let now = Instant::now();
         bench.until = Some(now + until.saturating_duration_since(now) / (n - i) as u32);
+        bench.stretch = stretch.filter(|_| i + 1 == n);
         match measure(bench, c) {
             Err(SweepError::Trial(why)) => unmeasured.push(why),
             other => measured.push(other?),
@@ -159,8 +165,13 @@ fn capacity_advice(request: &Request, searches: &[SearchRecord], bench: &mut Ben
     ranked.sort_by(|a, b| b.1.total_cmp(&a.1));
     let mut advice = empty_advice(optimised);
     let Some(&(best, best_score)) = ranked.first() else {
-        advice.because = searches.iter().map(|s| format!("{} ({})", s.answer(), s.ended)).collect();
-        advice.would_change = vec![format!("looser objectives than {objectives}, shorter prompts or outputs, or a faster machine")];
+        advice.because.extend(searches.iter().map(|s| format!("{} ({})", s.answer(), s.ended)));
+        advice.because.extend(searches.iter().filter_map(started_from));
+        advice.would_change = match budget_that_answers(searches, request.budget.as_secs_f64()) {
+            // The search was cut short, not the machine: say what budget finishes it.
+            Some(budget) => vec![format!("a budget of {} or more (--budget {}m) leaves time for the trial the search needed next", duration(budget), (budget / 60.0).ceil())],
+            None => vec![format!("looser objectives than {objectives}, shorter prompts or outputs, or a faster machine")],
+        };
         return Ok(advice);
     };
     let capacity = best.capacity.expect("ranked searches have one");
@@ -189,6 +200,7 @@ fn capacity_advice(request: &Request, searches: &[SearchRecord], bench: &mut Ben
     for s in searches.iter().filter(|s| s.capacity.is_none()) {
         advice.because.push(s.answer());
     }
+    advice.because.extend(searches.iter().filter_map(started_from));
     if let Some(failing) = best.fails_at.and_then(|f| best.trials.iter().find(|t| t.value == f)) {
         advice.would_change.push(binding(preset, axis, failing));
     }
@@ -209,10 +221,11 @@ fn capacity_advice(request: &Request, searches: &[SearchRecord], bench: &mut Ben
     let mut value = capacity;
     for attempt in 0..2 {
         let expect = match axis {
-            Axis::Rate => TRIAL_REQUESTS as f64 / value * 1.1 + 5.0,
+            Axis::Rate => rate_trial_s(TRIAL_REQUESTS, value),
             Axis::Concurrency => 0.0,
         };
-        confirm(&mut advice, bench, &best.backend, policy_of(&best.policy, request), axis, value, preset.slots, TRIAL_REQUESTS, expect, 1 + attempt, |t| t.verdict == Verdict::Holds)?;
+        let spec = TrialSpec { draw: 1 + attempt, ..TrialSpec::new(axis, value, preset.slots, TRIAL_REQUESTS, expect) };
+        confirm(&mut advice, bench, &best.backend, policy_of(&best.policy, request), spec, request.budget.as_secs_f64(), |t| t.verdict == Verdict::Holds)?;
         if advice.confirmed != Some(false) || attempt == 1 {
             break;
         }
@@ -231,6 +244,23 @@ fn capacity_advice(request: &Request, searches: &[SearchRecord], bench: &mut Ben
         }
     }
     Ok(advice)
+}
+
+/// Where a rate search started, from its probe: `llama (continuous): one request alone
+/// took 3.10 s here, so the search started at 0.323 req/s`.
+fn started_from(s: &SearchRecord) -> Option<String> {
+    let service = s.service_s()?;
+    let took = if service < 1.0 { format!("{:.0} ms", service * 1e3) } else { duration(service) };
+    Some(format!("{}: one request alone took {took} here, so the search started at {}", s.candidate(), s.axis.show(1.0 / service)))
+}
+
+/// The budget that would let every search that ran out of time make the trial it needed
+/// next: each candidate's search gets an equal share of the part of the budget kept for
+/// searching, so the slowest to finish sets it. `None`: no search ran out of time.
+fn budget_that_answers(searches: &[SearchRecord], budget_s: f64) -> Option<f64> {
+    let slowest = searches.iter().filter_map(|s| Some(s.spent_s + s.needs_s?)).max_by(f64::total_cmp)?;
+    let wanted = slowest * searches.len() as f64 / (1.0 - CONFIRMATION_SHARE);
+    Some((wanted / 60.0).ceil().max(budget_s / 60.0 + 1.0) * 60.0)
 }
 
 /// Which objective stopped holding first, and what would move it.
@@ -302,7 +332,8 @@ fn deadline_advice(request: &Request, plans: &[DeadlineRecord], job: Job, bench:
     let requests = (3 * c).max(12);
     let rps = best.trials.iter().find(|t| t.value as usize == c).map_or(0.0, |t| t.throughput_rps);
     let expect = if rps > 0.0 { requests as f64 / rps } else { 0.0 };
-    confirm(&mut advice, bench, &best.backend, policy_of(&best.policy, request), Axis::Concurrency, c as f64, c, requests, expect, 1, |t| {
+    let spec = TrialSpec { draw: 1, ..TrialSpec::new(Axis::Concurrency, c as f64, c, requests, expect) };
+    confirm(&mut advice, bench, &best.backend, policy_of(&best.policy, request), spec, request.budget.as_secs_f64(), |t| {
         lx_results::decision::finish_s(job.requests, t.throughput_rps) <= job.deadline_s && t.requests == t.met
     })?;
     Ok(advice)
@@ -324,26 +355,21 @@ fn empty_advice(optimised: String) -> Advice {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn confirm(
-    advice: &mut Advice,
-    bench: &mut Bench<'_, '_>,
-    backend: &str,
-    policy: Policy,
-    axis: Axis,
-    value: f64,
-    slots: usize,
-    requests: usize,
-    expect_s: f64,
-    draw: u64,
-    holds: impl Fn(&Trial) -> bool,
-) -> Result<(), SweepError> {
-    match bench.trial(backend, policy, axis, value, slots, requests, expect_s, draw)? {
+/// Runs the confirmation `spec` describes; a budget too short for it says how long it
+/// needs and which budget would give it that (`budget_s` less what is left was spent).
+fn confirm(advice: &mut Advice, bench: &mut Bench<'_, '_>, backend: &str, policy: Policy, spec: TrialSpec, budget_s: f64, holds: impl Fn(&Trial) -> bool) -> Result<(), SweepError> {
+    match bench.trial(backend, policy, spec)? {
         Ok(t) => {
             advice.confirmed = Some(holds(&t));
             advice.confirmation = Some(t);
         }
-        Err(Skipped::Budget) => advice.would_change.push("not confirmed: the budget ran out before the confirmation run".into()),
+        Err(Skipped::Budget { needs_s, left_s }) => advice.would_change.push(format!(
+            "not confirmed: a confirmation at {} needs about {}, {} were left (--budget {}m would hold it)",
+            spec.axis.show(spec.value),
+            duration(needs_s),
+            duration(left_s),
+            ((budget_s - left_s + needs_s) / 60.0).ceil()
+        )),
         Err(Skipped::Stopped) => advice.would_change.push("not confirmed: stopped by the user".into()),
     }
     Ok(())
@@ -410,5 +436,33 @@ mod tests {
         assert_eq!(policy_of("server", &request), Policy::Continuous, "a server's record runs no policy of ours");
         assert_eq!(lx_results::decision::candidate("llama", "chunked"), "llama (chunked)");
         assert_eq!(lx_results::decision::candidate("lab", "server"), "lab");
+    }
+
+    fn searched(spent_s: f64, needs_s: Option<f64>) -> SearchRecord {
+        SearchRecord {
+            backend: "llama".into(),
+            policy: "continuous".into(),
+            axis: Axis::Rate,
+            objectives: Preset::load("chat").unwrap().objectives,
+            trials: Vec::new(),
+            capacity: None,
+            fails_at: Some(0.5),
+            tolerance: 0.15,
+            ended: String::new(),
+            probe: None,
+            spent_s,
+            needs_s,
+        }
+    }
+
+    /// Out of time, the advice names the budget whose searching share holds what the search
+    /// spent and the trial it needed next, for each candidate: (52 + 93) ÷ 0.75 is 3.2 min,
+    /// so 4 minutes; two candidates, 7 minutes (6.4). Never the budget it already had.
+    #[test]
+    fn a_search_out_of_time_says_which_budget_would_answer() {
+        assert_eq!(budget_that_answers(&[searched(52.0, Some(93.0))], 180.0), Some(240.0));
+        assert_eq!(budget_that_answers(&[searched(52.0, Some(93.0)), searched(40.0, None)], 180.0), Some(420.0));
+        assert_eq!(budget_that_answers(&[searched(1.0, Some(2.0))], 180.0), Some(240.0));
+        assert_eq!(budget_that_answers(&[searched(52.0, None)], 180.0), None, "a search that ended on its own needs no more time");
     }
 }

@@ -19,7 +19,7 @@ use std::time::Instant;
 use lx_core::records::RequestRecord;
 use lx_core::scheduler::Policy;
 use lx_core::traffic::{Arrivals, Observer, PointSpec, RunControl};
-use lx_results::decision::{attainment_interval, clients, misses_allowed, smallest_meeting, verdict, Axis, DeadlineRecord, Objectives, SearchRecord, Trial, Verdict};
+use lx_results::decision::{attainment_interval, clients, duration, fewest_to_hold, misses_allowed, smallest_meeting, verdict, Axis, DeadlineRecord, Objectives, SearchRecord, Trial, Verdict};
 use lx_results::printers::Printer;
 use lx_results::results::{PointResult, RunFile, Slo};
 
@@ -31,6 +31,64 @@ pub const TRIAL_REQUESTS: usize = 20;
 
 /// Longest pause after a trial cut short on a server, for the streams it abandoned to end.
 const SETTLE_MAX_S: f64 = 30.0;
+
+/// Requests of the probe before a rate search: one at a time, each alone on the worker.
+pub const PROBE_REQUESTS: usize = 3;
+
+/// An open-loop trial of `requests` at `rate` req/s is expected to take this long: the
+/// arrivals, a tenth more for their spread, and a few seconds for the last to drain.
+pub fn rate_trial_s(requests: usize, rate: f64) -> f64 {
+    requests as f64 / rate * 1.1 + 5.0
+}
+
+/// How an open-loop trial of `requests` at `rate` fits into `left_s` seconds: whole; cut
+/// to fewer requests, never fewer than can show `attainment` holds (the interval on the
+/// share that met the objectives widens, and the trial's row shows how many it sent); or
+/// not at all, with the seconds its fewest requests need.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Fit {
+    Whole,
+    Fewer(usize),
+    Needs(f64),
+}
+
+pub fn fit_rate_trial(left_s: f64, rate: f64, requests: usize, attainment: f64) -> Fit {
+    if left_s >= rate_trial_s(requests, rate) {
+        return Fit::Whole;
+    }
+    let fewest = fewest_to_hold(attainment).min(requests);
+    let within = (((left_s - 5.0) / 1.1) * rate).max(0.0).floor() as usize;
+    if within >= fewest { Fit::Fewer(within) } else { Fit::Needs(rate_trial_s(fewest, rate)) }
+}
+
+/// What one trial runs: `requests` requests at `value` (an open-loop rate on `slots`, or
+/// closed-loop clients), expected to take `expect_s`.
+#[derive(Debug, Clone, Copy)]
+pub struct TrialSpec {
+    pub axis: Axis,
+    pub value: f64,
+    pub slots: usize,
+    pub requests: usize,
+    /// A trial that would outlast the budget is not started.
+    pub expect_s: f64,
+    /// Which workload: every trial of a search draws the same (0): the same lengths, and at
+    /// every rate the same Poisson schedule compressed or stretched, so that trials differ
+    /// only in the rate and candidates see the same requests. A confirmation draws afresh
+    /// (1, 2, ...).
+    pub draw: u64,
+    /// Ends the trial as soon as more requests have missed than the target allows (a probe
+    /// runs to the end: it measures time, not the objectives).
+    pub judged: bool,
+    /// May run past `Bench::until`, up to `Bench::stretch`.
+    pub stretch: bool,
+}
+
+impl TrialSpec {
+    /// A trial of a search or a plan, judged, within the budget.
+    pub fn new(axis: Axis, value: f64, slots: usize, requests: usize, expect_s: f64) -> TrialSpec {
+        TrialSpec { axis, value, slots, requests, expect_s, draw: 0, judged: true, stretch: false }
+    }
+}
 
 /// Where a search may go and when it stops.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -136,6 +194,9 @@ pub struct Bench<'a, 'c> {
     pub objectives: Objectives,
     /// No trial starts that would not end by then.
     pub until: Option<Instant>,
+    /// A search that has found no setting that holds may go on until then: with nothing
+    /// found, the time kept for confirming an answer has nothing to confirm.
+    pub stretch: Option<Instant>,
     /// Backends that have been warmed up (their first trial sends a few unmeasured requests).
     warmed: Vec<String>,
 }
@@ -143,10 +204,23 @@ pub struct Bench<'a, 'c> {
 /// Why a trial did not run.
 #[derive(Debug)]
 pub enum Skipped {
-    /// The budget would end before the trial did.
-    Budget,
+    /// The budget would end before the trial did: it needs `needs_s` (at a rate, with the
+    /// fewest requests that can show the objectives hold), `left_s` were left.
+    Budget { needs_s: f64, left_s: f64 },
     /// The user stopped the run.
     Stopped,
+}
+
+impl Skipped {
+    /// Why the trial at `value` did not run, as a sentence's end.
+    pub fn why(&self, axis: Axis, value: f64) -> String {
+        match self {
+            Skipped::Budget { needs_s, left_s } => {
+                format!("the budget ran out before a trial at {}: it needs about {}, {} were left", axis.show(value), duration(*needs_s), duration(*left_s))
+            }
+            Skipped::Stopped => "stopped by the user".into(),
+        }
+    }
 }
 
 impl<'a, 'c> Bench<'a, 'c> {
@@ -159,33 +233,38 @@ impl<'a, 'c> Bench<'a, 'c> {
         observer: &'a mut dyn SweepObserver,
         objectives: Objectives,
     ) -> Self {
-        Bench { plan, ctx, session, run, printer, observer, objectives, until: None, warmed: Vec::new() }
+        Bench { plan, ctx, session, run, printer, observer, objectives, until: None, stretch: None, warmed: Vec::new() }
     }
 
     pub fn stopped(&self) -> bool {
         self.ctx.control.stop.load(Ordering::Relaxed)
     }
 
-    /// Seconds left of the budget (`None`: no budget).
-    pub fn left_s(&self) -> Option<f64> {
-        self.until.map(|u| u.saturating_duration_since(Instant::now()).as_secs_f64())
+    /// Seconds left of the budget (`None`: no budget); with `stretch`, up to `self.stretch`
+    /// where it is set.
+    pub fn left_s(&self, stretch: bool) -> Option<f64> {
+        let until = if stretch { self.stretch.or(self.until) } else { self.until };
+        until.map(|u| u.saturating_duration_since(Instant::now()).as_secs_f64())
     }
 
-    /// One trial: `requests` requests on `backend` at `value` (an open-loop rate on `slots`,
-    /// or closed-loop clients), ending early once failing is certain. `expect_s` is how long
-    /// it should take; a trial that would outlast the budget is not started.
-    ///
-    /// `draw` picks the workload: every trial of a search draws the same (0): the same
-    /// lengths, and at every rate the same Poisson schedule compressed or stretched, so that
-    /// trials differ only in the rate and candidates see the same requests. A confirmation
-    /// draws afresh (1, 2, ...).
-    #[allow(clippy::too_many_arguments)]
-    pub fn trial(&mut self, backend: &str, policy: Policy, axis: Axis, value: f64, slots: usize, requests: usize, expect_s: f64, draw: u64) -> Result<Result<Trial, Skipped>, SweepError> {
+    /// One trial on `backend` as `spec` says. One that would outlast the budget is not
+    /// started, except that at a rate, where the budget cannot hold its requests whole, it
+    /// sends as many as fit ([`fit_rate_trial`]) and its point says so.
+    pub fn trial(&mut self, backend: &str, policy: Policy, spec: TrialSpec) -> Result<Result<Trial, Skipped>, SweepError> {
+        let TrialSpec { axis, value, slots, mut requests, expect_s, draw, judged, stretch } = spec;
         if self.stopped() {
             return Ok(Err(Skipped::Stopped));
         }
-        if self.left_s().is_some_and(|left| left < expect_s) {
-            return Ok(Err(Skipped::Budget));
+        if let Some(left_s) = self.left_s(stretch) {
+            match axis {
+                Axis::Rate => match fit_rate_trial(left_s, value, requests, self.objectives.attainment) {
+                    Fit::Whole => {}
+                    Fit::Fewer(n) => requests = n,
+                    Fit::Needs(needs_s) => return Ok(Err(Skipped::Budget { needs_s, left_s })),
+                },
+                Axis::Concurrency if left_s < expect_s => return Ok(Err(Skipped::Budget { needs_s: expect_s, left_s })),
+                Axis::Concurrency => {}
+            }
         }
         let first = !self.warmed.iter().any(|b| b == backend);
         let (concurrency, arrivals) = match axis {
@@ -213,7 +292,7 @@ impl<'a, 'c> Bench<'a, 'c> {
         let mut watch = Watch {
             inner: &mut *self.observer,
             slo: self.objectives.slo(),
-            allowed: misses_allowed(requests, self.objectives.attainment),
+            allowed: if judged { misses_allowed(requests, self.objectives.attainment) } else { usize::MAX },
             misses: 0,
             stop: trial_stop,
             user: self.ctx.control.stop.clone(),
@@ -241,6 +320,9 @@ impl<'a, 'c> Bench<'a, 'c> {
                 misses, allowed
             ));
         }
+        if requests < spec.requests {
+            result.warnings.push(format!("fitted into the budget: {requests} requests instead of {}, so a wider interval on the share that met the objectives", spec.requests));
+        }
         if first {
             self.warmed.push(backend.to_string());
         }
@@ -264,36 +346,76 @@ impl<'a, 'c> Bench<'a, 'c> {
         plan.points().remove(0)
     }
 
-    /// Finds `backend`'s capacity along `search`'s axis.
-    pub fn search(&mut self, backend: &str, policy: Policy, search: Search, slots: usize) -> Result<SearchRecord, SweepError> {
+    /// One request at a time on `backend`, [`PROBE_REQUESTS`] of the workload's requests: how
+    /// long one takes alone on this machine (its service time), where a rate search starts.
+    pub fn probe(&mut self, backend: &str, policy: Policy) -> Result<Result<Trial, Skipped>, SweepError> {
+        let spec = TrialSpec { judged: false, ..TrialSpec::new(Axis::Concurrency, 1.0, 1, PROBE_REQUESTS, 0.0) };
+        self.trial(backend, policy, spec)
+    }
+
+    /// Finds `backend`'s capacity along `search`'s axis. A rate search starts from the
+    /// machine's own speed: one request's service time alone (a probe), and `search.start`
+    /// only where the probe measured nothing.
+    pub fn search(&mut self, backend: &str, policy: Policy, mut search: Search, slots: usize) -> Result<SearchRecord, SweepError> {
+        let began = Instant::now();
         let mut trials: Vec<Trial> = Vec::new();
+        let mut probe = None;
+        let mut needs_s = None;
+        if search.axis == Axis::Rate {
+            match self.probe(backend, policy)? {
+                Ok(t) if t.throughput_rps > 0.0 && t.unfinished == 0 => {
+                    search = Search::rate(round_3(t.throughput_rps).min(search.ceiling));
+                    probe = Some(t);
+                }
+                // Requests that failed: the preset's start it is.
+                Ok(_) => {}
+                Err(skipped) => return Ok(self.record(backend, policy, &search, trials, None, began, skipped.why(Axis::Concurrency, 1.0), None)),
+            }
+        }
         let ended = loop {
             let value = match search.next(&trials) {
                 Next::Measure(v) => v,
                 Next::Done(why) => break why,
             };
-            let requests = match search.axis {
-                Axis::Rate => TRIAL_REQUESTS,
-                Axis::Concurrency => TRIAL_REQUESTS.max(3 * value as usize),
+            let (requests, expect) = match search.axis {
+                Axis::Rate => (TRIAL_REQUESTS, rate_trial_s(TRIAL_REQUESTS, value)),
+                Axis::Concurrency => {
+                    let requests = TRIAL_REQUESTS.max(3 * value as usize);
+                    // About half the requests at the last trial's throughput.
+                    let service = trials.iter().rev().find(|t| t.throughput_rps > 0.0).map(|t| 1.0 / t.throughput_rps);
+                    (requests, service.map_or(0.0, |s| s * requests as f64 * 0.5))
+                }
             };
-            let expect = self.expect_s(&trials, search.axis, value, requests);
-            match self.trial(backend, policy, search.axis, value, slots, requests, expect, 0)? {
+            let spec = TrialSpec { stretch: Search::bracket(&trials).0.is_none(), ..TrialSpec::new(search.axis, value, slots, requests, expect) };
+            match self.trial(backend, policy, spec)? {
                 Ok(t) => trials.push(t),
-                Err(Skipped::Budget) => break format!("the budget ran out before a trial at {}", search.axis.show(value)),
-                Err(Skipped::Stopped) => break "stopped by the user".into(),
+                Err(skipped) => {
+                    if let Skipped::Budget { needs_s: s, .. } = skipped {
+                        needs_s = Some(s);
+                    }
+                    break skipped.why(search.axis, value);
+                }
             }
         };
-        let (capacity, fails_at) = Search::bracket(&trials);
-        Ok(SearchRecord { backend: backend.to_string(), policy: policy.to_string(), axis: search.axis, objectives: self.objectives, trials, capacity, fails_at, tolerance: search.tolerance, ended })
+        Ok(self.record(backend, policy, &search, trials, probe, began, ended, needs_s))
     }
 
-    /// How long a trial should take, from the trials so far: arrivals take requests ÷ rate
-    /// (and a little to drain); clients, about half the requests at the last trial's throughput.
-    fn expect_s(&self, trials: &[Trial], axis: Axis, value: f64, requests: usize) -> f64 {
-        let service = trials.iter().rev().find(|t| t.throughput_rps > 0.0).map(|t| 1.0 / t.throughput_rps);
-        match axis {
-            Axis::Rate => requests as f64 / value * 1.1 + 5.0,
-            Axis::Concurrency => service.map_or(0.0, |s| s * requests as f64 * 0.5),
+    #[allow(clippy::too_many_arguments)]
+    fn record(&self, backend: &str, policy: Policy, search: &Search, trials: Vec<Trial>, probe: Option<Trial>, began: Instant, ended: String, needs_s: Option<f64>) -> SearchRecord {
+        let (capacity, fails_at) = Search::bracket(&trials);
+        SearchRecord {
+            backend: backend.to_string(),
+            policy: policy.to_string(),
+            axis: search.axis,
+            objectives: self.objectives,
+            trials,
+            capacity,
+            fails_at,
+            tolerance: search.tolerance,
+            ended,
+            probe,
+            spent_s: began.elapsed().as_secs_f64(),
+            needs_s,
         }
     }
 
@@ -306,10 +428,9 @@ impl<'a, 'c> Bench<'a, 'c> {
         let ended = loop {
             let n = (3 * c).max(12);
             let expect = trials.last().map_or(0.0, |t| n as f64 / t.throughput_rps.max(1e-9) * 0.5);
-            match self.trial(backend, policy, Axis::Concurrency, c as f64, c, n, expect, 0)? {
+            match self.trial(backend, policy, TrialSpec::new(Axis::Concurrency, c as f64, c, n, expect))? {
                 Ok(t) => trials.push(t),
-                Err(Skipped::Budget) => break format!("the budget ran out before a trial at {}", clients(c)),
-                Err(Skipped::Stopped) => break "stopped by the user".into(),
+                Err(skipped) => break skipped.why(Axis::Concurrency, c as f64),
             }
             let m = measured(&trials);
             if let Some((meets, _)) = smallest_meeting(&m, requests, deadline_s) {
@@ -568,6 +689,27 @@ mod tests {
         }
         let (h, f, _, why) = run(Search::concurrency(4, 8), 100.0);
         assert_eq!((h, f), (Some(8.0), None), "{why}");
+    }
+
+    /// A trial that the budget cannot hold whole sends fewer requests, never fewer than can
+    /// show the target holds; below that it says how long it needs.
+    #[test]
+    fn a_rate_trial_fits_what_is_left_of_the_budget() {
+        let needs = |fit: Fit| match fit {
+            Fit::Needs(s) => s,
+            other => panic!("{other:?}"),
+        };
+        // 20 requests at 0.25 req/s: 80 s of arrivals, 93 s in all.
+        assert!((rate_trial_s(20, 0.25) - 93.0).abs() < 1e-9);
+        assert_eq!(fit_rate_trial(100.0, 0.25, 20, 0.95), Fit::Whole);
+        // 83 s left (as after the first trial in a 3-minute advice): 17 requests arrive
+        // within 78 ÷ 1.1 s.
+        assert_eq!(fit_rate_trial(83.0, 0.25, 20, 0.95), Fit::Fewer(17));
+        // 15 is the fewest that can hold 95%: 60 s left, and they need 15 ÷ 0.25 × 1.1 + 5 s.
+        assert!((needs(fit_rate_trial(60.0, 0.25, 20, 0.95)) - 71.0).abs() < 1e-9);
+        assert!((needs(fit_rate_trial(0.0, 0.25, 20, 0.95)) - 71.0).abs() < 1e-9);
+        // A lax target holds on fewer.
+        assert_eq!(fit_rate_trial(60.0, 0.25, 20, 0.5), Fit::Fewer(12));
     }
 
     /// A saturated trial never holds, and a failure that is certain ends a search step at once.

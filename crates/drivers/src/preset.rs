@@ -36,7 +36,9 @@ pub struct Preset {
     pub prefix_cache: bool,
     pub prompts: PromptText,
     pub max_tokens: Length,
-    /// Open-loop arrival rate a capacity search starts from, requests/s.
+    /// Open-loop arrival rate of a sweep with the preset, requests/s; a capacity search starts
+    /// from one request's measured service time instead, and from this only where it measured
+    /// none.
     pub start_rate: f64,
     /// Sequences served at once in open loop (the scheduler's slots).
     pub slots: usize,

@@ -161,6 +161,12 @@ pub fn verdict(met: usize, n: usize, target: f64) -> Verdict {
     }
 }
 
+/// The fewest requests that can show a target holds (every one of them met): fewer, and
+/// the interval's low end stays below the indifference margin whatever they measure.
+pub fn fewest_to_hold(target: f64) -> usize {
+    (1..=1000).find(|&n| verdict(n, n, target) == Verdict::Holds).unwrap_or(1000)
+}
+
 /// Most requests of `n` that may miss with the estimate still at the target.
 pub fn misses_allowed(n: usize, target: f64) -> usize {
     ((1.0 - target) * n as f64 + 1e-9).floor() as usize
@@ -230,12 +236,28 @@ pub struct SearchRecord {
     /// Why it stopped: the bracket is narrow enough, a bound was reached, the budget ran out,
     /// the user stopped it.
     pub ended: String,
+    /// One request at a time, before a rate search: its service time set where the search
+    /// started (absent in concurrency searches and older files).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<Trial>,
+    /// Seconds the search took, its probe included (0 in older files).
+    #[serde(default)]
+    pub spent_s: f64,
+    /// When the budget ended the search before a trial it wanted: seconds that trial needs
+    /// at the fewest requests that can show the objectives hold.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needs_s: Option<f64>,
 }
 
 impl SearchRecord {
     /// `llama (continuous)`, or a server's name.
     pub fn candidate(&self) -> String {
         candidate(&self.backend, &self.policy)
+    }
+
+    /// One request's service time alone, when a probe measured it.
+    pub fn service_s(&self) -> Option<f64> {
+        self.probe.as_ref().filter(|p| p.throughput_rps > 0.0).map(|p| 1.0 / p.throughput_rps)
     }
 
     /// The trial that measured the capacity.
@@ -494,6 +516,18 @@ mod tests {
         assert_eq!(verdict(0, 0, 0.95), Verdict::Unsure);
         let (a, b) = attainment_interval(50, 100);
         assert!(a < 0.5 && b > 0.5 && (0.5 - a - (b - 0.5)).abs() < 1e-9, "symmetric at one half");
+    }
+
+    /// A trial cut down to fit a budget keeps enough requests to hold: at 95%, 15 of 15 on
+    /// time holds (low end 0.901) where 14 of 14 cannot (0.895); a stricter target needs more.
+    #[test]
+    fn the_fewest_requests_that_can_hold_follow_the_target() {
+        assert_eq!(fewest_to_hold(0.95), 15);
+        assert_eq!(verdict(14, 14, 0.95), Verdict::Unsure);
+        assert_eq!(verdict(15, 15, 0.95), Verdict::Holds);
+        let strict = fewest_to_hold(0.99);
+        assert!(strict > 15 && verdict(strict, strict, 0.99) == Verdict::Holds && verdict(strict - 1, strict - 1, 0.99) != Verdict::Holds, "{strict}");
+        assert!(fewest_to_hold(0.5) < 15);
     }
 
     #[test]
