@@ -54,6 +54,8 @@ const PAGES: &[(&str, &[&str])] = &[
             "docs/results/batching-pp128-c8-continuous.json",
             "docs/results/batching-bench-avx2-2core.json",
             "docs/results/batching-bench-avx2-2core-unified.json",
+            "docs/results/batching-bench-amd-avx512-before.json",
+            "docs/results/batching-bench-amd-avx512.json",
             "docs/results/overhead-llama.json",
             "docs/results/overhead-candle-5-rounds.json",
             "docs/results/overhead-candle-7-rounds.json",

@@ -101,7 +101,8 @@ pub fn devices() -> Vec<(String, Vec<String>)> {
 /// Serve the worker protocol on stdin/stdout for `backend` (the `worker` subcommand).
 pub fn serve_worker(backend: &str) -> anyhow::Result<()> {
     let backend = canonical(backend)?;
-    let stdin = std::io::BufReader::new(std::io::stdin());
+    // Room for a burst of submissions in one read (see `lx_core::worker::serve`).
+    let stdin = std::io::BufReader::with_capacity(1 << 20, std::io::stdin());
     let stdout = std::io::BufWriter::new(std::io::stdout().lock());
     lx_core::worker::serve(loader(backend), stdin, stdout)?;
     Ok(())

@@ -376,22 +376,37 @@ pub fn choose_greedy(logits: &[f32], top: usize) -> Choice {
 
 /// The lowest index of the largest value (NaN never wins; 0 for an empty or all-NaN row).
 ///
-/// In two passes, because a running index makes every step wait on the last comparison: the
-/// maximum first, over lanes the compiler turns into vector instructions, then where it
-/// first occurs. Over a 262k vocabulary that is several times faster, which a decode pass
-/// of many sequences pays once per sequence.
+/// Block by block: each block's maximum over lanes the compiler turns into vector
+/// instructions (a running index would make every step wait on the last comparison), then
+/// where the best value first occurs, searched in its block only. A scan of the whole row for
+/// the position cost more than the maximum itself: over a 262k vocabulary, 0.35 ms for eight
+/// rows where this takes 0.10 ms (AVX-512 and AVX2 alike), which a decode pass of many
+/// sequences pays once per sequence.
 fn argmax(row: &[f32]) -> usize {
+    const BLOCK: usize = 2048;
+    let (mut best, mut block) = (f32::NEG_INFINITY, 0);
+    for (b, values) in row.chunks(BLOCK).enumerate() {
+        let m = lanes_max(values);
+        if m > best {
+            (best, block) = (m, b);
+        }
+    }
+    let start = block * BLOCK;
+    row[start..].iter().position(|&v| v == best).map_or(0, |i| start + i)
+}
+
+/// The largest value of `values` (NaN never wins; -inf for none).
+fn lanes_max(values: &[f32]) -> f32 {
     const LANES: usize = 16;
     let mut lanes = [f32::NEG_INFINITY; LANES];
-    let chunks = row.chunks_exact(LANES);
+    let chunks = values.chunks_exact(LANES);
     let rest = chunks.remainder();
     for chunk in chunks {
         for (m, &v) in lanes.iter_mut().zip(chunk) {
             *m = if v > *m { v } else { *m };
         }
     }
-    let max = lanes.iter().chain(rest).fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m });
-    row.iter().position(|&v| v == max).unwrap_or(0)
+    lanes.iter().chain(rest).fold(f32::NEG_INFINITY, |m, &v| if v > m { v } else { m })
 }
 
 #[cfg(test)]
@@ -415,7 +430,7 @@ mod tests {
             state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             (state >> 40) as f32 / (1u64 << 24) as f32
         };
-        for len in [1usize, 2, 15, 16, 17, 33, 1000, 262_144] {
+        for len in [1usize, 2, 15, 16, 17, 33, 1000, 2047, 2048, 2049, 4097, 262_144] {
             // Coarse values, so that ties are common, and the largest at the very end too.
             let mut row: Vec<f32> = (0..len).map(|_| (next() * 20.0).floor()).collect();
             assert_eq!(argmax(&row), reference(&row), "len {len}");
@@ -427,6 +442,10 @@ mod tests {
         assert_eq!(argmax(&[]), 0);
         assert_eq!(argmax(&[f32::NAN, f32::NAN]), 0);
         assert_eq!(argmax(&[f32::NEG_INFINITY, -1.0, f32::NEG_INFINITY]), 1);
+        // The same largest value in two blocks: the first block's.
+        let mut row = vec![0.0f32; 3 * 2048];
+        (row[5000], row[100]) = (7.0, 7.0);
+        assert_eq!(argmax(&row), 100);
     }
 
     #[test]

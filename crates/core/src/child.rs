@@ -54,7 +54,9 @@ impl LineChild {
             .spawn()?;
         let stdout = child.stdout.take().expect("piped");
         let stderr = child.stderr.take().expect("piped");
-        let stdin = child.stdin.take().map(BufWriter::new);
+        // Room for a burst of submissions (prompts of thousands of tokens each) to go out in
+        // one write: the worker starts together what arrives together.
+        let stdin = child.stdin.take().map(|s| BufWriter::with_capacity(1 << 20, s));
 
         let (tx, lines) = mpsc::channel();
         // The stamp is taken the moment a line is read, on a thread that does nothing else:
@@ -101,12 +103,23 @@ impl LineChild {
         }
     }
 
-    /// Write one line to the process's stdin.
+    /// Write one line to the process's stdin, and send it with any queued before it.
     pub fn write_line(&mut self, line: &str) -> std::io::Result<()> {
+        self.queue_line(line)?;
+        self.flush()
+    }
+
+    /// Write one line to the process's stdin without sending it yet: [`flush`](Self::flush)
+    /// (or the next [`write_line`](Self::write_line)) sends every queued line in one write.
+    pub fn queue_line(&mut self, line: &str) -> std::io::Result<()> {
         let stdin = self.stdin.as_mut().ok_or_else(|| std::io::Error::other("the process takes no input"))?;
         stdin.write_all(line.as_bytes())?;
-        stdin.write_all(b"\n")?;
-        stdin.flush()
+        stdin.write_all(b"\n")
+    }
+
+    /// Send the queued lines.
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        self.stdin.as_mut().map_or(Ok(()), Write::flush)
     }
 
     /// Operating-system process id.

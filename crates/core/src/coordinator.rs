@@ -148,8 +148,13 @@ impl Worker {
         self.child.write_line(&line).map_err(|_| WorkerError::Died(self.child.exit_reason()))
     }
 
+    /// Queue a request: it goes to the worker, with every request queued beside it, when the
+    /// coordinator next waits for a reply ([`recv`](Self::recv)) or sends another command.
+    /// Requests submitted together (a burst of clients, arrivals due at once) so reach the
+    /// worker in one read, and its scheduler admits them to one pass.
     pub fn submit(&mut self, request: WorkRequest) -> Result<(), WorkerError> {
-        self.send(&Command::Submit { request })
+        let line = serde_json::to_string(&Command::Submit { request }).map_err(|e| WorkerError::Unexpected(format!("a command that cannot be written: {e}")))?;
+        self.child.queue_line(&line).map_err(|_| WorkerError::Died(self.child.exit_reason()))
     }
 
     pub fn configure(&mut self, scheduler: SchedulerConfig) -> Result<(), WorkerError> {
@@ -159,6 +164,7 @@ impl Worker {
     /// Next reply, waiting at most `timeout`. `Ok(None)` on timeout. A line that is not a
     /// reply comes back as [`Reply::Error`], with the line.
     pub fn recv(&mut self, timeout: Duration) -> Result<Option<(Instant, Reply)>, WorkerError> {
+        self.child.flush().map_err(|_| WorkerError::Died(self.child.exit_reason()))?;
         match self.child.next(timeout) {
             Next::Line(at, line) => Ok(Some((
                 at,

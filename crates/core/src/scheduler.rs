@@ -678,18 +678,19 @@ impl<B: Backend + ?Sized> Scheduler<B> {
         true
     }
 
-    /// Each running sequence's draft for this pass (empty where it drafts nothing), by the
-    /// configured drafter. How much each drafts is planned for the pass as a whole
-    /// ([`speculative::plan`]: each sequence's acceptance against what passes of each size
-    /// cost here), or with `adaptive` off, as much as it can. Drafts take what the decodes
+    /// Each running sequence's draft for this pass (empty where it drafts nothing; none at all
+    /// when not speculating), by the configured drafter. How much each drafts is planned for
+    /// the pass as a whole ([`speculative::plan`]: each sequence's acceptance against what
+    /// passes of each size cost here), or with `adaptive` off, as much as it can. Drafts take what the decodes
     /// leave of the pass's token budget, never a decode's own token. On a draft model's
     /// failure, the sequences that were drafting and why.
     fn drafts(&mut self) -> Result<Vec<Draft>, (Vec<usize>, String)> {
         let spec = self.config.spec;
-        let mut out = vec![Draft::default(); self.running.len()];
         if !spec.is_on() {
-            return Ok(out);
+            // Plain decoding: nothing to plan, and nothing allocated per pass.
+            return Ok(Vec::new());
         }
+        let mut out = vec![Draft::default(); self.running.len()];
         let decoding: Vec<usize> = (0..self.running.len()).filter(|&i| !self.running[i].prefilling()).collect();
         let mut budget = self.config.max_batch_tokens.saturating_sub(decoding.len());
         // What each could draft: never more than it may still write, and with prompt lookup
@@ -857,7 +858,7 @@ impl<B: Backend + ?Sized> Scheduler<B> {
         for (i, r) in self.running.iter_mut().enumerate() {
             if !r.prefilling() && budget > 0 {
                 let pos = (r.text_len() - 1) as u32;
-                let draft = std::mem::take(&mut drafts[i]);
+                let draft = drafts.get_mut(i).map(std::mem::take).unwrap_or_default();
                 let mut tokens = vec![*r.generated.last().expect("decoding")];
                 tokens.extend_from_slice(&draft.tokens);
                 budget -= tokens.len();

@@ -4,7 +4,7 @@
 //! delays reading the next request) and runs the scheduler on the calling thread,
 //! writing each pass's events in one flush.
 
-use std::io::{BufRead, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::Instant;
 
@@ -32,21 +32,38 @@ pub fn load_with_draft(load: &dyn Fn(&LoadSpec) -> Result<Box<dyn Backend>, Back
     Ok(s)
 }
 
+/// The commands of the next read (each parsed, or why not), waiting for one; `None` at the
+/// end of input. A line that the read cut short is completed before the batch ends.
+fn read_batch<R: Read>(input: &mut BufReader<R>) -> Option<Vec<Result<Command, String>>> {
+    let mut batch = Vec::new();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if !matches!(input.read_line(&mut line), Ok(n) if n > 0) {
+            return (!batch.is_empty()).then_some(batch);
+        }
+        if !line.trim().is_empty() {
+            batch.push(serde_json::from_str::<Command>(&line).map_err(|e| format!("bad command line: {e}")));
+        }
+        if input.buffer().is_empty() && !batch.is_empty() {
+            return Some(batch);
+        }
+    }
+}
+
 /// Serve the protocol until `Shutdown` or end of input. Returns when done; I/O errors on
 /// the output (the coordinator went away) end the loop quietly.
-pub fn serve(loader: Loader, input: impl BufRead + Send + 'static, mut output: impl Write) -> std::io::Result<()> {
+///
+/// Commands that arrive in one read go to the scheduler as one batch: a burst of
+/// submissions (sent together by the coordinator) is admitted to one pass, where a request
+/// read a moment after the others would have waited a whole prefill for its own, and held
+/// up the others' first decode with it.
+pub fn serve<R: Read + Send + 'static>(loader: Loader, mut input: BufReader<R>, mut output: impl Write) -> std::io::Result<()> {
     let epoch = Instant::now();
-    let (tx, rx) = mpsc::channel::<Result<Command, String>>();
-    std::thread::spawn(move || {
-        for line in input.lines() {
-            let Ok(line) = line else { break };
-            if line.trim().is_empty() {
-                continue;
-            }
-            let parsed = serde_json::from_str::<Command>(&line).map_err(|e| format!("bad command line: {e}"));
-            if tx.send(parsed).is_err() {
-                break;
-            }
+    let (tx, rx) = mpsc::channel::<Vec<Result<Command, String>>>();
+    std::thread::spawn(move || while let Some(batch) = read_batch(&mut input) {
+        if tx.send(batch).is_err() {
+            return;
         }
     });
     let send = |out: &mut dyn Write, reply: &Reply| -> std::io::Result<()> {
@@ -66,12 +83,12 @@ pub fn serve(loader: Loader, input: impl BufRead + Send + 'static, mut output: i
             Some(d) => rx.recv_timeout(d),
         };
         let mut pending = match next {
-            Ok(cmd) => vec![cmd],
+            Ok(batch) => batch,
             Err(RecvTimeoutError::Timeout) => Vec::new(),
             Err(RecvTimeoutError::Disconnected) => return Ok(()),
         };
         // Take everything already queued, so a burst of submits lands in one pass.
-        pending.extend(rx.try_iter());
+        pending.extend(rx.try_iter().flatten());
         let mut events = Vec::new();
         for cmd in pending {
             match cmd {
@@ -139,5 +156,48 @@ pub fn serve(loader: Loader, input: impl BufRead + Send + 'static, mut output: i
                 output.flush()?;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::VecDeque;
+
+    /// Hands out its chunks one `read` at a time, as a pipe hands out what was written.
+    struct Reads(VecDeque<Vec<u8>>);
+
+    impl Read for Reads {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let Some(chunk) = self.0.pop_front() else { return Ok(0) };
+            buf[..chunk.len()].copy_from_slice(&chunk);
+            Ok(chunk.len())
+        }
+    }
+
+    fn pings(nonces: &[u64]) -> Vec<u8> {
+        nonces.iter().map(|n| format!("{}\n", serde_json::to_string(&Command::Ping { nonce: *n }).unwrap())).collect::<String>().into_bytes()
+    }
+
+    fn nonces(batch: Vec<Result<Command, String>>) -> Vec<u64> {
+        batch.into_iter().map(|c| if let Ok(Command::Ping { nonce }) = c { nonce } else { panic!("{c:?}") }).collect()
+    }
+
+    /// What one write sent arrives as one batch (a burst of submissions, one pass); a line
+    /// cut across two reads is completed first; blank lines are skipped; a bad line is
+    /// reported in its batch.
+    #[test]
+    fn commands_of_one_read_are_one_batch() {
+        let mut burst = pings(&[1, 2, 3]);
+        let tail = burst.split_off(burst.len() - 5);
+        let mut second = tail;
+        second.extend(b"\n".iter());
+        let mut input = BufReader::new(Reads(VecDeque::from([pings(&[0]), burst, second, pings(&[4, 5]), b"nonsense\n".to_vec()])));
+        assert_eq!(nonces(read_batch(&mut input).unwrap()), [0]);
+        assert_eq!(nonces(read_batch(&mut input).unwrap()), [1, 2, 3]);
+        assert_eq!(nonces(read_batch(&mut input).unwrap()), [4, 5]);
+        let bad = read_batch(&mut input).unwrap();
+        assert!(matches!(bad.as_slice(), [Err(e)] if e.starts_with("bad command line")), "{bad:?}");
+        assert!(read_batch(&mut input).is_none());
     }
 }
