@@ -122,11 +122,23 @@ fn one_at_a_time(first_ms: u64, gap_ms: u64) -> Scripted {
 }
 
 /// A chat-like preset by arrival rate whose start is far above what the server holds.
-fn slow_preset(dir: &std::path::Path, ttft_ms: u32) -> std::path::PathBuf {
-    let preset = dir.join("slow.toml");
-    let text = PRESET.replace("start_rate = 1.0", "start_rate = 16.0").replace("decode_tps = 45", &format!("ttft_ms = {ttft_ms}"));
-    std::fs::write(&preset, text).unwrap();
-    preset
+/// `lx advise` by arrival rate against `server`, with a preset whose start (16 req/s) is far
+/// above what the server holds and whose objective is TTFT ≤ `ttft_ms`, within `budget`:
+/// how it ran, its run file, and how long it took.
+fn advise_slow(server: &Scripted, ttft_ms: u32, budget: &str) -> (Run, Value, f64) {
+    let dir = tempfile::tempdir().unwrap();
+    let preset = dir.path().join("slow.toml");
+    std::fs::write(&preset, PRESET.replace("start_rate = 1.0", "start_rate = 16.0").replace("decode_tps = 45", &format!("ttft_ms = {ttft_ms}"))).unwrap();
+    let out = dir.path().join("advice.json");
+    let model = model_path();
+    let target = format!("serial={}", server.url);
+    let args = ["advise", "--preset", preset.to_str().unwrap(), "--model", model.to_str().unwrap(), "--target", &target, "--budget", budget, "--out", out.to_str().unwrap()];
+    let started = Instant::now();
+    let output = std::process::Command::new(lx_bin()).args(args).output().unwrap();
+    let took = started.elapsed().as_secs_f64();
+    let r = Run { args: args.iter().map(|a| a.to_string()).collect(), output };
+    let run = std::fs::read_to_string(&out).ok().and_then(|t| serde_json::from_str(&t).ok()).unwrap_or_else(|| panic!("no run file\n{}", r.dump()));
+    (r, run, took)
 }
 
 /// A machine slower than the preset expects: the search starts where one request alone says
@@ -134,18 +146,8 @@ fn slow_preset(dir: &std::path::Path, ttft_ms: u32) -> std::path::PathBuf {
 /// capacity comes within a one-minute budget.
 #[test]
 fn a_rate_search_starts_from_the_measured_service_time_and_finds_a_slow_servers_capacity() {
-    let s = one_at_a_time(100, 10);
-    let dir = tempfile::tempdir().unwrap();
-    let preset = slow_preset(dir.path(), 750);
-    let out = dir.path().join("advice.json");
-    let model = model_path();
-    let args = ["advise", "--preset", preset.to_str().unwrap(), "--model", model.to_str().unwrap(), "--target", &format!("serial={}", s.url), "--budget", "1m", "--out", out.to_str().unwrap()];
-    let started = Instant::now();
-    let output = std::process::Command::new(lx_bin()).args(args).output().unwrap();
-    let took = started.elapsed().as_secs_f64();
-    let r = Run { args: args.iter().map(|a| a.to_string()).collect(), output };
+    let (r, run, took) = advise_slow(&one_at_a_time(100, 10), 750, "1m");
     assert!(matches!(r.code(), Some(0 | 2)), "{}", r.dump());
-    let run: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     let search = &run["decisions"]["searches"][0];
     let probe = &search["probe"];
     let service = 1.0 / probe["throughput_rps"].as_f64().expect("the probe measured a rate");
@@ -165,16 +167,8 @@ fn a_rate_search_starts_from_the_measured_service_time_and_finds_a_slow_servers_
 /// advice names the budget that would answer, instead of blaming the machine.
 #[test]
 fn a_budget_too_short_for_the_next_trial_names_the_budget_that_would_answer() {
-    let s = one_at_a_time(1000, 60);
-    let dir = tempfile::tempdir().unwrap();
-    let preset = slow_preset(dir.path(), 4000);
-    let out = dir.path().join("advice.json");
-    let model = model_path();
-    let args = ["advise", "--preset", preset.to_str().unwrap(), "--model", model.to_str().unwrap(), "--target", &format!("serial={}", s.url), "--budget", "20s", "--out", out.to_str().unwrap()];
-    let output = std::process::Command::new(lx_bin()).args(args).output().unwrap();
-    let r = Run { args: args.iter().map(|a| a.to_string()).collect(), output };
+    let (r, run, _) = advise_slow(&one_at_a_time(1000, 60), 4000, "20s");
     assert_eq!(r.code(), Some(2), "{}", r.dump());
-    let run: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
     let search = &run["decisions"]["searches"][0];
     let needs = search["needs_s"].as_f64().unwrap_or_else(|| panic!("{}", r.dump()));
     // 15 requests at about 0.5 req/s: about 38 s.

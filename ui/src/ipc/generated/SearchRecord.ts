@@ -28,4 +28,18 @@ tolerance: number,
  * Why it stopped: the bracket is narrow enough, a bound was reached, the budget ran out,
  * the user stopped it.
  */
-ended: string, };
+ended: string, 
+/**
+ * One request at a time, before a rate search: its service time set where the search
+ * started (absent in concurrency searches and older files).
+ */
+probe?: Trial | null, 
+/**
+ * Seconds the search took, its probe included (0 in older files).
+ */
+spent_s: number, 
+/**
+ * When the budget ended the search before a trial it wanted: seconds that trial needs
+ * at the fewest requests that can show the objectives hold.
+ */
+needs_s?: number | null, };
