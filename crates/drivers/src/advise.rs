@@ -168,7 +168,8 @@ fn capacity_advice(request: &Request, searches: &[SearchRecord], bench: &mut Ben
         advice.because.extend(searches.iter().map(|s| format!("{} ({})", s.answer(), s.ended)));
         advice.because.extend(searches.iter().filter_map(started_from));
         advice.would_change = match budget_that_answers(searches, request.budget.as_secs_f64()) {
-            // The search was cut short, not the machine: say what budget finishes it.
+            // Cut short, by the user or the budget, not by the machine: say what finishes it.
+            _ if bench.stopped() => vec!["letting the search run to its end: it was stopped before any setting held".into()],
             Some(budget) => vec![format!("a budget of {} or more (--budget {}m) leaves time for the trial the search needed next", duration(budget), (budget / 60.0).ceil())],
             None => vec![format!("looser objectives than {objectives}, shorter prompts or outputs, or a faster machine")],
         };
