@@ -41,17 +41,20 @@ pub fn rate_trial_s(requests: usize, rate: f64) -> f64 {
     requests as f64 / rate * 1.1 + 5.0
 }
 
-/// How an open-loop trial of `requests` at `rate` fits into `left_s` seconds: whole; cut
-/// to fewer requests, never fewer than can show `attainment` holds (the interval on the
-/// share that met the objectives widens, and the trial's row shows how many it sent); or
-/// not at all, with the seconds its fewest requests need.
+/// How a trial fits what is left of the budget.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Fit {
     Whole,
+    /// With this many requests.
     Fewer(usize),
+    /// Not at all: its fewest requests need this many seconds.
     Needs(f64),
 }
 
+/// How an open-loop trial of `requests` at `rate` fits into `left_s` seconds: whole; cut
+/// to fewer requests, never fewer than can show `attainment` holds (the interval on the
+/// share that met the objectives widens, and the trial's row shows how many it sent); or
+/// not at all.
 pub fn fit_rate_trial(left_s: f64, rate: f64, requests: usize, attainment: f64) -> Fit {
     if left_s >= rate_trial_s(requests, rate) {
         return Fit::Whole;
