@@ -681,9 +681,9 @@ impl<B: Backend + ?Sized> Scheduler<B> {
     /// Each running sequence's draft for this pass (empty where it drafts nothing; none at all
     /// when not speculating), by the configured drafter. How much each drafts is planned for
     /// the pass as a whole ([`speculative::plan`]: each sequence's acceptance against what
-    /// passes of each size cost here), or with `adaptive` off, as much as it can. Drafts take what the decodes
-    /// leave of the pass's token budget, never a decode's own token. On a draft model's
-    /// failure, the sequences that were drafting and why.
+    /// passes of each size cost here), or with `adaptive` off, as much as it can. Drafts take
+    /// what the decodes leave of the pass's token budget, never a decode's own token. On a
+    /// draft model's failure, the sequences that were drafting and why.
     fn drafts(&mut self) -> Result<Vec<Draft>, (Vec<usize>, String)> {
         let spec = self.config.spec;
         if !spec.is_on() {

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use lx_core::scheduler::Policy;
 use lx_results::decision::{clients, duration, Advice, Axis, Bound, DeadlineRecord, SearchRecord, Trial, Verdict};
 
-use crate::capacity::{rate_trial_s, Bench, Search, Skipped, TrialSpec, TRIAL_REQUESTS};
+use crate::capacity::{Bench, Search, Skipped, TrialSpec, TRIAL_REQUESTS};
 use crate::preset::{Job, Preset};
 use crate::sweep::SweepError;
 
@@ -221,11 +221,7 @@ fn capacity_advice(request: &Request, searches: &[SearchRecord], bench: &mut Ben
     // search's step and confirm there, and say so.
     let mut value = capacity;
     for attempt in 0..2 {
-        let expect = match axis {
-            Axis::Rate => rate_trial_s(TRIAL_REQUESTS, value),
-            Axis::Concurrency => 0.0,
-        };
-        let spec = TrialSpec { draw: 1 + attempt, ..TrialSpec::new(axis, value, preset.slots, TRIAL_REQUESTS, expect) };
+        let spec = TrialSpec { draw: 1 + attempt, ..TrialSpec::new(axis, value, preset.slots, TRIAL_REQUESTS, 0.0) };
         confirm(&mut advice, bench, &best.backend, policy_of(&best.policy, request), spec, request.budget.as_secs_f64(), |t| t.verdict == Verdict::Holds)?;
         if advice.confirmed != Some(false) || attempt == 1 {
             break;
@@ -237,7 +233,7 @@ fn capacity_advice(request: &Request, searches: &[SearchRecord], bench: &mut Ben
         if lower <= 0.0 {
             break;
         }
-        advice.would_change.push(format!("{} did not hold on fresh arrivals ({} of {} met the objectives): the recommendation backs off to {}", axis.show(value), advice.confirmation.as_ref().map_or(0, |t| t.met), TRIAL_REQUESTS, axis.show(lower)));
+        advice.would_change.push(format!("{} did not hold on fresh arrivals ({} of {} met the objectives): the recommendation backs off to {}", axis.show(value), advice.confirmation.as_ref().map_or(0, |t| t.met), advice.confirmation.as_ref().map_or(TRIAL_REQUESTS, |t| t.requests), axis.show(lower)));
         value = lower;
         match axis {
             Axis::Rate => advice.rate = Some(value),

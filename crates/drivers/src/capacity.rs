@@ -72,7 +72,9 @@ pub struct TrialSpec {
     pub value: f64,
     pub slots: usize,
     pub requests: usize,
-    /// A trial that would outlast the budget is not started.
+    /// How long a closed-loop trial is expected to take (one that would outlast the budget is
+    /// not started); an open-loop trial's follows from its requests and rate
+    /// ([`fit_rate_trial`]), and this is not read.
     pub expect_s: f64,
     /// Which workload: every trial of a search draws the same (0): the same lengths, and at
     /// every rate the same Poisson schedule compressed or stretched, so that trials differ
@@ -381,7 +383,7 @@ impl<'a, 'c> Bench<'a, 'c> {
                 Next::Done(why) => break why,
             };
             let (requests, expect) = match search.axis {
-                Axis::Rate => (TRIAL_REQUESTS, rate_trial_s(TRIAL_REQUESTS, value)),
+                Axis::Rate => (TRIAL_REQUESTS, 0.0),
                 Axis::Concurrency => {
                     let requests = TRIAL_REQUESTS.max(3 * value as usize);
                     // About half the requests at the last trial's throughput.
