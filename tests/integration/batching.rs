@@ -21,7 +21,7 @@ fn run(load: Load, policy: Policy, prompts: &[Vec<TokenId>]) -> Streams {
     let spec = LoadSpec { model_path: integration_tests::model_path(), threads: 0, slots: 4, ctx_per_slot: 256, max_batch_tokens: 512, gpu_layers: None, ..Default::default() };
     let backend = load(&spec);
     let mut s = Scheduler::new(backend, SchedulerConfig::new(policy, 4, 512), Instant::now());
-    let requests = prompts.iter().enumerate().map(|(i, p)| WorkRequest { id: i as u64, prompt: p.clone(), max_tokens: NEW_TOKENS, stop_tokens: vec![], top_logprobs: ALTERNATIVES, prefix_tokens: 0, handoff: Default::default() }).collect();
+    let requests = prompts.iter().enumerate().map(|(i, p)| WorkRequest { id: i as u64, prompt: p.clone(), max_tokens: NEW_TOKENS, stop_tokens: vec![], top_logprobs: ALTERNATIVES, prefix_tokens: 0, handoff: Default::default(), score: None }).collect();
     let events = drive(&mut s, requests, 0);
     let out = streams(&events);
     for e in &events {

@@ -39,7 +39,7 @@ fn config(policy: Policy, via: TransferVia) -> SchedulerConfig {
 type Path = (TransferVia, bool);
 
 fn request(id: u64, prompt: Vec<TokenId>, max_tokens: u32) -> WorkRequest {
-    WorkRequest { id, prompt, max_tokens, stop_tokens: vec![], top_logprobs: ALTERNATIVES, prefix_tokens: 0, handoff: Default::default() }
+    WorkRequest { id, prompt, max_tokens, stop_tokens: vec![], top_logprobs: ALTERNATIVES, prefix_tokens: 0, handoff: Default::default(), score: None }
 }
 
 /// Every event about each request until `done` of them have ended (or `limit` passes).
@@ -58,7 +58,7 @@ fn collect(t: &mut dyn Target, done: usize, limit: Duration, mut each: impl FnMu
                 *id
             }
             SchedEvent::Admitted { id, .. } | SchedEvent::Prefill { id, .. } | SchedEvent::PrefixReused { id, .. } | SchedEvent::Token { id, .. } => *id,
-            SchedEvent::Verified { id, .. } | SchedEvent::Warning { id, .. } | SchedEvent::HandedOff { id, .. } | SchedEvent::StateLoaded { id, .. } => *id,
+            SchedEvent::Verified { id, .. } | SchedEvent::Warning { id, .. } | SchedEvent::HandedOff { id, .. } | SchedEvent::StateLoaded { id, .. } | SchedEvent::Scored { id, .. } => *id,
         };
         events.entry(id).or_default().push(e);
     }

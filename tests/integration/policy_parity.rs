@@ -24,7 +24,7 @@ fn run(policy: Policy, prompts: &[Vec<TokenId>], prefix: u32) -> Streams {
     config.static_form_up_ms = 0;
     config.prefix_cache = prefix > 0;
     let mut s = Scheduler::new(backend, config, Instant::now());
-    let requests = prompts.iter().enumerate().map(|(i, p)| WorkRequest { id: i as u64, prompt: p.clone(), max_tokens: NEW_TOKENS, stop_tokens: vec![], top_logprobs: ALTERNATIVES, prefix_tokens: prefix, handoff: Default::default() }).collect();
+    let requests = prompts.iter().enumerate().map(|(i, p)| WorkRequest { id: i as u64, prompt: p.clone(), max_tokens: NEW_TOKENS, stop_tokens: vec![], top_logprobs: ALTERNATIVES, prefix_tokens: prefix, handoff: Default::default(), score: None }).collect();
     // Let the first request compute the prefix into the cache before the others come.
     let events = drive(&mut s, requests, if prefix > 0 { 4 } else { 0 });
     let out = streams(&events);

@@ -30,7 +30,7 @@ fn run(backend: &str, spec: Speculation, prompts: &[Vec<TokenId>]) -> (Streams, 
     let requests = prompts
         .iter()
         .enumerate()
-        .map(|(i, p)| WorkRequest { id: i as u64, prompt: p.clone(), max_tokens: NEW_TOKENS, stop_tokens: vec![], top_logprobs: ALTERNATIVES, prefix_tokens: 0, handoff: Default::default() })
+        .map(|(i, p)| WorkRequest { id: i as u64, prompt: p.clone(), max_tokens: NEW_TOKENS, stop_tokens: vec![], top_logprobs: ALTERNATIVES, prefix_tokens: 0, handoff: Default::default(), score: None })
         .collect();
     let events = drive(&mut s, requests, 0);
     (streams(&events), events)

@@ -41,7 +41,7 @@ fn the_twin_and_the_gemma3_270m_preset_have_the_default_models_tensors() {
 /// One forward pass of `tokens` at `pos` in slot 0; its seconds and its greedy token.
 fn pass(backend: &mut LlamaCppBackend, pos: usize, tokens: &[TokenId]) -> (f64, TokenId) {
     let started = Instant::now();
-    let out = backend.step(&Batch { chunks: vec![Chunk { slot: 0, pos: pos as u32, tokens: tokens.to_vec(), outputs: Outputs::Last }], top_logprobs: 0 }).unwrap();
+    let out = backend.step(&Batch { chunks: vec![Chunk { slot: 0, pos: pos as u32, tokens: tokens.to_vec(), outputs: Outputs::Last, score: Vec::new() }], top_logprobs: 0 }).unwrap();
     (started.elapsed().as_secs_f64(), out[0].choices[0].token)
 }
 

@@ -156,6 +156,7 @@ impl Runner for ViaBackend {
             pos: pos as u32,
             tokens: tokens.to_vec(),
             outputs: Outputs::Last,
+            score: Vec::new(),
         };
         let out = self.0.step(&Batch {
             chunks: vec![chunk],

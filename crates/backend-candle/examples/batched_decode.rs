@@ -81,7 +81,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             let ids: Vec<TokenId> = std::iter::once(2).chain((0..prompt + 8 * i - 1).map(|k| 1000 + (k * 37 + i * 11) as TokenId % 20000)).collect();
             let mut next = Vec::new();
             model.forward(&[&ids], &[0], &mut [cache], &ropes, Rows::Last, &mut |_, l| choose(l, &mut next))?;
-            stepper.step(&Batch { chunks: vec![Chunk { slot: i as Slot, pos: 0, tokens: ids.clone(), outputs: Outputs::Last }], top_logprobs: 0 })?;
+            stepper.step(&Batch { chunks: vec![Chunk { slot: i as Slot, pos: 0, tokens: ids.clone(), outputs: Outputs::Last, score: Vec::new() }], top_logprobs: 0 })?;
             start_pos.push(ids.len());
             first_token.push(next[0]);
         }
@@ -115,7 +115,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                             }
                         }
                         Way::BackendStep => {
-                            let chunks = (0..b).map(|i| Chunk { slot: i as Slot, pos: pos[i] as u32, tokens: toks[i].to_vec(), outputs: Outputs::Last }).collect();
+                            let chunks = (0..b).map(|i| Chunk { slot: i as Slot, pos: pos[i] as u32, tokens: toks[i].to_vec(), outputs: Outputs::Last, score: Vec::new() }).collect();
                             let outputs = stepper.step(&Batch { chunks, top_logprobs: 0 })?;
                             chosen.extend(outputs.iter().map(|o| o.choices[0].token));
                         }

@@ -32,7 +32,7 @@ pub use model::{KvCache, Model, LoadOptions, RopeTable, Rows, WeightFormat};
 
 use candle_core::{Device, Tensor};
 use lx_core::backend::{
-    choose_greedy, Backend, BackendError, BackendInfo, Batch, Capabilities, Choice, ChunkOutput,
+    choose, Backend, BackendError, BackendInfo, Batch, Capabilities, Choice, ChunkOutput,
     LoadSpec, Outputs, Slot,
 };
 use std::collections::HashSet;
@@ -477,9 +477,10 @@ impl Backend for CandleBackend {
                 let (b, n, _) = logits.dims3()?;
                 let flat = logits.flatten_all()?.to_vec1::<f32>()?;
                 for (bi, ch) in choices.iter_mut().enumerate().take(b) {
+                    let chunk = &batch.chunks[group[bi]];
                     for r in 0..n {
                         let off = (bi * n + r) * vocab;
-                        ch.push(choose_greedy(&flat[off..off + vocab], top));
+                        ch.push(choose(&flat[off..off + vocab], top, chunk.score_row(r)));
                     }
                 }
                 reading += read_start.elapsed();

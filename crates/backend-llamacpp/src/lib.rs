@@ -24,7 +24,7 @@ use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::{list_llama_ggml_backend_devices, LlamaBackendDeviceType};
 use lx_core::backend::{
-    choose_greedy, Backend, BackendError, BackendInfo, Batch, Capabilities, ChunkOutput, KvType,
+    choose, Backend, BackendError, BackendInfo, Batch, Capabilities, ChunkOutput, KvType,
     LoadSpec, Outputs, Slot,
 };
 
@@ -431,7 +431,8 @@ impl Backend for LlamaCppBackend {
             let Some(first) = *first else { continue };
             let n = if chunk.outputs == Outputs::All { chunk.tokens.len() } else { 1 };
             let choices = (first..first + n as i32)
-                .map(|r| choose_greedy(self.ctx.get_logits_ith(r), batch.top_logprobs))
+                .enumerate()
+                .map(|(k, r)| choose(self.ctx.get_logits_ith(r), batch.top_logprobs, chunk.score_row(k)))
                 .collect();
             outputs.push(ChunkOutput { slot: chunk.slot, choices });
         }

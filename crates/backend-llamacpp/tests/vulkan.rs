@@ -60,7 +60,7 @@ fn prompt_tokens() -> Vec<TokenId> {
 }
 
 fn step(backend: &mut LlamaCppBackend, pos: usize, tokens: Vec<TokenId>, outputs: Outputs) -> Vec<Choice> {
-    let batch = Batch { chunks: vec![Chunk { slot: 0, pos: pos as u32, tokens, outputs }], top_logprobs: ALTERNATIVES };
+    let batch = Batch { chunks: vec![Chunk { slot: 0, pos: pos as u32, tokens, outputs, score: Vec::new() }], top_logprobs: ALTERNATIVES };
     let mut out = backend.step(&batch).unwrap_or_else(|e| panic!("{}: step: {e}", backend.info().device));
     out.remove(0).choices
 }

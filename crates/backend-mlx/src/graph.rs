@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 
 use lx_format::arch::{Activation, Config, RopeStyle};
 use lx_core::backend::{
-    choose_greedy, Backend, BackendError, BackendInfo, Batch, Capabilities, Choice, ChunkOutput, LoadSpec, Outputs,
+    choose, Backend, BackendError, BackendInfo, Batch, Capabilities, Choice, ChunkOutput, LoadSpec, Outputs,
     Slot,
 };
 use lx_format::gguf::{GgmlType, GgufFile};
@@ -504,7 +504,7 @@ impl Backend for MlxBackend {
             // The one evaluation of the step: next tokens, logits when asked for, and every
             // cache array written (so the next step's graph starts from materialised caches).
             let mut targets: Vec<&Array> = best.iter().collect();
-            if top > 0 {
+            if batch.wants_logprobs() {
                 targets.extend(logits.iter());
             }
             let mut touched: Vec<usize> = p.chunks.iter().map(|c| c.slot).collect();
@@ -530,22 +530,22 @@ impl Backend for MlxBackend {
         self.lens = p.lens_after.clone();
         let (Some(logits), Some(best)) = (logits, best) else { return Ok(Vec::new()) };
         let ids = best.try_as_slice::<u32>().map_err(step_err)?;
-        let rows = if top > 0 { Some(logits.try_as_slice::<f32>().map_err(step_err)?) } else { None };
-        let choice = |r: usize| -> Choice {
+        let rows = if batch.wants_logprobs() { Some(logits.try_as_slice::<f32>().map_err(step_err)?) } else { None };
+        let choice = |r: usize, score: &[u32]| -> Choice {
             match rows {
-                Some(all) => choose_greedy(&all[r * vocab..(r + 1) * vocab], top),
-                None => Choice { token: ids[r], top: Vec::new() },
+                Some(all) => choose(&all[r * vocab..(r + 1) * vocab], top, score),
+                None => Choice { token: ids[r], ..Default::default() },
             }
         };
         let mut out = Vec::new();
         let mut r = 0;
-        for c in &p.chunks {
+        for (c, chunk) in p.chunks.iter().zip(&batch.chunks) {
             let n = match c.outputs {
                 Outputs::None => continue,
                 Outputs::Last => 1,
                 Outputs::All => c.len,
             };
-            out.push(ChunkOutput { slot: c.slot as Slot, choices: (r..r + n).map(choice).collect() });
+            out.push(ChunkOutput { slot: c.slot as Slot, choices: (0..n).map(|k| choice(r + k, chunk.score_row(k))).collect() });
             r += n;
         }
         Ok(out)

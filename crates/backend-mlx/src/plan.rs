@@ -90,7 +90,7 @@ mod tests {
     }
 
     fn chunk(slot: u32, pos: u32, tokens: &[u32], outputs: Outputs) -> Chunk {
-        Chunk { slot, pos, tokens: tokens.to_vec(), outputs }
+        Chunk { slot, pos, tokens: tokens.to_vec(), outputs, score: Vec::new() }
     }
 
     #[test]

@@ -214,7 +214,7 @@ fn teacher_forced_parity_with_llama_cpp_on_mlx_4bit_weights() {
 fn scheduled(policy: Policy, prompts: &[Vec<TokenId>], n: u32) -> Streams {
     let backend = MlxBackend::load(&LoadSpec { max_batch_tokens: 1024, ..spec(4, 256) }).expect("MLX loads the default model");
     let mut s = Scheduler::new(Box::new(backend), SchedulerConfig::new(policy, 4, 1024), Instant::now());
-    let requests = prompts.iter().enumerate().map(|(i, p)| WorkRequest { id: i as u64, prompt: p.clone(), max_tokens: n, stop_tokens: vec![], top_logprobs: ALTERNATIVES, prefix_tokens: 0, handoff: Default::default() }).collect();
+    let requests = prompts.iter().enumerate().map(|(i, p)| WorkRequest { id: i as u64, prompt: p.clone(), max_tokens: n, stop_tokens: vec![], top_logprobs: ALTERNATIVES, prefix_tokens: 0, handoff: Default::default(), score: None }).collect();
     streams(&drive(&mut s, requests, 0))
 }
 

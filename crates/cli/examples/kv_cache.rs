@@ -47,7 +47,7 @@ fn load(model: &std::path::Path, threads: usize, ctx: usize, t: KvType) -> Llama
 }
 
 fn step(b: &mut LlamaCppBackend, pos: usize, tokens: &[TokenId], outputs: Outputs, top: usize) -> Vec<lx_core::backend::Choice> {
-    let batch = Batch { chunks: vec![Chunk { slot: 0, pos: pos as u32, tokens: tokens.to_vec(), outputs }], top_logprobs: top };
+    let batch = Batch { chunks: vec![Chunk { slot: 0, pos: pos as u32, tokens: tokens.to_vec(), outputs, score: Vec::new() }], top_logprobs: top };
     b.step(&batch).expect("forward pass").into_iter().flat_map(|o| o.choices).collect()
 }
 

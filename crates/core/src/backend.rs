@@ -14,9 +14,10 @@ pub use lx_format::tokenizer::TokenId;
 pub type Slot = u32;
 
 /// Which positions of a chunk need a next-token choice.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Outputs {
     /// None: an intermediate prefill chunk.
+    #[default]
     None,
     /// The last position only: the usual prefill end or decode step.
     Last,
@@ -25,12 +26,25 @@ pub enum Outputs {
 }
 
 /// Tokens of one sequence to append to its KV cache at positions `pos..pos + tokens.len()`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Chunk {
     pub slot: Slot,
     pub pos: u32,
     pub tokens: Vec<TokenId>,
     pub outputs: Outputs,
+    /// For each output row (one for `Last`, one per token for `All`), the tokens whose
+    /// log-probabilities to report in [`Choice::scored`]: scoring a text teacher-forced (the
+    /// token that follows, a reference's best alternatives). Empty for none; a row past the
+    /// end asks for none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub score: Vec<Vec<TokenId>>,
+}
+
+impl Chunk {
+    /// The tokens to score at output row `row` of this chunk.
+    pub fn score_row(&self, row: usize) -> &[TokenId] {
+        self.score.get(row).map_or(&[], Vec::as_slice)
+    }
 }
 
 /// One forward pass: several sequences' chunks together.
@@ -46,6 +60,12 @@ impl Batch {
     /// Total tokens in the pass.
     pub fn token_count(&self) -> usize {
         self.chunks.iter().map(|c| c.tokens.len()).sum()
+    }
+
+    /// Whether any output needs log-probabilities (alternatives or scored tokens), which
+    /// costs a log-softmax over the vocabulary per output row.
+    pub fn wants_logprobs(&self) -> bool {
+        self.top_logprobs > 0 || self.chunks.iter().any(|c| !c.score.is_empty())
     }
 
     /// Checks this batch against a backend's limits and its slots' cached lengths
@@ -75,7 +95,7 @@ impl Batch {
             if end > caps.ctx_per_slot {
                 return Err(BackendError::Step(format!("chunk for slot {} ends at position {end}, past ctx_per_slot {}", c.slot, caps.ctx_per_slot)));
             }
-            if let Some(t) = c.tokens.iter().find(|&&t| t as usize >= vocab) {
+            if let Some(t) = c.tokens.iter().chain(c.score.iter().flatten()).find(|&&t| t as usize >= vocab) {
                 return Err(BackendError::Step(format!("token id {t} out of range (vocabulary: {vocab})")));
             }
             lens[s] = end;
@@ -92,12 +112,16 @@ pub struct Scored {
 }
 
 /// The greedy choice at one position.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Choice {
     /// The argmax token.
     pub token: TokenId,
     /// The best alternatives, most likely first (empty unless `Batch::top_logprobs > 0`).
     pub top: Vec<Scored>,
+    /// The log-probabilities of the tokens the chunk asked to score at this row
+    /// ([`Chunk::score`]), in the order asked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scored: Vec<Scored>,
 }
 
 /// Output for one chunk of a batch, in the same order as the chunks that asked for outputs.
@@ -356,20 +380,28 @@ pub trait Backend {
 /// Shared by every backend that hands back raw logits, so all of them break ties
 /// the same way (lowest token id wins, as llama.cpp's greedy sampler does).
 pub fn choose_greedy(logits: &[f32], top: usize) -> Choice {
+    choose(logits, top, &[])
+}
+
+/// [`choose_greedy`], with the log-probabilities of the tokens in `score` as well.
+pub fn choose(logits: &[f32], top: usize, score: &[TokenId]) -> Choice {
     let best = argmax(logits);
-    let mut choice = Choice { token: best as TokenId, top: Vec::new() };
+    let mut choice = Choice { token: best as TokenId, ..Default::default() };
+    if top == 0 && score.is_empty() {
+        return choice;
+    }
+    let max = logits[best];
+    // Summed in f64: over a 262k vocabulary an f32 sum drifts in its last digits, and a
+    // fidelity figure is a difference of such sums.
+    let log_sum = (logits.iter().map(|&v| f64::from(v - max).exp()).sum::<f64>().ln() + f64::from(max)) as f32;
+    choice.scored = score.iter().map(|&t| Scored { token: t, logprob: logits.get(t as usize).map_or(f32::NEG_INFINITY, |&v| v - log_sum) }).collect();
     if top > 0 {
-        let max = logits[best];
-        let log_sum = logits.iter().map(|&v| (v - max).exp()).sum::<f32>().ln() + max;
         let mut idx: Vec<usize> = (0..logits.len()).collect();
         let k = top.min(logits.len());
         idx.select_nth_unstable_by(k - 1, |&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
         idx.truncate(k);
         idx.sort_by(|&a, &b| logits[b].total_cmp(&logits[a]).then(a.cmp(&b)));
-        choice.top = idx
-            .into_iter()
-            .map(|i| Scored { token: i as TokenId, logprob: logits[i] - log_sum })
-            .collect();
+        choice.top = idx.into_iter().map(|i| Scored { token: i as TokenId, logprob: logits[i] - log_sum }).collect();
     }
     choice
 }

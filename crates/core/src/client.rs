@@ -119,6 +119,7 @@ impl<T> Clients<T> {
             | SchedEvent::Verified { id, .. }
             | SchedEvent::HandedOff { id, .. }
             | SchedEvent::StateLoaded { id, .. }
+            | SchedEvent::Scored { id, .. }
             | SchedEvent::Finished { id, .. }
             | SchedEvent::Failed { id, .. }
             | SchedEvent::Warning { id, .. } => *id,
@@ -193,7 +194,7 @@ mod tests {
     }
 
     fn request(id: u64) -> (WorkRequest, RequestRecord) {
-        let request = WorkRequest { id, prompt: vec![1, 2, 3], max_tokens: 2, stop_tokens: Vec::new(), top_logprobs: 0, prefix_tokens: 0, handoff: Default::default() };
+        let request = WorkRequest { id, prompt: vec![1, 2, 3], max_tokens: 2, stop_tokens: Vec::new(), top_logprobs: 0, prefix_tokens: 0, handoff: Default::default(), score: None };
         (request, RequestRecord::new(id, 3, 2, 0.0))
     }
 

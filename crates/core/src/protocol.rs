@@ -54,7 +54,7 @@ mod tests {
     #[test]
     fn lines_round_trip() {
         let cmds = vec![
-            Command::Submit { request: WorkRequest { id: 3, prompt: vec![2, 5], max_tokens: 4, stop_tokens: vec![], top_logprobs: 0, prefix_tokens: 0, handoff: Default::default() } },
+            Command::Submit { request: WorkRequest { id: 3, prompt: vec![2, 5], max_tokens: 4, stop_tokens: vec![], top_logprobs: 0, prefix_tokens: 0, handoff: Default::default(), score: None } },
             Command::Configure { scheduler: SchedulerConfig::new(Policy::Chunked, 4, 512) },
             Command::Shutdown,
         ];
@@ -73,7 +73,7 @@ mod tests {
     #[test]
     fn damaged_lines_are_refused_never_a_panic() {
         let lines: Vec<String> = [
-            serde_json::to_string(&Command::Submit { request: WorkRequest { id: 3, prompt: vec![2, 5, 7], max_tokens: 4, stop_tokens: vec![1], top_logprobs: 2, prefix_tokens: 0, handoff: Default::default() } }),
+            serde_json::to_string(&Command::Submit { request: WorkRequest { id: 3, prompt: vec![2, 5, 7], max_tokens: 4, stop_tokens: vec![1], top_logprobs: 2, prefix_tokens: 0, handoff: Default::default(), score: None } }),
             serde_json::to_string(&Command::Configure { scheduler: SchedulerConfig::new(Policy::Chunked, 4, 512) }),
             serde_json::to_string(&Reply::Event(SchedEvent::Step { step: 4, seqs: 2, prefill_tokens: 16, decode_tokens: 1, draft_tokens: 0, t_start: 10, t_end: 20, compute: Some(9) })),
             serde_json::to_string(&Reply::Event(SchedEvent::Failed { id: 9, error: "backend step failed".into() })),

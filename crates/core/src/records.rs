@@ -45,6 +45,10 @@ pub struct RequestRecord {
     /// Top alternatives per token, when asked for (parity checks).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub top_logprobs: Vec<Vec<crate::backend::Scored>>,
+    /// Its prompt scored teacher-forced, position by position from the first scored one,
+    /// when asked for ([`crate::scheduler::WorkRequest::score`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scored: Vec<crate::backend::Choice>,
     pub finish: Option<FinishReason>,
     pub error: Option<String>,
     /// What its figures should be read with (see `SchedEvent::Warning`).
@@ -160,6 +164,7 @@ impl RequestRecord {
             token_steps: Vec::with_capacity(max_tokens as usize),
             tokens: Vec::with_capacity(max_tokens as usize),
             top_logprobs: Vec::new(),
+            scored: Vec::new(),
             finish: None,
             error: None,
             warnings: Vec::new(),
@@ -204,6 +209,7 @@ impl RequestRecord {
                 return true;
             }
             SchedEvent::Warning { message, .. } => self.warnings.push(message.clone()),
+            SchedEvent::Scored { rows, .. } => self.scored.extend(rows.iter().cloned()),
             SchedEvent::Verified { drafted, accepted, draft_ns, .. } => {
                 let s = self.spec.get_or_insert_with(SpecTally::default);
                 s.drafted += drafted;

@@ -147,6 +147,29 @@ pub struct WorkRequest {
     /// Its part in disaggregated serving, if any.
     #[serde(default, skip_serializing_if = "Handoff::is_none")]
     pub handoff: Handoff,
+    /// Score the prompt itself, teacher-forced (fidelity): what the model gives each of
+    /// its tokens, reported in [`SchedEvent::Scored`] as the prefill computes them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub score: Option<PromptScore>,
+}
+
+/// What to report of a prompt scored teacher-forced: for each position `p` in
+/// `from..prompt.len() - 1` (each one predicting the prompt's token `p + 1`), the best `top`
+/// alternatives and the log-probabilities of `ids[p - from]`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PromptScore {
+    pub from: u32,
+    #[serde(default)]
+    pub top: usize,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ids: Vec<Vec<TokenId>>,
+}
+
+impl PromptScore {
+    /// The positions `from..to` of a `prompt_len`-token prompt that are scored.
+    fn rows(&self, prompt_len: usize) -> std::ops::Range<usize> {
+        (self.from as usize).min(prompt_len.saturating_sub(1))..prompt_len.saturating_sub(1)
+    }
 }
 
 /// A request's part in disaggregated serving.
@@ -229,6 +252,9 @@ pub enum SchedEvent {
     /// Disaggregated decode: the request's transferred state (`bytes`, framed) was read and
     /// loaded into `slot` from `t_start` to `t_end`; its first token follows.
     StateLoaded { id: u64, slot: Slot, bytes: u64, t_start: u64, t_end: u64 },
+    /// Prompt positions `pos..pos + rows.len()` of a request that asked for its prompt
+    /// scored ([`WorkRequest::score`]), as one prefill pass computed them.
+    Scored { id: u64, pos: u32, rows: Vec<Choice> },
     /// The request is done; its slot is free.
     Finished { id: u64, reason: FinishReason, t: u64 },
     /// The request failed; its slot is free.
@@ -266,7 +292,7 @@ impl SchedEvent {
                 *t_start = f(*t_start);
                 *t_end = f(*t_end);
             }
-            SchedEvent::Verified { .. } | SchedEvent::Failed { .. } | SchedEvent::Warning { .. } => {}
+            SchedEvent::Verified { .. } | SchedEvent::Failed { .. } | SchedEvent::Warning { .. } | SchedEvent::Scored { .. } => {}
         }
     }
 
@@ -809,7 +835,7 @@ impl<B: Backend + ?Sized> Scheduler<B> {
                     continue;
                 }
                 let done = from + take == r.text_len();
-                batch.chunks.push(Chunk { slot: r.slot, pos: from as u32, tokens: r.text().skip(from).take(take).collect(), outputs: if done { Outputs::Last } else { Outputs::None } });
+                batch.chunks.push(Chunk { slot: r.slot, pos: from as u32, tokens: r.text().skip(from).take(take).collect(), outputs: if done { Outputs::Last } else { Outputs::None }, score: Vec::new() });
                 budget -= take;
                 if done {
                     who.push(w);
@@ -834,7 +860,7 @@ impl<B: Backend + ?Sized> Scheduler<B> {
             for (w, &(i, k)) in wants.iter().enumerate() {
                 if k > j {
                     let r = &self.running[i];
-                    batch.chunks.push(Chunk { slot: r.slot, pos: (r.text_len() + j - 1) as u32, tokens: vec![drafted[w][j - 1]], outputs: Outputs::Last });
+                    batch.chunks.push(Chunk { slot: r.slot, pos: (r.text_len() + j - 1) as u32, tokens: vec![drafted[w][j - 1]], outputs: Outputs::Last, score: Vec::new() });
                     who.push(w);
                 }
             }
@@ -865,7 +891,7 @@ impl<B: Backend + ?Sized> Scheduler<B> {
                 pass.decode_tokens += 1;
                 pass.draft_tokens += draft.tokens.len() as u32;
                 let outputs = if draft.tokens.is_empty() { Outputs::Last } else { Outputs::All };
-                pass.batch.chunks.push(Chunk { slot: r.slot, pos, tokens, outputs });
+                pass.batch.chunks.push(Chunk { slot: r.slot, pos, tokens, outputs, score: Vec::new() });
                 pass.batch.top_logprobs = pass.batch.top_logprobs.max(r.req.top_logprobs);
                 pass.members.push(Member { index: i, draft });
             }
@@ -884,12 +910,18 @@ impl<B: Backend + ?Sized> Scheduler<B> {
                 };
                 let take = (end - r.prefilled).min(prefill_budget);
                 let done = r.prefilled + take == r.req.prompt.len();
-                pass.batch.chunks.push(Chunk {
-                    slot,
-                    pos: r.prefilled as u32,
-                    tokens: r.req.prompt[r.prefilled..r.prefilled + take].to_vec(),
-                    outputs: if done { Outputs::Last } else { Outputs::None },
-                });
+                let span = r.prefilled..r.prefilled + take;
+                let mut chunk = Chunk { slot, pos: span.start as u32, tokens: r.req.prompt[span.clone()].to_vec(), outputs: if done { Outputs::Last } else { Outputs::None }, score: Vec::new() };
+                if let Some(s) = &r.req.score {
+                    let rows = s.rows(r.req.prompt.len());
+                    if rows.start < span.end && span.start < rows.end {
+                        // Every row of the chunk, the unscored ones asking for nothing.
+                        chunk.outputs = Outputs::All;
+                        chunk.score = span.map(|p| if rows.contains(&p) { s.ids.get(p - rows.start).cloned().unwrap_or_default() } else { Vec::new() }).collect();
+                        pass.batch.top_logprobs = pass.batch.top_logprobs.max(s.top);
+                    }
+                }
+                pass.batch.chunks.push(chunk);
                 pass.batch.top_logprobs = pass.batch.top_logprobs.max(r.req.top_logprobs);
                 pass.members.push(Member { index: i, draft: Draft::default() });
                 prefill_budget -= take;
@@ -941,21 +973,39 @@ impl<B: Backend + ?Sized> Scheduler<B> {
         for (chunk, m) in batch.chunks.iter().zip(&members) {
             let i = m.index;
             let r = &mut self.running[i];
-            if r.prefilling() {
+            let prefill = r.prefilling();
+            if prefill {
                 r.prefilled += chunk.tokens.len();
                 sink(SchedEvent::Prefill { id: r.req.id, step, tokens: chunk.tokens.len() as u32, t_start, t_end });
             }
             if chunk.outputs == Outputs::None {
                 continue;
             }
-            let choices: Vec<Choice> = match outputs.next() {
-                Some(o) if o.choices.len() == m.draft.tokens.len() + 1 => o.choices,
+            let scoring = prefill && chunk.outputs == Outputs::All;
+            let wanted = if scoring { chunk.tokens.len() } else { m.draft.tokens.len() + 1 };
+            let mut choices: Vec<Choice> = match outputs.next() {
+                Some(o) if o.choices.len() == wanted => o.choices,
                 _ => {
                     sink(SchedEvent::Failed { id: r.req.id, error: "backend returned no token for this sequence".into() });
                     finished.push(i);
                     continue;
                 }
             };
+            if scoring {
+                // A scored prompt chunk: its scored rows go out as they are; the row of the
+                // prompt's last position, when this chunk holds it, is the first token.
+                let last = if r.prefilling() { None } else { choices.pop() };
+                let rows = r.req.score.as_ref().map_or(0..0, |s| s.rows(r.req.prompt.len()));
+                let pos = chunk.pos as usize;
+                let (from, to) = (rows.start.max(pos), rows.end.min(pos + choices.len()));
+                if from < to {
+                    sink(SchedEvent::Scored { id: r.req.id, pos: from as u32, rows: choices.drain(from - pos..to - pos).collect() });
+                }
+                match last {
+                    Some(c) => choices = vec![c],
+                    None => continue,
+                }
+            }
             // The target agrees with the draft up to its first different choice; that choice
             // (or, when every drafted token held, the one after them) is the target's own.
             let drafted = &m.draft.tokens;

@@ -73,7 +73,10 @@ impl Backend for HashModel {
                     Outputs::All => true,
                 };
                 if wanted {
-                    choices.push(Choice { token: self.next(&self.caches[s]), top: Vec::new() });
+                    // A scored token's "log-probability" says which position scored it.
+                    let at = -(self.caches[s].len() as f32);
+                    let scored = c.score_row(if c.outputs == Outputs::All { i } else { 0 }).iter().map(|&token| Scored { token, logprob: at }).collect();
+                    choices.push(Choice { token: self.next(&self.caches[s]), top: Vec::new(), scored });
                 }
             }
             if !choices.is_empty() {
@@ -119,7 +122,7 @@ impl Backend for HashModel {
 
 fn request(id: u64, prompt_len: usize, max_tokens: u32) -> WorkRequest {
     let prompt = (0..prompt_len).map(|i| (i as u32 * 7 + id as u32 * 13) % 500).collect();
-    WorkRequest { id, prompt, max_tokens, stop_tokens: Vec::new(), top_logprobs: 0, prefix_tokens: 0, handoff: Default::default() }
+    WorkRequest { id, prompt, max_tokens, stop_tokens: Vec::new(), top_logprobs: 0, prefix_tokens: 0, handoff: Default::default(), score: None }
 }
 
 /// What a scheduler run gives back: each request's tokens, the events, and per pass the
@@ -323,7 +326,7 @@ fn policy_names_round_trip_and_bad_limits_are_refused() {
 fn prefixed(id: u64, prefix: usize, suffix: usize, max_tokens: u32) -> WorkRequest {
     let mut prompt: Vec<TokenId> = (0..prefix as u32).map(|i| (i * 11 + 3) % 500).collect();
     prompt.extend((0..suffix as u32).map(|i| (i * 7 + id as u32 * 13) % 500));
-    WorkRequest { id, prompt, max_tokens, stop_tokens: Vec::new(), top_logprobs: 0, prefix_tokens: prefix as u32, handoff: Default::default() }
+    WorkRequest { id, prompt, max_tokens, stop_tokens: Vec::new(), top_logprobs: 0, prefix_tokens: prefix as u32, handoff: Default::default(), score: None }
 }
 
 fn run_cached(policy: Policy, slots: usize, cache: bool, reqs: Vec<WorkRequest>) -> (std::collections::BTreeMap<u64, Vec<TokenId>>, Vec<SchedEvent>, HashModel) {
@@ -816,4 +819,35 @@ fn a_draft_model_as_slow_as_the_target_is_left_alone() {
     assert!(drafted <= 16, "{drafted} drafted after the draft model's cost was known");
     assert!((planned as f64) < plain as f64 * 1.1, "planned {planned} ns, plain {plain}");
     assert!(fixed as f64 > plain as f64 * 1.2, "fixed {fixed} ns, plain {plain}");
+}
+
+/// A prompt scored teacher-forced comes back position by position, each scored once with the
+/// tokens asked for it, across chunked prefill and beside a plain request; the tokens it then
+/// generates are those an unscored run gives.
+#[test]
+fn a_scored_prompt_reports_each_position_once_and_generates_as_before() {
+    let plain = || vec![request(1, 30, 3), request(2, 12, 4)];
+    let (expected, _, _) = run(Policy::Chunked, 2, plain());
+    let mut scored = plain();
+    let prompt = scored[0].prompt.clone();
+    let from = 10;
+    let ids: Vec<Vec<TokenId>> = (from..prompt.len() - 1).map(|p| vec![prompt[p + 1], 7]).collect();
+    scored[0].score = Some(PromptScore { from: from as u32, top: 0, ids });
+    let (got, events, _) = run(Policy::Chunked, 2, scored);
+    assert_eq!(got, expected, "scoring changed the generated tokens");
+    let mut rows = Vec::new();
+    for e in &events {
+        if let SchedEvent::Scored { id, pos, rows: r } = e {
+            assert_eq!(*id, 1);
+            assert_eq!(*pos as usize, from + rows.len(), "scored rows arrive in order, each once");
+            rows.extend(r.iter().cloned());
+        }
+    }
+    assert_eq!(rows.len(), prompt.len() - 1 - from, "every position from {from} up to the prompt's last");
+    for (k, row) in rows.iter().enumerate() {
+        let p = from + k;
+        let asked: Vec<TokenId> = row.scored.iter().map(|s| s.token).collect();
+        assert_eq!(asked, vec![prompt[p + 1], 7], "position {p}'s own tokens");
+        assert_eq!(row.scored[0].logprob, -((p + 1) as f32), "position {p} scored where its cache ends");
+    }
 }

@@ -268,7 +268,7 @@ fn run_phase(
         let draw = traffic.draw(spec, i);
         let prompt_ids = prompt(&draw, i);
         let prefix_tokens = if traffic.prefix_tokens > 0 { draw.prefix_tokens } else { 0 };
-        let request = WorkRequest { id, prompt: prompt_ids, max_tokens: draw.max_tokens, stop_tokens: stop_list.clone(), top_logprobs: spec.top_logprobs, prefix_tokens, handoff: Default::default() };
+        let request = WorkRequest { id, prompt: prompt_ids, max_tokens: draw.max_tokens, stop_tokens: stop_list.clone(), top_logprobs: spec.top_logprobs, prefix_tokens, handoff: Default::default(), score: None };
         let record = RequestRecord::new(id, request.prompt.len() as u32, draw.max_tokens, ms(submitted));
         clients.submit(worker, request, submitted, record, ())
     };

@@ -77,7 +77,7 @@ impl<B: Backend> Steps for Ours<B> {
 
 impl<B: Backend> Ours<B> {
     fn step(&mut self, chunks: impl Iterator<Item = (usize, usize, Vec<TokenId>)>) -> Result<Vec<TokenId>> {
-        let chunks = chunks.map(|(slot, pos, tokens)| Chunk { slot: slot as u32, pos: pos as u32, tokens, outputs: Outputs::Last }).collect();
+        let chunks = chunks.map(|(slot, pos, tokens)| Chunk { slot: slot as u32, pos: pos as u32, tokens, outputs: Outputs::Last, score: Vec::new() }).collect();
         let out = self.0.step(&Batch { chunks, top_logprobs: 0 })?;
         Ok(out.iter().map(|o| o.choices[0].token).collect())
     }

@@ -34,6 +34,7 @@ pub fn chunk(slot: Slot, pos: usize, tokens: &[TokenId], outputs: Outputs) -> Ch
         pos: pos as u32,
         tokens: tokens.to_vec(),
         outputs,
+        score: Vec::new(),
     }
 }
 

@@ -111,7 +111,7 @@ async fn complete(state: &State, req: Request<Incoming>, api: Api) -> Answer {
     let (tx, rx) = unbounded_channel();
     let stop_tokens = if ask.ignore_eos { Vec::new() } else { state.served.tokenizer.eos_tokens().to_vec() };
     let prompt_tokens = ask.prompt.len();
-    let request = WorkRequest { id: 0, prompt: ask.prompt, max_tokens: ask.max_tokens, stop_tokens, top_logprobs: 0, prefix_tokens: 0, handoff: Default::default() };
+    let request = WorkRequest { id: 0, prompt: ask.prompt, max_tokens: ask.max_tokens, stop_tokens, top_logprobs: 0, prefix_tokens: 0, handoff: Default::default(), score: None };
     let id = state.engine.submit(request, tx);
     let reply = Reply { api, id, model: state.served.name.clone(), created: now(), prompt_tokens };
     if ask.stream {

@@ -113,7 +113,7 @@ impl Session {
         });
         let settled = !self.first_after_load && self.clients.flights().all(|f| f.tag.generation == self.generation);
         self.first_after_load = false;
-        let request = WorkRequest { id, prompt, max_tokens: s.max_tokens, stop_tokens: Vec::new(), top_logprobs: 0, prefix_tokens: 0, handoff: Default::default() };
+        let request = WorkRequest { id, prompt, max_tokens: s.max_tokens, stop_tokens: Vec::new(), top_logprobs: 0, prefix_tokens: 0, handoff: Default::default(), score: None };
         let submitted = Instant::now();
         let at_ms = self.ms(submitted);
         let record = RequestRecord::new(id, s.prompt_tokens, s.max_tokens, at_ms);

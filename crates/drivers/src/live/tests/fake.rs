@@ -36,7 +36,7 @@ impl Backend for SlowModel {
             .chunks
             .iter()
             .filter(|c| c.outputs != Outputs::None)
-            .map(|c| ChunkOutput { slot: c.slot, choices: vec![Choice { token: 65 + (c.pos % 26), top: Vec::new() }] })
+            .map(|c| ChunkOutput { slot: c.slot, choices: vec![Choice { token: 65 + (c.pos % 26), ..Default::default() }] })
             .collect())
     }
     fn clear(&mut self, _slot: lx_core::backend::Slot) {}
