@@ -7,6 +7,7 @@ mod advise;
 mod batching;
 mod candle;
 mod disaggregated;
+mod fidelity;
 mod cli;
 mod kv_cache;
 mod live;

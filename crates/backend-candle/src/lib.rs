@@ -480,7 +480,9 @@ impl Backend for CandleBackend {
                     let chunk = &batch.chunks[group[bi]];
                     for r in 0..n {
                         let off = (bi * n + r) * vocab;
-                        ch.push(choose(&flat[off..off + vocab], top, chunk.score_row(r)));
+                        // Tiles arrive in order: the output rows so far number this one.
+                        let scored = chunk.score_row(ch.len());
+                        ch.push(choose(&flat[off..off + vocab], top, scored));
                     }
                 }
                 reading += read_start.elapsed();

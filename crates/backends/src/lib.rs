@@ -5,6 +5,7 @@
 pub mod advise;
 pub mod check;
 pub mod draft;
+pub mod fidelity;
 pub mod limits;
 pub mod memory;
 pub mod model;

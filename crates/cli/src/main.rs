@@ -51,6 +51,11 @@ enum Cmd {
     /// Serve one backend as an OpenAI-compatible server (/v1/completions, /v1/chat/completions,
     /// /v1/models, /health, /metrics), scheduled by our engine.
     Serve(commands::serve::ServeArgs),
+    /// How faithfully each backend and setting runs the model: KL divergence from a reference
+    /// (llama.cpp, f16 KV cache), top-1 agreement and perplexity on a fixed text, beside
+    /// each setting's decode speed.
+    #[command(visible_alias = "quality")]
+    Fidelity(commands::fidelity::FidelityArgs),
     /// Measure each backend's settings on this machine (threads, weight formats, flash
     /// attention, KV layout, micro-batch) and keep the best as the profile every later run
     /// uses; --show prints it with its evidence.
@@ -75,6 +80,7 @@ fn main() {
         Cmd::Live(args) => commands::live::run(args),
         Cmd::Serve(args) => commands::serve::run(args),
         Cmd::Tune(args) => commands::tune::run(args),
+        Cmd::Fidelity(args) => commands::fidelity::run(args),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -155,17 +155,34 @@ pub struct WorkRequest {
 
 /// What to report of a prompt scored teacher-forced: for each position `p` in
 /// `from..prompt.len() - 1` (each one predicting the prompt's token `p + 1`), the best `top`
-/// alternatives and the log-probabilities of `ids[p - from]`.
+/// alternatives (or fewer: as many as reach probability `mass`) and the log-probabilities of
+/// `ids[p - from]`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PromptScore {
     pub from: u32,
     #[serde(default)]
     pub top: usize,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mass: Option<f64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ids: Vec<Vec<TokenId>>,
 }
 
 impl PromptScore {
+    /// `row`'s alternatives cut after the first that brings them to [`PromptScore::mass`]:
+    /// a peaked distribution needs a handful, a flat one thousands.
+    fn keep(&self, row: &mut Choice) {
+        let Some(mass) = self.mass else { return };
+        let mut sum = 0.0;
+        let n = row.top.iter().position(|s| {
+            sum += f64::from(s.logprob).exp();
+            sum >= mass
+        });
+        if let Some(n) = n {
+            row.top.truncate(n + 1);
+        }
+    }
+
     /// The positions `from..to` of a `prompt_len`-token prompt that are scored.
     fn rows(&self, prompt_len: usize) -> std::ops::Range<usize> {
         (self.from as usize).min(prompt_len.saturating_sub(1))..prompt_len.saturating_sub(1)
@@ -999,7 +1016,11 @@ impl<B: Backend + ?Sized> Scheduler<B> {
                 let pos = chunk.pos as usize;
                 let (from, to) = (rows.start.max(pos), rows.end.min(pos + choices.len()));
                 if from < to {
-                    sink(SchedEvent::Scored { id: r.req.id, pos: from as u32, rows: choices.drain(from - pos..to - pos).collect() });
+                    let mut rows: Vec<Choice> = choices.drain(from - pos..to - pos).collect();
+                    if let Some(s) = &r.req.score {
+                        rows.iter_mut().for_each(|row| s.keep(row));
+                    }
+                    sink(SchedEvent::Scored { id: r.req.id, pos: from as u32, rows });
                 }
                 match last {
                     Some(c) => choices = vec![c],

@@ -832,7 +832,7 @@ fn a_scored_prompt_reports_each_position_once_and_generates_as_before() {
     let prompt = scored[0].prompt.clone();
     let from = 10;
     let ids: Vec<Vec<TokenId>> = (from..prompt.len() - 1).map(|p| vec![prompt[p + 1], 7]).collect();
-    scored[0].score = Some(PromptScore { from: from as u32, top: 0, ids });
+    scored[0].score = Some(PromptScore { from: from as u32, top: 0, mass: None, ids });
     let (got, events, _) = run(Policy::Chunked, 2, scored);
     assert_eq!(got, expected, "scoring changed the generated tokens");
     let mut rows = Vec::new();

@@ -10,3 +10,4 @@ pub mod lesson;
 pub mod preset;
 pub mod capacity;
 pub mod advise;
+pub mod fidelity;

@@ -18,6 +18,8 @@ pub mod app_bench;
 pub mod spec_compare;
 pub mod kv_cache;
 pub mod ci_times;
+pub mod fidelity;
+pub mod fidelity_check;
 
 use std::path::{Path, PathBuf};
 
@@ -51,11 +53,25 @@ pub enum Study {
     SpecCompare(spec_compare::SpecCompare),
     KvCache(kv_cache::KvCacheStudy),
     CiTimes(ci_times::CiTimes),
+    Fidelity(fidelity::FidelityRun),
+    FidelityCheck(fidelity_check::FidelityCheck),
 }
 
 /// Every kind `lx show` prints, as files name them.
-pub const KINDS: [&str; 10] =
-    [reference::KIND, aiperf::KIND, scale::KIND, batching_bench::KIND, overhead::KIND, tune_profile::KIND, app_bench::KIND, spec_compare::KIND, kv_cache::KIND, ci_times::KIND];
+pub const KINDS: [&str; 12] = [
+    reference::KIND,
+    aiperf::KIND,
+    scale::KIND,
+    batching_bench::KIND,
+    overhead::KIND,
+    tune_profile::KIND,
+    app_bench::KIND,
+    spec_compare::KIND,
+    kv_cache::KIND,
+    ci_times::KIND,
+    fidelity::KIND,
+    fidelity_check::KIND,
+];
 
 impl Study {
     /// The study in `file` (read from `path`, which names it in messages).
@@ -75,6 +91,8 @@ impl Study {
             spec_compare::KIND => serde_json::from_value(file).map(Study::SpecCompare),
             kv_cache::KIND => serde_json::from_value(file).map(Study::KvCache),
             ci_times::KIND => serde_json::from_value(file).map(Study::CiTimes),
+            fidelity::KIND => serde_json::from_value(file).map(Study::Fidelity),
+            fidelity_check::KIND => serde_json::from_value(file).map(Study::FidelityCheck),
             other => return Err(unknown(path, &format!("its kind is '{other}'"))),
         };
         parsed.map_err(|source| StudyError::Malformed { path: path.to_path_buf(), kind, source })
@@ -93,6 +111,8 @@ impl Study {
             Study::SpecCompare(_) => spec_compare::KIND,
             Study::KvCache(_) => kv_cache::KIND,
             Study::CiTimes(_) => ci_times::KIND,
+            Study::Fidelity(_) => fidelity::KIND,
+            Study::FidelityCheck(_) => fidelity_check::KIND,
         }
     }
 
@@ -109,6 +129,8 @@ impl Study {
             Study::SpecCompare(_) => spec_compare::TABLES,
             Study::KvCache(_) => kv_cache::TABLES,
             Study::CiTimes(_) => ci_times::TABLES,
+            Study::Fidelity(_) => fidelity::TABLES,
+            Study::FidelityCheck(_) => fidelity_check::TABLES,
         }
     }
 
@@ -124,6 +146,8 @@ impl Study {
             Study::SpecCompare(_) => spec_compare::header(table),
             Study::KvCache(_) => kv_cache::header(table),
             Study::CiTimes(_) => ci_times::header(table),
+            Study::Fidelity(_) => fidelity::header(table),
+            Study::FidelityCheck(_) => fidelity_check::header(table),
         }
     }
 
@@ -139,6 +163,8 @@ impl Study {
             Study::SpecCompare(s) => s.rows(table),
             Study::KvCache(s) => s.rows(table),
             Study::CiTimes(s) => s.rows(table),
+            Study::Fidelity(s) => s.rows(table),
+            Study::FidelityCheck(s) => s.rows(table),
         }
     }
 }

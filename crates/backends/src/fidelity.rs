@@ -1,0 +1,182 @@
+//! A fidelity run of this build ([`lx_drivers::fidelity`]): the reference, and every backend
+//! with every setting that changes what it computes, as workers of this binary start them.
+//!
+//! Per backend: llama.cpp's KV cache types (f16, q8_0, q4_0); candle's weight formats; MLX's
+//! weights as loaded and re-quantized to 4 bits; then speculative decoding by prompt lookup
+//! on each backend, and by a draft model on llama.cpp, each against the same backend decoding
+//! without drafts, beside the rounding that computing a token among others brings (what it
+//! generated, scored back in one pass); and the draft model itself, as a model, against the
+//! reference.
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use anyhow::Context;
+use lx_core::backend::{KvType, KvTypes};
+use lx_core::speculative::{Drafter, Speculation};
+use lx_core::target::Spawner;
+use lx_drivers::fidelity::{text::Text, Compared, Entry, Job, Plan};
+use lx_format::gguf::GgufFile;
+use lx_format::tokenizer::Tokenizer;
+use lx_results::studies::fidelity::FileId;
+
+use crate::model::OpenModel;
+
+/// What to measure besides the reference.
+#[derive(Debug, Clone, Default)]
+pub struct Asked {
+    /// Backends to measure (canonical names); every backend of the build when empty.
+    pub backends: Vec<String>,
+    /// A higher-precision file of the same model to measure against (default: the model).
+    pub reference_model: Option<PathBuf>,
+    /// The draft model for speculative decoding by a draft model (default: one made from
+    /// the model, [`crate::draft::resolve`]).
+    pub draft_model: Option<PathBuf>,
+    /// Leave speculative decoding and the draft model out.
+    pub no_drafts: bool,
+    /// The text to score (default: the shipped one).
+    pub text: Option<PathBuf>,
+}
+
+/// The job for `model`: its text tokenized, the reference checked to share its vocabulary,
+/// and every entry of the build.
+pub fn job(model: &OpenModel, asked: &Asked, plan: Plan, command: Vec<String>) -> anyhow::Result<Job> {
+    let text = match &asked.text {
+        Some(path) => Text::from_file(path).map_err(anyhow::Error::msg)?,
+        None => Text::shipped(),
+    };
+    let reference_path = asked.reference_model.clone().unwrap_or_else(|| model.path.clone());
+    if reference_path != model.path {
+        same_vocabulary(&model.tokenizer, &reference_path)?;
+    }
+    let backends: Vec<String> = if asked.backends.is_empty() {
+        crate::ALL.iter().filter(|b| crate::unavailable(b).is_none()).map(|b| b.to_string()).collect()
+    } else {
+        asked.backends.clone()
+    };
+    for b in &backends {
+        if let Some(why) = crate::unavailable(b) {
+            anyhow::bail!("{b} cannot run in this build: {why}");
+        }
+    }
+    let draft = if asked.no_drafts { None } else { Some(crate::draft::resolve(&model.path, asked.draft_model.as_deref())?) };
+    let tokens = model.tokenizer.encode_with(&text.body, true, false);
+    let bos = if model.tokenizer.add_bos() { model.tokenizer.bos() } else { None };
+    let reference = entry("llama", "KV f16 (the reference)", vec![], &reference_path);
+    Ok(Job {
+        model: file_id(&model.path, model.sha256.clone()),
+        model_context: model.context_length,
+        reference,
+        reference_id: file_id(&reference_path, (reference_path == model.path).then(|| model.sha256.clone()).flatten()),
+        text,
+        tokens,
+        bos,
+        plan,
+        entries: entries(&model.path, &backends, draft.as_deref()),
+        control: Default::default(),
+        out: None,
+        command,
+        hardware: serde_json::to_value(crate::hardware_report()).unwrap_or_default(),
+    })
+}
+
+/// Every entry for `backends` on `model`, a drafting entry after the entry it is compared with.
+pub fn entries(model: &Path, backends: &[String], draft: Option<&Path>) -> Vec<Entry> {
+    let mut out: Vec<Entry> = Vec::new();
+    for backend in backends {
+        let plain = out.len();
+        match backend.as_str() {
+            "llama" => {
+                for t in KvType::ALL {
+                    let mut e = entry("llama", &format!("KV {}", t.name()), vec![], model);
+                    e.kv = KvTypes { k: t, v: t };
+                    out.push(e);
+                }
+            }
+            "candle" => {
+                for w in lx_backend_candle::WeightFormat::ALL {
+                    out.push(entry("candle", &format!("weights {}", w.name()), vec![("LX_CANDLE_WEIGHTS", w.name())], model));
+                }
+            }
+            "mlx" => {
+                for (w, label) in [("as-loaded", "weights as loaded"), ("q4", "weights re-quantized to MLX 4-bit")] {
+                    out.push(entry("mlx", label, vec![("LX_MLX_WEIGHTS", w)], model));
+                }
+            }
+            _ => continue,
+        }
+        let Some(draft) = draft else { continue };
+        let base = out[plain].clone();
+        out.push(Entry { setting: format!("{}, scored in one pass", base.setting), compared: Compared::OnePass, plain: Some(plain), ..base.clone() });
+        let drafting = |drafter: Drafter, label: &str| {
+            let mut e = Entry { setting: format!("{}, drafts: {label}", base.setting), compared: Compared::Drafting, plain: Some(plain), ..base.clone() };
+            // Fixed drafts: drafting whenever a match is found, so that drafts are verified.
+            e.speculation = Speculation { drafter, adaptive: false, ..Speculation::default() };
+            e
+        };
+        out.push(drafting(Drafter::Lookup, "prompt lookup"));
+        if backend == "llama" {
+            let mut with_model = drafting(Drafter::Draft, "a draft model");
+            with_model.draft_model = Some(draft.to_path_buf());
+            out.push(with_model);
+            let name = draft.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+            out.push(entry("llama", &format!("the draft model {name}, as a model"), vec![], draft));
+        }
+    }
+    out
+}
+
+fn entry(backend: &str, setting: &str, env: Vec<(&str, &str)>, model: &Path) -> Entry {
+    Entry {
+        backend: backend.into(),
+        setting: setting.into(),
+        spawn: spawner_with(env.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+        model: model.to_path_buf(),
+        kv: KvTypes::default(),
+        speculation: Speculation::default(),
+        draft_model: None,
+        compared: Compared::Reference,
+        plain: None,
+    }
+}
+
+/// Starts workers as every run does (this machine's tuned settings), with `env` over them.
+fn spawner_with(env: Vec<(String, String)>) -> Spawner {
+    let machine = OnceLock::new();
+    crate::worker_spawner(move |name, spec| {
+        let machine: &String = machine.get_or_init(|| lx_machine::probe::machine_key(&crate::hardware_report()));
+        let profile = crate::tune::Located::new(machine, &spec.model_path).read();
+        let mut applied = crate::tune::applied(name, &profile, crate::tune::Use::Measure, &|var| std::env::var(var).ok());
+        applied.env.retain(|(k, _)| env.iter().all(|(e, _)| e != k));
+        applied.env.extend(env.iter().cloned());
+        applied
+    })
+}
+
+fn file_id(path: &Path, sha256: Option<String>) -> FileId {
+    FileId { name: path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned()), sha256 }
+}
+
+/// Refuses a reference whose vocabulary is not the model's: positions would not name the
+/// same tokens.
+fn same_vocabulary(ours: &Tokenizer, reference: &Path) -> anyhow::Result<()> {
+    let gguf = GgufFile::open(reference).with_context(|| format!("cannot use {} as a reference model", reference.display()))?;
+    let theirs = Tokenizer::from_gguf(&gguf).with_context(|| format!("cannot read the tokenizer of the reference model {}", reference.display()))?;
+    if ours.vocab_size() != theirs.vocab_size() {
+        anyhow::bail!(
+            "the reference model {} has a vocabulary of {} tokens where the model has {}: a reference must be the same model (another precision of its file)",
+            reference.display(),
+            theirs.vocab_size(),
+            ours.vocab_size()
+        );
+    }
+    if let Some(id) = (0..ours.vocab_size() as u32).find(|&i| ours.token_bytes(i) != theirs.token_bytes(i)) {
+        anyhow::bail!(
+            "the reference model {} names token {id} {:?} where the model names it {:?}: a reference must be the same model (another precision of its file)",
+            reference.display(),
+            String::from_utf8_lossy(theirs.token_bytes(id)),
+            String::from_utf8_lossy(ours.token_bytes(id))
+        );
+    }
+    Ok(())
+}
