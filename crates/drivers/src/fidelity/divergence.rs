@@ -133,7 +133,7 @@ mod tests {
 
     #[test]
     fn a_distribution_kept_whole_gives_the_exact_divergence() {
-        let (p, q) = ([0.5, 0.3, 0.2], [0.4, 0.4, 0.2]);
+        let (p, q): ([f64; 3], [f64; 3]) = ([0.5, 0.3, 0.2], [0.4, 0.4, 0.2]);
         let got = coarse_kl(p.iter().zip(&q).map(|(a, b)| (a.ln(), b.ln())));
         assert!((got - exact(&p, &q)).abs() < 1e-12, "{got}");
         assert_eq!(coarse_kl(p.iter().map(|a| (a.ln(), a.ln()))), 0.0);
@@ -142,7 +142,7 @@ mod tests {
     #[test]
     fn the_rest_of_the_vocabulary_counts_as_one_outcome() {
         // Keeping two of four tokens: the last two merge (0.2 + 0.1 against 0.1 + 0.1).
-        let (p, q) = ([0.4, 0.3, 0.2, 0.1], [0.5, 0.3, 0.1, 0.1]);
+        let (p, q): ([f64; 4], [f64; 4]) = ([0.4, 0.3, 0.2, 0.1], [0.5, 0.3, 0.1, 0.1]);
         let got = coarse_kl(p[..2].iter().zip(&q[..2]).map(|(a, b)| (a.ln(), b.ln())));
         let merged = exact(&[0.4, 0.3, 0.3], &[0.5, 0.3, 0.2]);
         assert!((got - merged).abs() < 1e-12, "{got} vs {merged}");
