@@ -925,14 +925,21 @@ impl<B: Backend + ?Sized> Scheduler<B> {
                     (true, Some(cache)) => (r.req.prefix_tokens as usize, cache),
                     _ => (r.req.prompt.len(), r.slot),
                 };
-                let take = (end - r.prefilled).min(prefill_budget);
+                let mut take = (end - r.prefilled).min(prefill_budget);
+                // A scored prompt's unscored head goes in passes of its own that return
+                // nothing: every row of a pass that returns rows costs a vocabulary's logits.
+                if let Some(s) = &r.req.score {
+                    let first = s.rows(r.req.prompt.len()).start;
+                    if r.prefilled < first && first < r.prefilled + take {
+                        take = first - r.prefilled;
+                    }
+                }
                 let done = r.prefilled + take == r.req.prompt.len();
                 let span = r.prefilled..r.prefilled + take;
                 let mut chunk = Chunk { slot, pos: span.start as u32, tokens: r.req.prompt[span.clone()].to_vec(), outputs: if done { Outputs::Last } else { Outputs::None }, score: Vec::new() };
                 if let Some(s) = &r.req.score {
                     let rows = s.rows(r.req.prompt.len());
                     if rows.start < span.end && span.start < rows.end {
-                        // Every row of the chunk, the unscored ones asking for nothing.
                         chunk.outputs = Outputs::All;
                         chunk.score = span.map(|p| if rows.contains(&p) { s.ids.get(p - rows.start).cloned().unwrap_or_default() } else { Vec::new() }).collect();
                         pass.batch.top_logprobs = pass.batch.top_logprobs.max(s.top);

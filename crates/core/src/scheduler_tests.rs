@@ -833,8 +833,11 @@ fn a_scored_prompt_reports_each_position_once_and_generates_as_before() {
     let from = 10;
     let ids: Vec<Vec<TokenId>> = (from..prompt.len() - 1).map(|p| vec![prompt[p + 1], 7]).collect();
     scored[0].score = Some(PromptScore { from: from as u32, top: 0, mass: None, ids });
-    let (got, events, _) = run(Policy::Chunked, 2, scored);
+    let (got, events, passes) = run(Policy::Chunked, 2, scored);
     assert_eq!(got, expected, "scoring changed the generated tokens");
+    // The unscored head goes in passes of its own, which end where the scored rows begin.
+    let ends: Vec<usize> = passes.iter().flat_map(|p| p.iter().filter(|c| c.0 == 0).map(|c| c.1 as usize + c.2)).collect();
+    assert!(ends.contains(&from), "a pass of request 1 ends at position {from}: {passes:?}");
     let mut rows = Vec::new();
     for e in &events {
         if let SchedEvent::Scored { id, pos, rows: r } = e {
