@@ -65,7 +65,7 @@ pub fn tune(request: &Request<'_>, on: &mut dyn FnMut(Event<'_>)) -> anyhow::Res
     for backend in fixed {
         let mut notes = Vec::new();
         note(on, &mut notes, backend, nothing_to_tune(backend).unwrap_or_default().to_string());
-        profiles.insert(backend.clone(), BackendProfile { idle: Settings::new(), contended: None, trials: Vec::new(), notes });
+        profiles.insert(backend.clone(), BackendProfile { idle: Settings::new(), contended: None, trials: Vec::new(), notes, fidelity: BTreeMap::new() });
     }
     let n = tunable.len().max(1) as f64;
     let competing = CompetingLoad::threads_for(cores);
@@ -87,7 +87,7 @@ pub fn tune(request: &Request<'_>, on: &mut dyn FnMut(Event<'_>)) -> anyhow::Res
                 Some(e) => format!("{backend} stays untuned: it failed with its default settings ({e})"),
                 None => format!("{backend} stays untuned: the budget left no time for it"),
             });
-            profiles.insert(backend.clone(), BackendProfile { idle: Settings::new(), contended: None, trials, notes });
+            profiles.insert(backend.clone(), BackendProfile { idle: Settings::new(), contended: None, trials, notes, fidelity: BTreeMap::new() });
             continue;
         };
         if cut {
@@ -103,7 +103,19 @@ pub fn tune(request: &Request<'_>, on: &mut dyn FnMut(Event<'_>)) -> anyhow::Res
             note(on, &mut notes, backend, "the budget left no time to measure under a competing load: live mode uses the idle choice".into());
         }
         trials.extend(under_load);
-        profiles.insert(backend.clone(), BackendProfile { idle, contended, trials, notes });
+        // Speed may not be bought with the model: a choice that changes what the backend
+        // computes is held to the default's fidelity.
+        let mut fidelity = BTreeMap::new();
+        let mut bounded = |chosen: &Settings| {
+            let (kept, said) = super::fidelity::bound(request.model, backend, chosen, &defaults, &mut fidelity);
+            for n in said {
+                note(on, &mut notes, backend, n);
+            }
+            kept
+        };
+        let idle = bounded(&idle);
+        let contended = contended.map(|c| bounded(&c));
+        profiles.insert(backend.clone(), BackendProfile { idle, contended, trials, notes, fidelity });
     }
     anyhow::ensure!(!stopped(), "tuning was stopped: nothing saved (the previous profile, if any, is kept)");
     let budget = &trials_of.budget;

@@ -16,6 +16,8 @@
 //! leaves the profile out. Each run records the settings its backends ran with and where
 //! they came from ([`lx_core::backend::BackendInfo::settings_from`]).
 
+pub mod fidelity;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -160,9 +162,14 @@ pub struct BackendProfile {
     pub contended: Option<Settings>,
     /// Every trial, in the order run: the evidence.
     pub trials: Vec<Trial>,
-    /// What was left out, and why (the budget, a setting that failed to load).
+    /// What was left out, and why (the budget, a setting that failed to load, a choice the
+    /// fidelity bound turned down).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// Each value of a setting that changes the model, as measured against llama.cpp's f16
+    /// cache (`weights f16` → mean KL divergence, nats): what the choice was held to.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub fidelity: BTreeMap<String, f64>,
 }
 
 /// A tuned profile: one machine, build and model.

@@ -140,6 +140,7 @@ fn profile() -> Profile {
         contended: Some(s(&[("threads", "1"), ("weights", "f16")])),
         trials: vec![Trial::new(s(&[("threads", "2"), ("weights", "dual")]), false, 38.0, 480.0, 63.0, 9.0)],
         notes: vec![],
+        fidelity: BTreeMap::new(),
     };
     Profile {
         schema: PROFILE_SCHEMA,
@@ -161,7 +162,7 @@ fn tuning_some_backends_keeps_the_others_choices() {
     let here = Located { path: dir.path().join("p.json"), machine: first.machine.clone(), model: first.model.clone() };
     here.save(first.clone()).unwrap();
     // Then llama.cpp alone, later: candle's choice stays, said to come from the first tuning.
-    let llama = BackendProfile { idle: s(&[("threads", "1")]), contended: None, trials: vec![], notes: vec![] };
+    let llama = BackendProfile { idle: s(&[("threads", "1")]), contended: None, trials: vec![], notes: vec![], fidelity: BTreeMap::new() };
     let later = Profile { measured_unix_ms: first.measured_unix_ms + 3_600_000, backends: [("llama".to_string(), llama.clone())].into(), ..first.clone() };
     let saved = here.save(later).unwrap();
     assert_eq!(here.read().unwrap(), saved);

@@ -38,6 +38,9 @@ pub fn describe(p: &Profile, path: &str) -> String {
         for n in &b.notes {
             out.push_str(&format!("- note: {n}\n"));
         }
+        for (setting, kl) in &b.fidelity {
+            out.push_str(&format!("- fidelity of {setting}: mean KL {kl:.2e} nats from llama.cpp's f16 cache\n"));
+        }
         if b.trials.is_empty() {
             out.push('\n');
             continue;
