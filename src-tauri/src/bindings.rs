@@ -31,6 +31,7 @@ fn export_all(cfg: &Config) -> Result<(), ExportError> {
     crate::commands::system::BackendAvailability::export_all(cfg)?;
     crate::commands::system::MachineSpeed::export_all(cfg)?;
     crate::commands::tune::TuneEvent::export_all(cfg)?;
+    crate::commands::fidelity::FidelityEvent::export_all(cfg)?;
     crate::commands::advise::AdviseEvent::export_all(cfg)?;
     crate::commands::lessons::LessonEvent::export_all(cfg)?;
     lx_drivers::lesson::Lesson::export_all(cfg)?;

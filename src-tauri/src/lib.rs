@@ -102,6 +102,9 @@ pub fn run() {
             commands::tune::tune_status,
             commands::tune::tune_start,
             commands::tune::tune_cancel,
+            // How faithfully each backend and setting runs the model (lx fidelity).
+            commands::fidelity::fidelity_start,
+            commands::fidelity::fidelity_cancel,
             // From a workload preset to a recommendation (lx advise).
             commands::advise::advise_presets,
             commands::advise::advise_start,

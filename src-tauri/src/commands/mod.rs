@@ -3,6 +3,7 @@
 
 pub mod advise;
 pub mod export;
+pub mod fidelity;
 pub mod lessons;
 pub mod live;
 pub mod models;
