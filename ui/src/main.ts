@@ -20,6 +20,7 @@ import { SweepPanel } from "./components/sweep";
 import { Timeline } from "./components/timeline";
 import { TunePanel } from "./components/tune";
 import { AdvisePanel } from "./components/advise";
+import { FidelityPanel } from "./components/fidelity";
 import { LessonsView } from "./components/lessons";
 import { h, setText } from "./lib/dom";
 import { bytes } from "./lib/format";
@@ -156,7 +157,7 @@ modelSelect.addEventListener("change", async () => {
 // ---------------------------------------------------------------- live mode
 
 function updateButtons() {
-  const canRun = model !== null && controls.settings.backends.length > 0 && !sweep.running && !tune.running && !advise.running && !lessons.running;
+  const canRun = model !== null && controls.settings.backends.length > 0 && !sweep.running && !tune.running && !advise.running && !fidelity.running && !lessons.running;
   liveBtn.disabled = !store.running && (!canRun || starting);
   setText(liveBtn, store.running ? "Stop" : starting ? "Starting…" : "Go live");
   liveBtn.classList.toggle("danger", store.running);
@@ -298,6 +299,22 @@ const advise = new AdvisePanel({
   changed: () => updateButtons(),
   error: (e) => problem(e),
 });
+const fidelity = new FidelityPanel({
+  // The backends of this build selected on the left (servers cannot score a text); every
+  // backend of the build when none is.
+  backends: () => controls.settings.backends.filter((name) => backends.some((b) => b.name === name && !b.server && b.available)),
+  start: api.fidelityStart,
+  cancel: api.fidelityCancel,
+  beforeStart: async () => {
+    if (store.running) await stopLive();
+  },
+  measured: (candidates) => {
+    readout.fidelity = candidates;
+    readout.update();
+  },
+  changed: () => updateButtons(),
+  error: (e) => problem(e),
+});
 const lessons = new LessonsView({
   lessons: api.lessons,
   backends: () => backends,
@@ -393,6 +410,7 @@ app.replaceChildren(
       sizesCard.card,
       h("div", { class: "grid2 wide-right" }, hardware.el, sweep.el),
       advise.el,
+      fidelity.el,
     ),
   ),
 );
@@ -539,4 +557,5 @@ window.__lx = {
   model: () => model,
   label: backendLabel,
   lessons,
+  fidelity: () => ({ drawn: fidelity.drawn, series: fidelity.chart.series(), running: fidelity.running }),
 };

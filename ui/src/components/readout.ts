@@ -1,7 +1,8 @@
 /** The live readout: the current setting's p50/p95 TTFT, decode tok/s and throughput. */
 import { h, setText } from "../lib/dom";
 import { ms as fmtMs, num, tps as fmtTps } from "../lib/format";
-import type { PointCeiling } from "../ipc/types";
+import type { Candidate, PointCeiling } from "../ipc/types";
+import { klText, liveCandidate } from "../lib/fidelity";
 import type { LiveStore } from "../lib/store";
 import { backendLabel } from "./charts";
 import { ofCeiling } from "./sweep";
@@ -27,12 +28,16 @@ export class Readout {
   private thr = tile("Throughput, all clients", "readout-throughput", "all output tokens ÷ wall time of the measured window");
   private flight = tile("In flight", "readout-inflight", "requests submitted and not yet finished");
   private caption = h("div", { class: "readout-caption muted" });
+  /** Which setting runs, and what the last fidelity run measured of it. */
+  private fidelityLine = h("div", { class: "readout-caption muted small", "data-testid": "readout-fidelity" });
+  /** The candidates of the last fidelity run in this session of the app. */
+  fidelity: Candidate[] = [];
   /** The most this machine allows at the live setting on the active backend's device
    *  (`live_ceiling`); null without a probe, for a server, or before a backend loads. */
   ceiling: PointCeiling | null = null;
 
   constructor(private store: LiveStore) {
-    this.el = h("section", { class: "readout", "aria-label": "live readout" }, this.p50.el, this.p95.el, this.decode.el, this.thr.el, this.flight.el, this.caption);
+    this.el = h("section", { class: "readout", "aria-label": "live readout" }, this.p50.el, this.p95.el, this.decode.el, this.thr.el, this.flight.el, this.caption, this.fidelityLine);
   }
 
   update(): void {
@@ -66,5 +71,23 @@ export class Readout {
           ? `${backendLabel(backend)} · ${set.policy} · ${set.promptTokens}-token prompts · ${set.concurrency} client${set.concurrency === 1 ? "" : "s"} · ${set.maxTokens} output tokens — ${has ? `${num(s.requests)} settled request${s.requests === 1 ? "" : "s"}` : "measuring…"}`
           : "starting…",
     );
+    setText(this.fidelityLine, backend ? this.fidelityText(backend) : "");
+  }
+
+  /** "Runs with weights f16 · fidelity (last run): mean KL 3.1e-4 …", or "" before it loads. */
+  private fidelityText(backend: string): string {
+    const set = this.store.settings;
+    const info = this.store.backends.get(backend)?.info;
+    if (!set || !info) return "";
+    const kv = set.kv.k === set.kv.v ? set.kv.k : null;
+    const own = Object.entries(info.settings ?? {}).map(([k, v]) => `${k} ${v}`);
+    const runs = [backend === "llama" ? `KV ${kv ?? `${set.kv.k}/${set.kv.v}`}` : null, ...own, set.spec.drafter !== "none" ? `drafts: ${set.spec.drafter}` : null].filter(Boolean).join(", ");
+    const c = this.fidelity.length ? liveCandidate(this.fidelity, backend, { kv, drafter: set.spec.drafter, settings: info.settings ?? {} }) : null;
+    const measured = c?.fidelity
+      ? ` · fidelity (last run): mean KL ${klText(c.fidelity.mean_kl)}, top-1 agreement ${num(100 * c.fidelity.top1_agreement, 1)}% against ${c.against === "plain" ? "the same setting without drafts" : "llama.cpp with an f16 cache"}`
+      : this.fidelity.length
+        ? " · not in the last fidelity run"
+        : "";
+    return `Runs with ${runs || "its defaults"}${measured}`;
   }
 }

@@ -9,6 +9,7 @@ import type {
   CatalogModel,
   CheckRow,
   FetchEvent,
+  FidelityEvent,
   HardwareReport,
   Lesson,
   LessonEvent,
@@ -56,6 +57,10 @@ export const sweepCancel = () => call<void>("sweep_cancel");
 export const tuneStatus = () => call<TuneStatus>("tune_status");
 export const tuneStart = (budgetS: number, onEvent: (e: TuneEvent) => void) => call<void>("tune_start", { budgetS, onEvent: channel(onEvent) });
 export const tuneCancel = () => call<void>("tune_cancel");
+
+export const fidelityStart = (backends: string[], chunks: number, onEvent: (e: FidelityEvent) => void) =>
+  call<string>("fidelity_start", { backends, chunks, onEvent: channel(onEvent) });
+export const fidelityCancel = () => call<void>("fidelity_cancel");
 
 export const advisePresets = () => call<PresetRecord[]>("advise_presets");
 export const adviseStart = (preset: string, backends: string[], budgetS: number, onEvent: (e: AdviseEvent) => void) =>
