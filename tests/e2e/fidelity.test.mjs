@@ -120,8 +120,6 @@ describe("Fidelity", { timeout: 30 * 60_000 }, () => {
     assert.equal(points["KV f16"].y, chart.drawn.floor);
     assert.ok(points["KV q4_0"].y > chart.drawn.floor);
     for (const s of KV) assert.ok(chart.series.some((x) => x.label === s), `legend names ${s}: ${chart.series.map((x) => x.label)}`);
-    const ticks = await browser.execute(() => [...document.querySelectorAll('[data-testid="fidelity-chart"] .u-axis')].map((a) => a.textContent));
-    console.log(`axes: ${JSON.stringify(ticks)}`);
 
     await browser.execute(() => document.querySelector('[data-testid="fidelity"]').scrollIntoView({ block: "start" }));
     await sleep(500);

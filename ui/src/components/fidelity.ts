@@ -226,6 +226,8 @@ function drawLabels(u: uPlot, points: FidelityPoint[], name: (p: FidelityPoint) 
   const ctx = u.ctx;
   ctx.save();
   ctx.font = `${Math.round(12 * dpr)}px system-ui, sans-serif`;
+  // uPlot leaves the context as its axes last set it (right-aligned): labels start at x0.
+  ctx.textAlign = "left";
   ctx.textBaseline = "middle";
   const placed: { x0: number; x1: number; y0: number; y1: number }[] = [];
   const right = u.bbox.left + u.bbox.width;
