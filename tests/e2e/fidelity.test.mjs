@@ -137,5 +137,12 @@ describe("Fidelity", { timeout: 30 * 60_000 }, () => {
     for (const s of KV) assert.ok(run.candidates.some((c) => c.setting === s && c.fidelity), `${s} in ${file}`);
     assert.equal(run.candidates.find((c) => c.setting === "KV f16").fidelity.mean_kl, 0);
     await shot("fidelity-ended");
+
+    // Live on llama.cpp with the f16 cache: the readout says what runs and its KL from this run.
+    await browser.execute(() => document.querySelector('[data-testid="go-live"]').click());
+    const line = await until("the readout's fidelity line", () => document.querySelector('[data-testid="readout-fidelity"]').textContent, (t) => t.includes("fidelity (last run)"), 180_000);
+    assert.match(line, /^Runs with KV f16\b.* · fidelity \(last run\): mean KL 0, top-1 agreement 100\.0% against llama\.cpp with an f16 cache$/, line);
+    await browser.execute(() => document.querySelector('[data-testid="go-live"][data-state="live"]')?.click());
+    await until("live mode to stop", () => document.querySelector('[data-testid="go-live"]').dataset.state, (v) => v === "idle", 60_000);
   });
 });
