@@ -9,12 +9,10 @@
 //! reference.
 
 use std::path::{Path, PathBuf};
-use std::sync::OnceLock;
 
 use anyhow::Context;
 use lx_core::backend::{KvType, KvTypes};
 use lx_core::speculative::{Drafter, Speculation};
-use lx_core::target::Spawner;
 use lx_drivers::fidelity::{text::Text, Compared, Entry, Job, Plan};
 use lx_format::gguf::GgufFile;
 use lx_format::tokenizer::Tokenizer;
@@ -130,7 +128,7 @@ fn entry(backend: &str, setting: &str, env: Vec<(&str, &str)>, model: &Path) -> 
     Entry {
         backend: backend.into(),
         setting: setting.into(),
-        spawn: spawner_with(env.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+        spawn: crate::spawner_with_env(env.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
         model: model.to_path_buf(),
         kv: KvTypes::default(),
         speculation: Speculation::default(),
@@ -138,19 +136,6 @@ fn entry(backend: &str, setting: &str, env: Vec<(&str, &str)>, model: &Path) -> 
         compared: Compared::Reference,
         plain: None,
     }
-}
-
-/// Starts workers as every run does (this machine's tuned settings), with `env` over them.
-fn spawner_with(env: Vec<(String, String)>) -> Spawner {
-    let machine = OnceLock::new();
-    crate::worker_spawner(move |name, spec| {
-        let machine: &String = machine.get_or_init(|| lx_machine::probe::machine_key(&crate::hardware_report()));
-        let profile = crate::tune::Located::new(machine, &spec.model_path).read();
-        let mut applied = crate::tune::applied(name, &profile, crate::tune::Use::Measure, &|var| std::env::var(var).ok());
-        applied.env.retain(|(k, _)| env.iter().all(|(e, _)| e != k));
-        applied.env.extend(env.iter().cloned());
-        applied
-    })
 }
 
 fn file_id(path: &Path, sha256: Option<String>) -> FileId {

@@ -146,6 +146,20 @@ pub fn spawner(usage: tune::Use, untuned_threads: usize) -> lx_core::target::Spa
     })
 }
 
+/// [`spawner`] for measuring, with `env` over the tuned settings: a fidelity run's candidate
+/// (`LX_CANDLE_WEIGHTS=f16`) on this machine's tuned choice of everything else.
+pub fn spawner_with_env(env: Vec<(String, String)>) -> lx_core::target::Spawner {
+    let machine = std::sync::OnceLock::new();
+    worker_spawner(move |name: &str, spec: &LoadSpec| {
+        let machine: &String = machine.get_or_init(|| lx_machine::probe::machine_key(&hardware_report()));
+        let profile = tune::Located::new(machine, &spec.model_path).read();
+        let mut applied = tune::applied(name, &profile, tune::Use::Measure, &|var| std::env::var(var).ok());
+        applied.env.retain(|(k, _)| env.iter().all(|(e, _)| e != k));
+        applied.env.extend(env.iter().cloned());
+        applied
+    })
+}
+
 /// Starts worker processes with the settings `settings` gives for each backend and load,
 /// once the load is known to fit in memory ([`memory`]). A first load may compile GPU
 /// kernels or page a large model in from a slow disk, hence the generous timeout.
