@@ -62,6 +62,8 @@ fn defaults_ts() -> std::io::Result<String> {
          export const READING_PACE_TPS = {:?};\n\
          /** Prompt tokens per pass for the chunked policy. */\n\
          export const CHUNK_TOKENS = {};\n\
+         /** Chunks of the fidelity text a sweep scores with each backend and setting before its points. */\n\
+         export const FIDELITY_CHUNKS = {};\n\
          /** Live mode's settings until the user changes them. */\n\
          export const LIVE_SETTINGS: LiveSettings = {live};\n\
          /** Speculative decoding's drafter settings (n-grams, draft length) as `lx` has them. */\n\
@@ -69,6 +71,7 @@ fn defaults_ts() -> std::io::Result<String> {
         d::HANG_TIMEOUT_S,
         d::READING_PACE_TPS,
         d::CHUNK_TOKENS,
+        lx_drivers::fidelity::of_points::DEFAULT_CHUNKS,
     ))
 }
 

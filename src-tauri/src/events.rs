@@ -62,6 +62,11 @@ pub struct PointFigures {
     pub throttling: Vec<String>,
     /// What the sensors cannot read here, and why.
     pub sensors_not_available: Vec<String>,
+    /// KL divergence of the point's backend and settings from the reference (or, with
+    /// drafts, from decoding without them), nats, mean over the text (`None`: not measured).
+    pub mean_kl: Option<f64>,
+    /// How often its top choice and the reference's agree, as a fraction.
+    pub top1_agreement: Option<f64>,
 }
 
 impl From<&PointResult> for PointFigures {
@@ -91,6 +96,8 @@ impl From<&PointResult> for PointFigures {
             clock_mhz: p.sensors.as_ref().and_then(|s| s.clock_mhz()),
             throttling: p.sensors.as_ref().map(|s| s.throttling.clone()).unwrap_or_default(),
             sensors_not_available: p.sensors.as_ref().map(|s| s.not_available.clone()).unwrap_or_default(),
+            mean_kl: p.fidelity.map(|f| f.fidelity.mean_kl),
+            top1_agreement: p.fidelity.map(|f| f.fidelity.top1_agreement),
         }
     }
 }
@@ -110,6 +117,10 @@ pub enum SweepEvent {
     },
     /// This machine's limits are being measured for the ceilings (once per machine and build).
     Probing,
+    /// The fidelity run before the points is measuring `what` (a plan with `fidelity_chunks`).
+    Fidelity {
+        what: String,
+    },
     /// The run has ceilings: this machine's limits are known, and so are the bytes one
     /// decode step of the model reads. Each backend's device follows with [`Self::DeviceCeilings`].
     Ceilings {

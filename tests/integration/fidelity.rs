@@ -121,6 +121,42 @@ fn lx_fidelity_measures_every_setting_against_the_reference() {
     assert!(shown.stdout().contains("| candle | weights f16 | reference |"), "{}", shown.dump());
 }
 
+/// `lx sweep --fidelity`: its only run end to end (the measuring is `lx fidelity`'s, tested
+/// above; this proves each row gets its own configuration's figures, in the table, the run
+/// file and the report).
+#[test]
+fn a_sweep_with_fidelity_gives_each_row_the_figures_of_what_it_ran() {
+    let _lock = heavy();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.json");
+    let model = model_path();
+    let r = lx(&[
+        "sweep", "--model", model.to_str().unwrap(), "--backend", "llama", "--kv-type", "q8_0", "--spec", "none,lookup", "--prompt-tokens", "64", "--concurrency", "1",
+        "--max-tokens", "8", "--requests", "1", "--warmup", "0", "--threads", "2", "--no-ceilings", "--fidelity", "1", "--out", out.to_str().unwrap(),
+    ])
+    .ok();
+    let run: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+    let fidelity = &run["fidelity"];
+    assert_eq!((fidelity["kind"].as_str(), fidelity["text"]["chunks"].as_u64()), (Some("fidelity"), Some(1)), "{}", r.dump());
+    let settings: Vec<(&str, &str)> = fidelity["candidates"].as_array().unwrap().iter().map(|c| (c["setting"].as_str().unwrap(), c["against"].as_str().unwrap())).collect();
+    assert_eq!(settings, [("KV q8_0", "reference"), ("KV q8_0, drafts: prompt lookup", "plain")]);
+    let points = run["points"].as_array().unwrap();
+    assert_eq!(points.len(), 2, "{}", r.dump());
+    let kl = |p: &Value| p["fidelity"]["mean_kl"].as_f64().unwrap_or_else(|| panic!("{p}"));
+    let (plain, drafting) = (&points[0], &points[1]);
+    assert_eq!((plain["fidelity"]["against"].as_str(), drafting["fidelity"]["against"].as_str()), (Some("reference"), Some("plain")));
+    assert!(kl(plain) > 0.0, "a q8_0 cache is not the reference's f16 one: {plain}");
+    assert_eq!(kl(plain), fidelity["candidates"][0]["fidelity"]["mean_kl"].as_f64().unwrap());
+    assert!(kl(drafting) < kl(plain) / 10.0, "drafting moves the model by rounding alone: {drafting}");
+    assert!(r.stdout().contains("| mean KL nats | top-1 agreement % |"), "{}", r.dump());
+    assert!(r.stdout().contains("fidelity: mean KL divergence (nats) and top-1 agreement against llama with an f16 KV cache"), "{}", r.dump());
+    let page = dir.path().join("run.html");
+    lx(&["report", out.to_str().unwrap(), "--out", page.to_str().unwrap()]).ok();
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("<h2>Fidelity</h2>") && html.contains("<th>setting</th>") && html.contains("KV q8_0, drafts: prompt lookup"), "{html}");
+    lx(&["sweep", "--model", model.to_str().unwrap(), "--fidelity", "0"]).fails_with("--fidelity (chunks of the text) must be at least 1");
+}
+
 #[test]
 fn lx_fidelity_refuses_what_it_cannot_measure() {
     let dir = tempfile::tempdir().unwrap();

@@ -39,14 +39,7 @@ pub struct Asked {
 /// The job for `model`: its text tokenized, the reference checked to share its vocabulary,
 /// and every entry of the build.
 pub fn job(model: &OpenModel, asked: &Asked, plan: Plan, command: Vec<String>) -> anyhow::Result<Job> {
-    let text = match &asked.text {
-        Some(path) => Text::from_file(path).map_err(anyhow::Error::msg)?,
-        None => Text::shipped(),
-    };
-    let reference_path = asked.reference_model.clone().unwrap_or_else(|| model.path.clone());
-    if reference_path != model.path {
-        same_vocabulary(&model.tokenizer, &reference_path)?;
-    }
+    let mut job = basis(model, asked.text.as_deref(), asked.reference_model.as_deref(), plan, command)?;
     let backends: Vec<String> = if asked.backends.is_empty() {
         crate::ALL.iter().filter(|b| crate::unavailable(b).is_none()).map(|b| b.to_string()).collect()
     } else {
@@ -58,6 +51,22 @@ pub fn job(model: &OpenModel, asked: &Asked, plan: Plan, command: Vec<String>) -
         }
     }
     let draft = if asked.no_drafts { None } else { Some(crate::draft::resolve(&model.path, asked.draft_model.as_deref())?) };
+    job.entries = entries(&model.path, &backends, draft.as_deref());
+    Ok(job)
+}
+
+/// A job for `model` with no entries yet: `text` (default: the shipped one) tokenized, and
+/// the reference (llama.cpp with an f16 KV cache on `reference_model`, default the model's
+/// own file) checked to share the model's vocabulary.
+pub fn basis(model: &OpenModel, text: Option<&Path>, reference_model: Option<&Path>, plan: Plan, command: Vec<String>) -> anyhow::Result<Job> {
+    let text = match text {
+        Some(path) => Text::from_file(path).map_err(anyhow::Error::msg)?,
+        None => Text::shipped(),
+    };
+    let reference_path = reference_model.map_or_else(|| model.path.clone(), Path::to_path_buf);
+    if reference_path != model.path {
+        same_vocabulary(&model.tokenizer, &reference_path)?;
+    }
     let tokens = model.tokenizer.encode_with(&text.body, true, false);
     let bos = if model.tokenizer.add_bos() { model.tokenizer.bos() } else { None };
     let reference = entry("llama", "KV f16 (the reference)", vec![], &reference_path);
@@ -70,11 +79,20 @@ pub fn job(model: &OpenModel, asked: &Asked, plan: Plan, command: Vec<String>) -
         tokens,
         bos,
         plan,
-        entries: entries(&model.path, &backends, draft.as_deref()),
+        entries: Vec::new(),
         control: Default::default(),
         out: None,
         command,
         hardware: serde_json::to_value(crate::hardware_report()).unwrap_or_default(),
+    })
+}
+
+/// How a sweep or demo on `model` makes its fidelity run (`--fidelity`): the shipped text
+/// against llama.cpp's f16 cache on the model's file, in chunks of the default context.
+pub fn sweep_basis(model: std::sync::Arc<OpenModel>, command: Vec<String>) -> lx_drivers::sweep::FidelityBasis {
+    std::sync::Arc::new(move |chunks| {
+        let plan = Plan { chunks: Some(chunks), ..Plan::default() };
+        basis(&model, None, None, plan, command.clone()).map_err(|e| format!("{e:#}"))
     })
 }
 

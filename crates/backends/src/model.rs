@@ -60,6 +60,7 @@ impl OpenModel {
             spawn,
             out,
             control,
+            fidelity: None,
         }
     }
 

@@ -66,7 +66,8 @@ impl SweepJob {
             }
         }
         let prompts = PromptBuilder::new(&model.tokenizer);
-        let ctx = model.sweep_context(&prompts, spawn, out, control);
+        let mut ctx = model.sweep_context(&prompts, spawn, out, control);
+        ctx.fidelity = Some(crate::fidelity::sweep_basis(model.clone(), run.command.clone()));
         let failed = run_sweep(&plan, &ctx, &mut run, printer, observer);
         (run, failed)
     }

@@ -110,6 +110,9 @@ impl SweepObserver for SweepProgress {
     fn probing(&mut self) {
         self.say(PROBING.into());
     }
+    fn fidelity(&mut self, what: &str) {
+        self.say(format!("fidelity: measuring {what}"));
+    }
     fn ceilings(&mut self, basis: Result<(&lx_machine::probe::Probe, &lx_machine::roofline::ModelCost), &anyhow::Error>) {
         if let Err(e) = basis {
             self.say(no_ceilings(e));

@@ -293,6 +293,7 @@ impl<'a, 'c> Bench<'a, 'c> {
             spawn: self.ctx.spawn.clone(),
             out: self.ctx.out.clone(),
             control: RunControl { stop: trial_stop.clone(), hang_timeout: self.ctx.control.hang_timeout },
+            fidelity: self.ctx.fidelity.clone(),
         };
         let mut watch = Watch {
             inner: &mut *self.observer,

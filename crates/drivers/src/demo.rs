@@ -713,7 +713,7 @@ fn calibrate(session: &mut Session, sweep: &SweepPlan, backend: &str, ctx: &Swee
         traffic: Traffic::default(),
         repetition: None,
     };
-    let quiet = SweepContext { out: None, spawn: ctx.spawn.clone(), control: ctx.control.clone(), model_path: ctx.model_path.clone(), model_stamp: ctx.model_stamp.clone(), prompts: ctx.prompts, stop_tokens: ctx.stop_tokens.clone() };
+    let quiet = SweepContext { out: None, spawn: ctx.spawn.clone(), control: ctx.control.clone(), model_path: ctx.model_path.clone(), model_stamp: ctx.model_stamp.clone(), prompts: ctx.prompts, stop_tokens: ctx.stop_tokens.clone(), fidelity: None };
     let mut scratch = RunFile { points: Vec::new(), ..run.clone() };
     session.run(sweep, vec![alone], &quiet, &mut scratch, &mut Silent, &mut LoadingOnly(observer))?;
     for b in scratch.backends {

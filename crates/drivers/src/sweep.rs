@@ -131,6 +131,10 @@ pub struct SweepPlan {
     /// `disaggregated`: the two workers' threads and devices, and the states' path.
     #[serde(skip_serializing_if = "Split::is_default")]
     pub split: Split,
+    /// Before the points, score this many chunks of the fidelity text with every backend
+    /// and setting they run, against the reference (`--fidelity`); `None`: not measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fidelity_chunks: Option<usize>,
 }
 
 impl Default for SweepPlan {
@@ -166,6 +170,7 @@ impl Default for SweepPlan {
             max_batch_tokens: None,
             slo: Slo::default(),
             split: Split::default(),
+            fidelity_chunks: None,
         }
     }
 }
@@ -213,6 +218,7 @@ impl SweepPlan {
         at_least_1("max_in_flight", "--max-concurrency", self.max_in_flight.unwrap_or(1))?;
         at_least_1("max_batch_seqs", "--max-batch (sequences per pass)", self.max_batch_seqs.unwrap_or(1))?;
         at_least_1("max_batch_tokens", "--max-batch-tokens", self.max_batch_tokens.unwrap_or(1))?;
+        at_least_1("fidelity_chunks", "--fidelity (chunks of the text)", self.fidelity_chunks.unwrap_or(1))?;
         for (field, flag, lengths) in [("prompt_tokens", "--prompt-tokens", &self.prompt_tokens), ("max_tokens", "--max-tokens", &self.max_tokens)] {
             for l in lengths {
                 match l.from {
@@ -381,7 +387,13 @@ pub struct SweepContext<'a> {
     /// Where to keep the run file up to date (atomically, after every point).
     pub out: Option<PathBuf>,
     pub control: RunControl,
+    /// Makes the fidelity run of a plan that asks for one (`fidelity_chunks`): its text
+    /// and reference, scoring that many chunks; the entries are the points'.
+    pub fidelity: Option<FidelityBasis>,
 }
+
+/// See [`SweepContext::fidelity`].
+pub type FidelityBasis = std::sync::Arc<dyn Fn(usize) -> Result<crate::fidelity::Job, String> + Send + Sync>;
 
 /// Sees a sweep progress.
 pub trait SweepObserver: Observer {
@@ -392,6 +404,8 @@ pub trait SweepObserver: Observer {
     /// This machine's limits are being measured for the ceilings (a first run on a machine
     /// and build: a few seconds).
     fn probing(&mut self) {}
+    /// What the fidelity run before the points measures now (`--fidelity`).
+    fn fidelity(&mut self, _what: &str) {}
     /// What the ceilings are computed from, or why this run has none (it is measured all
     /// the same).
     fn ceilings(&mut self, _basis: Result<(&lx_machine::probe::Probe, &lx_machine::roofline::ModelCost), &anyhow::Error>) {}
@@ -439,6 +453,9 @@ pub fn run_points(
     printer: &mut dyn Printer,
     observer: &mut dyn SweepObserver,
 ) -> Result<usize, SweepError> {
+    if let (Some(chunks), None) = (plan.fidelity_chunks, &run.fidelity) {
+        run.fidelity = Some(measure_fidelity(plan, chunks, &points, ctx, observer)?);
+    }
     printer.header(run)?;
     let load = plan.load_spec_for(ctx.model_path.clone(), &points);
     let mut session = Session::new(load);
@@ -446,6 +463,22 @@ pub fn run_points(
     drop(session);
     printer.footer(run)?;
     Ok(failed)
+}
+
+/// The fidelity run of `points`' backends and settings, `chunks` chunks of the text each.
+fn measure_fidelity(plan: &SweepPlan, chunks: usize, points: &[SweepPoint], ctx: &SweepContext<'_>, observer: &mut dyn SweepObserver) -> Result<lx_results::studies::fidelity::FidelityRun, SweepError> {
+    struct Status<'o>(&'o mut dyn SweepObserver);
+    impl crate::fidelity::Watch for Status<'_> {
+        fn status(&mut self, what: &str) {
+            self.0.fidelity(what);
+        }
+        fn measured(&mut self, _: &lx_results::studies::fidelity::Candidate) {}
+    }
+    let basis = ctx.fidelity.as_ref().ok_or_else(|| SweepError::Refused("fidelity cannot be measured here (no reference for this target)".into()))?;
+    let mut basis = basis(chunks).map_err(SweepError::Refused)?;
+    basis.control = ctx.control.clone();
+    let entries = crate::fidelity::of_points::entries(points, plan, &ctx.spawn, &ctx.model_path);
+    crate::fidelity::of_points::measure(&basis, entries, plan.threads, &mut Status(observer)).map_err(|e| SweepError::Refused(format!("fidelity: {e}")))
 }
 
 /// Workers and prompts that last from one batch of points to the next: a search that
@@ -646,6 +679,7 @@ fn finish_point(
 ) -> std::io::Result<()> {
     let mut result = result;
     result.ceiling = run.ceiling_for(&result);
+    result.fidelity = run.fidelity.as_ref().and_then(|f| crate::fidelity::of_points::of_point(f, &result));
     printer.point(&result)?;
     observer.point_done(&result);
     run.points.push(result);

@@ -42,7 +42,7 @@ pub trait Printer {
 /// Make the printer for `format`, writing to `out`.
 pub fn printer<'a>(format: Format, out: Box<dyn Write + 'a>) -> Box<dyn Printer + 'a> {
     match format {
-        Format::Markdown => Box::new(Markdown { out, started: false, columns: (0..MD_COLUMNS.len()).collect() }),
+        Format::Markdown => Box::new(Markdown { out, started: false, columns: (0..MD_COLUMNS.len()).collect(), full: true }),
         Format::Csv => Box::new(Csv { out, started: false }),
         Format::Json => Box::new(Json { out }),
         Format::Jsonl => Box::new(Jsonl { out }),
@@ -65,14 +65,17 @@ fn percent(x: Option<f64>) -> String {
 
 /// The markdown table with only `columns` (see [`markdown_columns`]), and no lines under it.
 pub fn markdown_with_columns<'a>(out: Box<dyn Write + 'a>, columns: Vec<usize>) -> Box<dyn Printer + 'a> {
-    Box::new(Markdown { out, started: false, columns })
+    Box::new(Markdown { out, started: false, columns, full: false })
 }
 
 struct Markdown<'a> {
     out: Box<dyn Write + 'a>,
     started: bool,
-    /// Indices into [`MD_COLUMNS`]; all of them in a sweep's own table.
+    /// Indices into [`MD_COLUMNS`] then [`EXTRA_COLUMNS`]; a sweep's own table has
+    /// [`table_columns`].
     columns: Vec<usize>,
+    /// A sweep's own table: its columns are the run's, and the lines under it follow it.
+    full: bool,
 }
 
 /// A column's key: its name in lower case with every run of other characters as one `_`
@@ -104,18 +107,42 @@ pub fn markdown_columns(list: &str) -> Result<Vec<usize>, String> {
         .collect()
 }
 
-/// Columns only `--columns` asks for (a sweep's own table and the report leave them out).
-pub const EXTRA_COLUMNS: [(&str, bool); 1] = [("full decode pass ms p50", true)];
+/// Columns only `--columns` asks for, or only some runs have: the fidelity columns are in
+/// the table of a run that measured fidelity ([`table_columns`]).
+pub const EXTRA_COLUMNS: [(&str, bool); 3] = [("full decode pass ms p50", true), ("mean KL nats", true), ("top-1 agreement %", true)];
+
+/// The columns of a run's own table (`lx sweep`'s, `lx show`'s, the report's): every one
+/// of [`MD_COLUMNS`], and the fidelity columns where the run measured fidelity.
+pub fn table_columns(run: &RunFile) -> Vec<usize> {
+    let mut columns: Vec<usize> = (0..MD_COLUMNS.len()).collect();
+    if run.fidelity.is_some() {
+        columns.extend([MD_COLUMNS.len() + 1, MD_COLUMNS.len() + 2]);
+    }
+    columns
+}
+
+/// Point `p`'s cell in column `i` (of [`MD_COLUMNS`] then [`EXTRA_COLUMNS`]).
+pub fn column_cell(i: usize, p: &PointResult) -> String {
+    match cells(p).get(i) {
+        Some(cell) => cell.clone(),
+        None => extra_cells(p)[i - MD_COLUMNS.len()].clone(),
+    }
+}
 
 /// A column's name and whether it holds numbers, by its index in [`MD_COLUMNS`] then
 /// [`EXTRA_COLUMNS`].
-fn column(i: usize) -> (&'static str, bool) {
+pub fn column(i: usize) -> (&'static str, bool) {
     MD_COLUMNS.get(i).copied().unwrap_or_else(|| EXTRA_COLUMNS[i - MD_COLUMNS.len()])
 }
 
 /// The cells of [`EXTRA_COLUMNS`].
-fn extra_cells(p: &PointResult) -> [String; 1] {
-    [full_decode_pass_ms(p).map_or("-".into(), |ms| format!("{ms:.2}"))]
+fn extra_cells(p: &PointResult) -> [String; 3] {
+    let f = p.fidelity.map(|m| m.fidelity);
+    [
+        full_decode_pass_ms(p).map_or("-".into(), |ms| format!("{ms:.2}")),
+        f.map_or("-".into(), |f| crate::studies::fidelity::kl(f.mean_kl)),
+        f.map_or("-".into(), |f| format!("{:.2}", 100.0 * f.top1_agreement)),
+    ]
 }
 
 /// The median wall time of the passes in which every one of the point's `concurrency`
@@ -186,6 +213,7 @@ pub fn notes(run: &RunFile) -> Vec<String> {
     lines.extend(device_lines(&run.backends));
     lines.extend(limits_lines(run));
     lines.extend(sensor_lines(&run.points));
+    lines.extend(run.fidelity.iter().flat_map(|f| f.notes()));
     lines.extend(run.model.facts.synthetic_note().map(|note| format!("model: {note}")));
     for p in &run.points {
         lines.extend(p.warnings.iter().map(|w| format!("warning: {} {}: {w}", p.backend, p.row_name())));
@@ -226,8 +254,7 @@ impl Printer for Markdown<'_> {
             writeln!(self.out, "| {} |", names.join(" | "))?;
             writeln!(self.out, "| {} |", rule.join(" | "))?;
         }
-        let (all, extra) = (cells(p), extra_cells(p));
-        let cells: Vec<&str> = self.columns.iter().map(|&c| all.get(c).unwrap_or_else(|| &extra[c - all.len()]).as_str()).collect();
+        let cells: Vec<String> = self.columns.iter().map(|&c| column_cell(c, p)).collect();
         writeln!(self.out, "| {} |", cells.join(" | "))?;
         for e in &p.error_messages {
             writeln!(self.out, "|  | error: {} |", e.replace('|', "/"))?;
@@ -235,8 +262,15 @@ impl Printer for Markdown<'_> {
         self.out.flush()
     }
 
+    fn header(&mut self, run: &RunFile) -> std::io::Result<()> {
+        if self.full {
+            self.columns = table_columns(run);
+        }
+        Ok(())
+    }
+
     fn footer(&mut self, run: &RunFile) -> std::io::Result<()> {
-        if self.columns != (0..MD_COLUMNS.len()).collect::<Vec<_>>() {
+        if !self.full {
             return self.out.flush();
         }
         for line in repetitions_table(&run.points) {
@@ -350,6 +384,7 @@ impl Printer for Csv<'_> {
             cols.extend(["arrivals", "rate", "prompt_tokens_from", "max_tokens_from", "prefix_tokens", "prefix_cache", "slo_ttft_ms", "slo_decode_tps", "slo_met", "goodput_rpm"].map(String::from));
             cols.extend(["worker_peak_rss_mib", "repetition"].map(String::from));
             cols.extend(["power_w", "energy_j", "joules_per_token", "tokens_per_s_per_w", "cpu_mhz", "gpu_mhz", "throttling"].map(String::from));
+            cols.extend(["fidelity_against", "mean_kl", "p99_kl", "top1_agreement", "perplexity"].map(String::from));
             writeln!(self.out, "{}", cols.join(","))?;
         }
         let mut vals = vec![
@@ -394,6 +429,16 @@ impl Printer for Csv<'_> {
             opt(s.and_then(|s| s.cpu_mhz).map(|c| c.mean)),
             opt(s.and_then(|s| s.gpus.iter().find_map(|g| g.clock_mhz)).map(|c| c.mean)),
             s.map_or(0, |s| s.throttling.len()).to_string(),
+        ]);
+        let f = p.fidelity.as_ref();
+        let against = f.map_or("", |m| m.against.label());
+        let kl = |x: f64| format!("{x:.6e}");
+        vals.extend([
+            against.to_string(),
+            f.map_or(String::new(), |m| kl(m.fidelity.mean_kl)),
+            f.map_or(String::new(), |m| kl(m.fidelity.p99_kl)),
+            opt(f.map(|m| m.fidelity.top1_agreement)),
+            opt(f.and_then(|m| m.fidelity.perplexity)),
         ]);
         writeln!(self.out, "{}", vals.join(","))?;
         self.out.flush()

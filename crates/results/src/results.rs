@@ -125,6 +125,10 @@ pub struct PointResult {
     /// machine's sensors (absent for a server target, whose machine they do not see).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sensors: Option<lx_machine::sensors::SensorSummary>,
+    /// How far the point's backend and settings move the model (`--fidelity`), from the
+    /// run's [`RunFile::fidelity`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fidelity: Option<crate::studies::fidelity::Measured>,
 }
 
 impl PointResult {
@@ -178,6 +182,7 @@ impl PointResult {
             repetition: None,
             ceiling: None,
             sensors: None,
+            fidelity: None,
         }
     }
 
@@ -312,6 +317,10 @@ pub struct RunFile {
     /// Capacity searches, deadline plans and advice made from the run's points.
     #[serde(default, skip_serializing_if = "crate::decision::Decisions::is_empty")]
     pub decisions: crate::decision::Decisions,
+    /// Every backend and setting of the points scored against a reference before them
+    /// (`--fidelity`): the text, the reference, and each one's figures.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fidelity: Option<crate::studies::fidelity::FidelityRun>,
 }
 
 /// One reading of resident memory during a run.
@@ -345,6 +354,7 @@ impl RunFile {
             model_cost: None,
             preset: None,
             decisions: Default::default(),
+            fidelity: None,
         }
     }
 

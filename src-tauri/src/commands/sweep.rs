@@ -99,6 +99,9 @@ impl SweepObserver for Progress {
     fn probing(&mut self) {
         self.send(SweepEvent::Probing);
     }
+    fn fidelity(&mut self, what: &str) {
+        self.send(SweepEvent::Fidelity { what: what.into() });
+    }
     fn ceilings(&mut self, basis: Result<(&lx_machine::probe::Probe, &lx_machine::roofline::ModelCost), &anyhow::Error>) {
         match basis {
             Ok((limits, cost)) => {

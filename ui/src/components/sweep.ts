@@ -9,7 +9,8 @@ import type { Drafter } from "../ipc/generated/Drafter";
 import type { PromptText } from "../ipc/generated/PromptText";
 import { POLICIES } from "../ipc/types";
 import { backendLabel } from "./charts";
-import { CHUNK_TOKENS, HANG_TIMEOUT_S, READING_PACE_TPS, SPECULATION } from "../ipc/generated/defaults";
+import { CHUNK_TOKENS, FIDELITY_CHUNKS, HANG_TIMEOUT_S, READING_PACE_TPS, SPECULATION } from "../ipc/generated/defaults";
+import { klText } from "../lib/fidelity";
 
 // The speculative-decoding choices that stand for several drafters.
 const SPEC_CHOICES: Record<string, Drafter[]> = { both: ["none", "lookup"], all: ["none", "lookup", "draft"] };
@@ -99,6 +100,7 @@ export class SweepPanel {
   private gpuLayers = h("input", { type: "number", min: 0, value: "", placeholder: "all", "aria-label": "layers offloaded to the GPU" }) as HTMLInputElement;
   private hangTimeout = h("input", { type: "number", min: 1, value: "", placeholder: String(HANG_TIMEOUT_S), "aria-label": "seconds of silence before a worker is given up" }) as HTMLInputElement;
   private noCeilings = h("input", { type: "checkbox", "aria-label": "leave out the ceilings" }) as HTMLInputElement;
+  private fidelity = h("input", { type: "checkbox", "aria-label": "measure each backend's fidelity first" }) as HTMLInputElement;
   private policyBoxes = POLICIES.map((p) => h("input", { type: "checkbox", value: p, checked: p === "continuous" }) as HTMLInputElement);
   private startBtn = h("button", { type: "button", class: "primary", "data-testid": "sweep-start" }, "Run sweep");
   private cancelBtn = h("button", { type: "button", disabled: true, "data-testid": "sweep-cancel" }, "Cancel");
@@ -166,6 +168,7 @@ export class SweepPanel {
           field("Hang timeout (s)", this.hangTimeout),
           h("label", { class: "sweep-check" }, this.stopAtEos, " stop at end of sequence"),
           h("label", { class: "sweep-check" }, this.noCeilings, " no ceilings (skips the probe)"),
+          h("label", { class: "sweep-check", title: "Before the points, score a fixed text with each backend and setting against llama.cpp's f16 KV cache: the KL and top-1 columns" }, this.fidelity, " fidelity first (KL vs llama.cpp f16)"),
         ),
       ),
       this.formError,
@@ -177,7 +180,7 @@ export class SweepPanel {
         h(
           "table",
           { class: "points" },
-          h("thead", {}, h("tr", {}, ...["backend", "policy", "prompt", "clients", "out", "TTFT p50", "TTFT p95", "decode p50", "throughput", "decode % of ceiling", "power W", "J/token", "clock MHz", "errors"].map((c) => h("th", {}, c)))),
+          h("thead", {}, h("tr", {}, ...["backend", "policy", "prompt", "clients", "out", "TTFT p50", "TTFT p95", "decode p50", "throughput", "decode % of ceiling", "power W", "J/token", "clock MHz", "errors", "KL nats", "top-1 %"].map((c) => h("th", {}, c)))),
           this.table,
         ),
       ),
@@ -235,6 +238,7 @@ export class SweepPanel {
       gpu_layers: opt(this.gpuLayers),
       // disaggregated: the threads shared out between the two workers, states through shared memory
       split: { prefill_threads: 0, decode_threads: 0, prefill_device: "same", decode_device: "same", via: "file", prefill_chunks: false },
+      fidelity_chunks: this.fidelity.checked ? FIDELITY_CHUNKS : null,
     };
     const options: SweepOptions = { hangTimeoutS: opt(this.hangTimeout), noCeilings: this.noCeilings.checked };
     this.table.replaceChildren();
@@ -271,6 +275,9 @@ export class SweepPanel {
       case "probing":
         setText(this.status, "measuring this machine's memory bandwidth and compute rate for the ceilings (once per machine and build)…");
         break;
+      case "fidelity":
+        setText(this.status, `fidelity: scoring the text with ${e.what}…`);
+        break;
       case "ceilings":
         this.weightBytes = e.weightBytesPerStep;
         this.busy = e.busy;
@@ -304,6 +311,8 @@ export class SweepPanel {
             { class: p.errors > 0 ? "has-errors" : "", title: p.errorMessages.join("\n") },
             ...[backendLabel(p.backend), p.policy, lengthLabel(p.promptTokensFrom == null ? null : p.promptTokensFrom - p.depth, p.promptTokens - p.depth) + (p.depth ? ` d${p.depth}` : "") + (p.repetition ? ` #${p.repetition}` : ""), String(p.concurrency), lengthLabel(p.maxTokensFrom, p.maxTokens), ok ? fmtMs(p.ttftMs.p50) : "—", ok ? fmtMs(p.ttftMs.p95) : "—", ok ? fmtTps(p.decodeTps.p50) : "—", ok ? fmtTps(p.throughputTps) : "—", ok ? ofCeiling(p.decodeTps.p50, p.ceiling?.decode_tps, p.ceiling?.decode_bound) : "—", num(p.powerW, 1), num(p.joulesPerToken, 3), num(p.clockMhz)].map((c) => h("td", {}, c)),
             h("td", {}, String(p.errors)),
+            h("td", {}, klText(p.meanKl)),
+            h("td", {}, p.top1Agreement == null ? "—" : (100 * p.top1Agreement).toFixed(2)),
           ),
         );
         this.sensorPoints.push(p);

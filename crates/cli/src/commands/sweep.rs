@@ -135,6 +135,13 @@ pub struct SweepArgs {
     /// machine's limits that a first run on a machine and build takes a few seconds for.
     #[arg(long)]
     no_ceilings: bool,
+    /// Before the points, score a fixed text (CHUNKS chunks of 512 tokens) with every backend
+    /// and setting they run, against llama.cpp with an f16 KV cache on the same file: each
+    /// row then has its mean KL divergence and top-1 agreement (as `lx fidelity` measures).
+    /// [default CHUNKS: 2]
+    #[arg(long, value_name = "CHUNKS", num_args = 0..=1)]
+    #[allow(clippy::option_option)]
+    fidelity: Option<Option<usize>>,
     /// Run every backend with its own defaults, not this machine's tuned profile (`lx tune`);
     /// the same as LX_UNTUNED=1.
     #[arg(long)]
@@ -182,6 +189,7 @@ fn plan(args: &SweepArgs, servers: &[lx_openai::Server]) -> anyhow::Result<Sweep
         max_batch_tokens: args.max_batch_tokens,
         slo: Slo { ttft_ms: args.slo_ttft_ms, decode_tps: Some(args.slo_decode_tps) },
         split: args.split.split(),
+        fidelity_chunks: args.fidelity.map(|n| n.unwrap_or(lx_drivers::fidelity::of_points::DEFAULT_CHUNKS)),
     })
 }
 
@@ -242,6 +250,11 @@ mod tests {
         sweep: SweepArgs,
     }
 
+    fn cli_help() -> String {
+        use clap::CommandFactory;
+        Cli::command().render_long_help().to_string()
+    }
+
     fn plan_of(args: &[&str]) -> SweepPlan {
         let cli = Cli::try_parse_from(std::iter::once("sweep").chain(args.iter().copied())).unwrap();
         plan(&cli.sweep, &[]).unwrap()
@@ -266,6 +279,9 @@ mod tests {
         assert_eq!((p.prefix_tokens, p.repetitions, p.warmup), (16, 3, 8));
         assert_eq!(p.policies, [Policy::Serial, Policy::Chunked]);
         assert_eq!(plan_of(&["--depth", "0,512,4096"]).depths, [0, 512, 4096]);
+        let chunks = lx_drivers::fidelity::of_points::DEFAULT_CHUNKS;
+        assert_eq!((plan_of(&["--fidelity"]).fidelity_chunks, plan_of(&["--fidelity", "5"]).fidelity_chunks), (Some(chunks), Some(5)));
+        assert!(cli_help().contains(&format!("[default CHUNKS: {chunks}]")), "the help says the default the plan takes");
     }
 
     /// A preset sets the workload; flags that would say it again are refused.

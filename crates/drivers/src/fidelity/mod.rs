@@ -16,6 +16,7 @@
 //! and the others go on; the run file is rewritten after each.
 
 pub mod divergence;
+pub mod of_points;
 pub mod text;
 
 use std::collections::HashMap;
@@ -107,6 +108,7 @@ pub enum Compared {
 }
 
 /// A whole run, ready to start.
+#[derive(Clone)]
 pub struct Job {
     pub model: FileId,
     /// The model's context length: chunks and prompts must fit it.

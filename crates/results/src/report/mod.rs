@@ -9,8 +9,9 @@ pub mod handout;
 use std::collections::BTreeMap;
 use std::fmt::Write;
 
-use crate::printers::{cells, notes, repetitions_table, MD_COLUMNS};
+use crate::printers::{column, column_cell, notes, repetitions_table, table_columns};
 use crate::results::{PointResult, RunFile};
+use crate::studies::fidelity;
 use lx_core::traffic::Arrivals;
 
 use chart::{escape, Chart, Series};
@@ -190,6 +191,28 @@ figure{margin:0}svg.chart{width:100%;height:auto;background:#fff}\
 .dash{display:inline-block;width:18px;margin-right:4px;border-top:2px dashed #555;vertical-align:3px}\
 .warn{color:#8a4b00}pre{background:#f5f5f5;padding:.6em;overflow-x:auto;font-size:12px}";
 
+/// A markdown table (its header and rule, then its rows) as an HTML table, the columns the
+/// rule aligns right right-aligned.
+fn markdown_table_html(header: &[String; 2], rows: &[String]) -> String {
+    let cells = |line: &str| -> Vec<String> { line.trim().trim_matches('|').split('|').map(|c| c.trim().to_string()).collect() };
+    let numeric: Vec<bool> = cells(&header[1]).iter().map(|r| r.ends_with(':')).collect();
+    let class = |i: usize| if numeric.get(i).copied().unwrap_or(false) { " class=\"n\"" } else { "" };
+    let mut o = String::from("<table><thead><tr>");
+    for (i, name) in cells(&header[0]).iter().enumerate() {
+        let _ = write!(o, "<th{}>{}</th>", class(i), escape(name));
+    }
+    o.push_str("</tr></thead><tbody>");
+    for line in rows {
+        o.push_str("<tr>");
+        for (i, cell) in cells(line).iter().enumerate() {
+            let _ = write!(o, "<td{}>{}</td>", class(i), escape(cell));
+        }
+        o.push_str("</tr>");
+    }
+    o.push_str("</tbody></table>");
+    o
+}
+
 pub(crate) fn row(o: &mut String, term: &str, value: &str) {
     let _ = write!(o, "<dt>{}</dt><dd>{}</dd>", escape(term), escape(value));
 }
@@ -258,21 +281,29 @@ pub fn html(run: &RunFile, source: &str) -> String {
     }
 
     o.push_str("<h2>Every point</h2><table><thead><tr>");
-    for (name, numeric) in MD_COLUMNS {
-        let _ = write!(o, "<th{}>{}</th>", if numeric { " class=\"n\"" } else { "" }, escape(name));
+    let columns = table_columns(run);
+    let class = |i: usize| if column(i).1 { " class=\"n\"" } else { "" };
+    for &i in &columns {
+        let _ = write!(o, "<th{}>{}</th>", class(i), escape(column(i).0));
     }
     o.push_str("</tr></thead><tbody>");
     for p in &run.points {
         o.push_str("<tr>");
-        for (cell, (_, numeric)) in cells(p).iter().zip(MD_COLUMNS) {
-            let _ = write!(o, "<td{}>{}</td>", if numeric { " class=\"n\"" } else { "" }, escape(cell));
+        for &i in &columns {
+            let _ = write!(o, "<td{}>{}</td>", class(i), escape(&column_cell(i, p)));
         }
         o.push_str("</tr>");
         for e in &p.error_messages {
-            let _ = write!(o, "<tr><td colspan=\"{}\" class=\"warn\">{} {}: {}</td></tr>", MD_COLUMNS.len(), escape(&p.backend), escape(&p.test_name()), escape(e));
+            let _ = write!(o, "<tr><td colspan=\"{}\" class=\"warn\">{} {}: {}</td></tr>", columns.len(), escape(&p.backend), escape(&p.test_name()), escape(e));
         }
     }
     o.push_str("</tbody></table>");
+    if let Some(f) = &run.fidelity {
+        o.push_str("<h2>Fidelity</h2><p>Each backend and setting of the points scored the same text teacher-forced before the points were measured, against the reference below: how far its next-token distributions are from the reference's (KL divergence, nats: 0 is the same model), how often both put the same token first, and the text's perplexity under it.</p>");
+        for table in fidelity::TABLES {
+            o.push_str(&markdown_table_html(&fidelity::header(table), &f.rows(table)));
+        }
+    }
     let repeated = repetitions_table(&run.points);
     if !repeated.is_empty() {
         let _ = write!(o, "<pre>{}</pre>", escape(repeated.join("\n").trim()));

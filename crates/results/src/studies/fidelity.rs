@@ -89,6 +89,16 @@ pub enum Against {
     Plain,
 }
 
+impl Against {
+    /// As tables name it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Against::Reference => "reference",
+            Against::Plain => "no drafts",
+        }
+    }
+}
+
 /// One backend with one setting.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
 pub struct Candidate {
@@ -116,6 +126,15 @@ pub struct Candidate {
     /// Why it was not measured.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
+}
+
+/// A sweep point's fidelity (`lx sweep --fidelity`): its backend and settings measured
+/// before the points, against what [`Candidate::against`] says.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+pub struct Measured {
+    pub against: Against,
+    #[serde(flatten)]
+    pub fidelity: Fidelity,
 }
 
 /// The distance of a candidate's next-token distributions from what it is compared with.
@@ -159,6 +178,28 @@ pub fn kl(x: f64) -> String {
 }
 
 impl FidelityRun {
+    /// The figures of the candidate `backend` ran as `setting`, where it was measured.
+    pub fn measured(&self, backend: &str, setting: &str) -> Option<Measured> {
+        let c = self.candidates.iter().find(|c| c.backend == backend && c.setting == setting)?;
+        Some(Measured { against: c.against, fidelity: c.fidelity? })
+    }
+
+    /// What the figures of a sweep's rows are measured against, and on what; then every
+    /// candidate that could not be measured, with why.
+    pub fn notes(&self) -> Vec<String> {
+        let r = &self.reference;
+        let short = &self.text.sha256[..self.text.sha256.len().min(12)];
+        let chunks = if self.text.chunks == 1 { "1 chunk".to_string() } else { format!("{} chunks", self.text.chunks) };
+        let mut lines = vec![format!(
+            "fidelity: mean KL divergence (nats) and top-1 agreement against {} with an f16 KV cache ({}) on {}, over {} positions of {} (sha256 {short}…, {chunks} of {}); a row with drafts against the same settings decoding without drafts (0: drafting changed nothing)",
+            r.backend, r.version, r.model.name, self.text.positions, self.text.name, self.context
+        )];
+        lines.extend(self.candidates.iter().filter(|c| c.fidelity.is_none()).map(|c| {
+            format!("warning: fidelity of {} ({}) not measured: {}", c.backend, c.setting, c.error.as_deref().unwrap_or("stopped"))
+        }));
+        lines
+    }
+
     pub fn rows(&self, table: &str) -> Vec<String> {
         match table {
             "reference" => {
@@ -184,10 +225,7 @@ impl FidelityRun {
 
 impl Candidate {
     fn row(&self) -> String {
-        let against = match self.against {
-            Against::Reference => "reference",
-            Against::Plain => "no drafts",
-        };
+        let against = self.against.label();
         let opt = |x: Option<f64>, d: usize| x.map_or("-".into(), |v| fixed(v, d));
         match (&self.fidelity, &self.error) {
             (Some(f), _) => row(&[

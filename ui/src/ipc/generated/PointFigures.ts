@@ -98,4 +98,13 @@ throttling: Array<string>,
 /**
  * What the sensors cannot read here, and why.
  */
-sensorsNotAvailable: Array<string>, };
+sensorsNotAvailable: Array<string>, 
+/**
+ * KL divergence of the point's backend and settings from the reference (or, with
+ * drafts, from decoding without them), nats, mean over the text (`None`: not measured).
+ */
+meanKl: number | null, 
+/**
+ * How often its top choice and the reference's agree, as a fraction.
+ */
+top1Agreement: number | null, };

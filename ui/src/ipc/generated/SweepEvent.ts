@@ -20,7 +20,7 @@ totalPoints: number,
 /**
  * Measured requests in the grid (warm-up excluded).
  */
-totalRequests: number, } | { "type": "probing" } | { "type": "ceilings", 
+totalRequests: number, } | { "type": "probing" } | { "type": "fidelity", what: string, } | { "type": "ceilings", 
 /**
  * Weight bytes read per decode step.
  */

@@ -101,4 +101,9 @@ max_batch_tokens: number | null, slo: Slo,
 /**
  * `disaggregated`: the two workers' threads and devices, and the states' path.
  */
-split: Split, };
+split: Split, 
+/**
+ * Before the points, score this many chunks of the fidelity text with every backend
+ * and setting they run, against the reference (`--fidelity`); `None`: not measured.
+ */
+fidelity_chunks: number | null, };

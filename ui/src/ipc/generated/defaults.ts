@@ -8,6 +8,8 @@ export const HANG_TIMEOUT_S = 300;
 export const READING_PACE_TPS = 4.5;
 /** Prompt tokens per pass for the chunked policy. */
 export const CHUNK_TOKENS = 256;
+/** Chunks of the fidelity text a sweep scores with each backend and setting before its points. */
+export const FIDELITY_CHUNKS = 2;
 /** Live mode's settings until the user changes them. */
 export const LIVE_SETTINGS: LiveSettings = {
   "backends": [
