@@ -71,7 +71,7 @@ fn defaults_ts() -> std::io::Result<String> {
         d::HANG_TIMEOUT_S,
         d::READING_PACE_TPS,
         d::CHUNK_TOKENS,
-        lx_drivers::fidelity::of_points::DEFAULT_CHUNKS,
+        lx_drivers::sweep::fidelity::DEFAULT_CHUNKS,
     ))
 }
 

@@ -157,6 +157,35 @@ fn a_sweep_with_fidelity_gives_each_row_the_figures_of_what_it_ran() {
     lx(&["sweep", "--model", model.to_str().unwrap(), "--fidelity", "0"]).fails_with("--fidelity (chunks of the text) must be at least 1");
 }
 
+/// `lx tune`'s bound, measuring: the tuner keeps a candle weight format other than the
+/// default only within the bound of the default's divergence. The tuner reaches this path
+/// only where another format wins on the machine, so it runs here, on every CI run, with two
+/// formats the default model scores on either side of it (docs/MEASUREMENTS.md: f32 closer
+/// to llama.cpp than `dual`, the quantized kernels further).
+#[test]
+fn the_tuners_bound_scores_a_chosen_weight_format_and_its_default() {
+    use lx_backends::tune::fidelity::{bound, judge, Verdict};
+    let _lock = heavy();
+    lx_backends::worker::host_workers_in(integration_tests::lx_bin());
+    let model = lx_backends::model::OpenModel::open(model_path().to_str().unwrap(), &mut |_| {}).unwrap();
+    let settings = |w: &str| lx_backends::tune::Settings::from([("weights".to_string(), w.to_string()), ("threads".to_string(), "2".to_string())]);
+    let mut measured = std::collections::BTreeMap::new();
+    for chosen in ["f32", "quantized"] {
+        let (kept, notes) = bound(&model, "candle", &settings(chosen), &settings("dual"), &mut measured);
+        let kl_of = |v: &str| *measured.get(&format!("weights {v}")).unwrap_or_else(|| panic!("weights {v} not measured: {notes:?}"));
+        let (kl, default_kl) = (kl_of(chosen), kl_of("dual"));
+        assert!(kl > 0.0 && default_kl > 0.0, "candle is not llama.cpp's arithmetic: {measured:?}");
+        let (note, keeps) = match judge("weights", chosen, "dual", kl, default_kl) {
+            Verdict::Keep(n) => (n, true),
+            Verdict::Revert(n) => (n, false),
+        };
+        assert_eq!(notes, [note], "the verdict is the measured figures' ({measured:?})");
+        assert_eq!(kept["weights"], if keeps { chosen } else { "dual" }, "{notes:?}");
+        assert_eq!(kept["threads"], "2", "settings that do not change the model are kept as chosen");
+    }
+    assert_eq!(measured.len(), 3, "dual measured once, each choice once: {measured:?}");
+}
+
 #[test]
 fn lx_fidelity_refuses_what_it_cannot_measure() {
     let dir = tempfile::tempdir().unwrap();

@@ -77,6 +77,8 @@ const PAGES: &[(&str, &[&str])] = &[
             "docs/results/fidelity-check-gemma3-270m-amd-avx512.json",
             "docs/results/fidelity-check-smollm2-135m-amd-avx512.json",
             "docs/results/fidelity-check-gemma3-270m-against-q4_0-head-amd-avx512.json",
+            "docs/results/sweep-fidelity-gemma3-270m-amd-avx512.json",
+            "docs/results/demo-fidelity.json",
             "docs/results/demo-kv-cache.json",
             "docs/results/capacity-lx-serve-vs-llama-server.json",
             "docs/results/advise-rag-llama.json",

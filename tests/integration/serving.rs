@@ -287,6 +287,18 @@ fn demo_speculative() {
     assert!(out.contains("ok   decode tok/s p50 per request, prompt lookup ÷ plain, copying a passage"), "{out}");
 }
 
+/// The only run of a demo that scores its settings' fidelity before its points (the
+/// lesson "is the faster backend computing the same model?").
+#[test]
+fn demo_fidelity() {
+    let _lock = heavy();
+    let out = demo("fidelity").stdout();
+    assert!(out.contains("ok   mean KL divergence, prompt lookup against plain decoding (nats)"), "{out}");
+    assert!(out.contains("ok   mean KL divergence, q4_0 cache ÷ prompt lookup's"), "{out}");
+    let row = out.lines().find(|l| l.starts_with("| f16 cache |")).unwrap_or_else(|| panic!("{out}"));
+    assert!(row.ends_with("| 0 | 100.00% |"), "llama.cpp's f16 cache is the reference itself: {row}");
+}
+
 #[test]
 fn demo_disaggregation_and_its_workload_sent_to_a_server() {
     use lx_test_support::scripted_server::{serve, tokens, Script};

@@ -6,6 +6,15 @@
 
 use lx_core::child::WorkerCommand;
 
+static HOST: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+
+/// Workers of this process run in `program` (an `lx` binary), not in this binary: for a
+/// process that cannot host them (a test harness), without setting the environment of a
+/// process whose other threads read it. The first call decides.
+pub fn host_workers_in(program: std::path::PathBuf) {
+    let _ = HOST.set(program);
+}
+
 /// What a worker process is asked to be.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum WorkerRole {
@@ -41,10 +50,13 @@ impl WorkerRole {
         })
     }
 
-    /// How to start a worker in this role: this very binary (`LX_WORKER_EXE` overrides the
-    /// program, for tests and for a binary that cannot host workers).
+    /// How to start a worker in this role: this very binary (`LX_WORKER_EXE`, or
+    /// [`host_workers_in`], names another, for tests and for a binary that cannot host
+    /// workers).
     pub fn command(&self) -> WorkerCommand {
-        let program = std::env::var_os("LX_WORKER_EXE")
+        let program = HOST.get()
+            .map(|p| p.as_os_str().to_owned())
+            .or_else(|| std::env::var_os("LX_WORKER_EXE"))
             .map(Into::into)
             .or_else(|| std::env::current_exe().ok())
             .unwrap_or_else(|| "lx".into());
@@ -82,7 +94,7 @@ mod tests {
 
     #[test]
     fn the_worker_command_re_executes_this_binary() {
-        if std::env::var_os("LX_WORKER_EXE").is_none() {
+        if std::env::var_os("LX_WORKER_EXE").is_none() && HOST.get().is_none() {
             assert_eq!(WorkerRole::Probe.command().program, std::env::current_exe().unwrap());
         }
     }

@@ -27,7 +27,7 @@ pub struct Demo {
     pub shows: &'static str,
 }
 
-pub const DEMOS: [Demo; 8] = [
+pub const DEMOS: [Demo; 9] = [
     Demo { name: "prompt-length", shows: "prompt length drives TTFT, not decode speed" },
     Demo { name: "batching", shows: "batching trades per-request speed for throughput" },
     Demo { name: "static-vs-continuous", shows: "static batching costs TTFT when requests arrive over time" },
@@ -36,6 +36,7 @@ pub const DEMOS: [Demo; 8] = [
     Demo { name: "speculative", shows: "speculative decoding speeds up output that repeats its input, and costs little when drafts fail" },
     Demo { name: "kv-cache", shows: "a q8_0 KV cache fits nearly twice the sequences of f16 in the same memory, at a small cost in speed and text" },
     Demo { name: "disaggregation", shows: "a separate prefill worker keeps long prompts from stalling the decoders, at the price of a KV transfer and a split machine" },
+    Demo { name: "fidelity", shows: "speculative decoding is faster and computes the same model; a 4-bit KV cache computes a different one" },
 ];
 
 /// A demo name that is not one of [`DEMOS`]; the message lists those.
@@ -134,6 +135,15 @@ const DISAGG_LONG_AT_MS: [f64; 2] = [300.0, 1200.0];
 /// How much smaller the decoders' p99 inter-token gap must be with a prefill worker of its
 /// own than with one worker that runs each long prompt in one pass.
 const DISAGG_ITL_GAIN: f64 = 2.0;
+
+/// `fidelity`: the most a drafting point's mean KL divergence from decoding without drafts
+/// may be, nats: rounding alone (computing a token among others in a verify pass). Measured
+/// 1.0e-4 to 2.0e-4 on both catalog models and every backend; a q8_0 KV cache, the smallest
+/// real change of model measured, is 8.6e-3 (docs/MEASUREMENTS.md, "Fidelity").
+const DRAFT_KL_MOST: f64 = 1e-3;
+/// `fidelity`: how many times drafting's divergence a 4-bit cache's must be, to show that it
+/// computes another model, not another rounding of the same one (measured: about 1000×).
+const QUANTIZED_KL_OVER_DRAFTS: f64 = 10.0;
 
 /// The points of demo `demo` on `backend`. Kept short (few requests, short outputs): each
 /// demo takes well under a minute on two CPU cores.
@@ -234,6 +244,22 @@ pub fn plan(demo: Demo, backend: &str, threads: usize) -> Plan {
                 vec!["f16 cache", "q8_0 cache"],
             )
         }
+        // The speculative demo's copy point plain and with prompt lookup, then plain through a
+        // q4_0 cache; every setting scored against the reference first (the sweep's
+        // `fidelity_chunks`), so each point has its KL divergence beside its speed.
+        "fidelity" => {
+            let lookup = Speculation { drafter: Drafter::Lookup, ..Speculation::default() };
+            let copy = Traffic { prompts: PromptText::Copy, ..Default::default() };
+            let q4 = KvTypes { k: KvType::Q4_0, v: KvType::Q4_0 };
+            (
+                vec![
+                    point(Policy::Continuous, SPEC_PROMPT, SPEC_OUTPUT, 1, 3, 1, copy.clone()),
+                    point(Policy::Continuous, SPEC_PROMPT, SPEC_OUTPUT, 1, 3, 1, Traffic { spec: lookup, ..copy.clone() }),
+                    point(Policy::Continuous, SPEC_PROMPT, SPEC_OUTPUT, 1, 3, 1, Traffic { kv: q4, ..copy }),
+                ],
+                vec!["f16 cache", "f16 cache, prompt lookup", "q4_0 cache"],
+            )
+        }
         // Three chat requests decode; two long prompts arrive while they do. One worker
         // computing each prompt in one pass, the same worker in chunks, and two workers.
         "disaggregation" => {
@@ -255,6 +281,7 @@ pub fn plan(demo: Demo, backend: &str, threads: usize) -> Plan {
         "disaggregation" => Sizing::ChatsOutlast { long_prompt: DISAGG_LONG_PROMPT },
         _ => Sizing::Fixed,
     };
+    let sweep = SweepPlan { fidelity_chunks: (demo.name == "fidelity").then_some(crate::sweep::fidelity::DEFAULT_CHUNKS), ..sweep };
     Plan { sweep, points, labels: labels.into_iter().map(String::from).collect(), sizing }
 }
 
@@ -382,13 +409,17 @@ pub fn judge_with(demo: Demo, labels: &[String], points: &[PointResult], backend
     if demo.name == "disaggregation" {
         return judge_disaggregation(demo, labels, points);
     }
-    let header = ["", "TTFT p50 ms", "TTFT p95 ms", "decode tok/s p50", "max ITL ms", "throughput tok/s", "errors"];
+    let mut header = ["", "TTFT p50 ms", "TTFT p95 ms", "decode tok/s p50", "max ITL ms", "throughput tok/s", "errors"].to_vec();
+    let fidelity = points.iter().any(|p| p.fidelity.is_some());
+    if fidelity {
+        header.extend(["mean KL nats", "top-1 agreement"]);
+    }
     let rows = labels
         .iter()
         .zip(points)
         .map(|(label, p)| {
             let max_itl = p.itl_ms.max;
-            vec![
+            let mut row = vec![
                 label.clone(),
                 format!("{:.0}", p.ttft_ms.p50),
                 format!("{:.0}", p.ttft_ms.p95),
@@ -396,10 +427,16 @@ pub fn judge_with(demo: Demo, labels: &[String], points: &[PointResult], backend
                 format!("{max_itl:.0}"),
                 format!("{:.1}", p.throughput_tps),
                 p.errors.to_string(),
-            ]
+            ];
+            if fidelity {
+                let f = p.fidelity.map(|m| m.fidelity);
+                row.push(f.map_or("-".into(), |f| lx_results::studies::fidelity::kl(f.mean_kl)));
+                row.push(f.map_or("-".into(), |f| format!("{:.2}%", 100.0 * f.top1_agreement)));
+            }
+            row
         })
         .collect();
-    let complete = points.len() == labels.len() && points.iter().all(|p| p.errors == 0 && p.requests > 0);
+    let complete = points.len() == labels.len() && points.iter().all(|p| p.errors == 0 && p.requests > 0) && (demo.name != "fidelity" || points.iter().all(|p| p.fidelity.is_some()));
     let (checks, sentence) = if !complete {
         (Vec::new(), "the demo did not measure every point (see the errors), so it shows nothing".to_string())
     } else {
@@ -509,10 +546,31 @@ pub fn judge_with(demo: Demo, labels: &[String], points: &[PointResult], backend
                     ),
                 )
             }
+            "fidelity" => {
+                let kl = |p: &PointResult| p.fidelity.map_or(f64::NAN, |m| m.fidelity.mean_kl);
+                let top1 = |p: &PointResult| p.fidelity.map_or(f64::NAN, |m| m.fidelity.top1_agreement);
+                let speed = b.decode_tps.p50 / a.decode_tps.p50;
+                let (drafts, q4) = (kl(b), kl(&points[2]));
+                (
+                    vec![
+                        Check::new("decode tok/s p50 per request, prompt lookup ÷ plain, copying a passage", speed, ">=", SPEC_COPY_GAIN),
+                        Check::new("mean KL divergence, prompt lookup against plain decoding (nats)", drafts, "<=", DRAFT_KL_MOST),
+                        Check::new("mean KL divergence, q4_0 cache ÷ prompt lookup's", q4 / drafts.max(f64::MIN_POSITIVE), ">=", QUANTIZED_KL_OVER_DRAFTS),
+                    ],
+                    format!(
+                        "Prompt lookup decoded {speed:.2}× faster and moved the next-token distributions by {} nats (top-1 agreement {:.2}%): the model checks every drafted token, so what it computes is its own, up to rounding. The q4_0 cache moved them by {} nats from the f16 cache (top-1 agreement {:.2}%), at {:.2}× the f16 cache's decode speed: every cached key and value is rounded to 4 bits, which is another model.",
+                        lx_results::studies::fidelity::kl(drafts),
+                        100.0 * top1(b),
+                        lx_results::studies::fidelity::kl(q4),
+                        100.0 * top1(&points[2]),
+                        points[2].decode_tps.p50 / a.decode_tps.p50
+                    ),
+                )
+            }
             _ => unreachable!("demo names come from DEMOS"),
         }
     };
-    report(demo, header.map(String::from).to_vec(), rows, complete, checks, sentence)
+    report(demo, header.into_iter().map(String::from).collect(), rows, complete, checks, sentence)
 }
 
 fn report(demo: Demo, header: Vec<String>, rows: Vec<Vec<String>>, complete: bool, checks: Vec<Check>, sentence: String) -> Report {
@@ -605,7 +663,7 @@ pub fn checks_table(reports: &[Report]) -> Vec<String> {
         }
         for c in &r.checks {
             let op = op_sign(c.op);
-            lines.push(format!("| `{}` | {} | {:.2} | {op} {} | {} |", r.demo, c.what, c.value, c.threshold, if c.holds { "yes" } else { "no" }));
+            lines.push(format!("| `{}` | {} | {} | {op} {} | {} |", r.demo, c.what, lx_results::studies::numbers::check_value(c.value), c.threshold, if c.holds { "yes" } else { "no" }));
         }
     }
     lines
@@ -661,6 +719,9 @@ fn run_plan(demo: Demo, plan: Plan, ctx: &SweepContext<'_>, run: &mut RunFile, o
         Sizing::LongPrompt => largest[1].spec.prompt_tokens = LONG_PROMPTS[LONG_PROMPTS.len() - 1],
         Sizing::ChatsOutlast { long_prompt } => largest = with_chat_tokens(largest, long_prompt, CHAT_MOST_TOKENS),
         _ => {}
+    }
+    if let (Some(chunks), None) = (plan.sweep.fidelity_chunks, &run.fidelity) {
+        run.fidelity = Some(crate::sweep::measure_fidelity(&plan.sweep, chunks, &points, ctx, observer)?);
     }
     let mut session = Session::new(plan.sweep.load_spec_for(ctx.model_path.clone(), &largest));
     let mut sizing = None;

@@ -38,6 +38,9 @@ pub enum Metric {
     LongPromptTtft,
     /// Sequences of the `kv-cache` demo's length its memory budget holds.
     SequencesInBudget,
+    /// Mean KL divergence of the point's settings from the reference (with drafts: from
+    /// decoding without them), nats; 0 is the same model.
+    MeanKl,
 }
 
 impl Metric {
@@ -53,8 +56,10 @@ impl Metric {
             Metric::DecodersItlP99 => demo::decoders_itl(p, demo::DISAGG_LONG_PROMPT).p99,
             Metric::LongPromptTtft => demo::mean_ttft_of(p, demo::DISAGG_LONG_PROMPT),
             Metric::SequencesInBudget => (demo::KV_BUDGET_BYTES as f64 / demo::kv_bytes_per_sequence(p, backends)?).floor(),
+            Metric::MeanKl => p.fidelity?.fidelity.mean_kl,
         };
-        (p.requests > 0 && v.is_finite() && v > 0.0).then_some(v)
+        // A divergence of 0 is a measurement (the same model); no other figure is 0.
+        (p.requests > 0 && v.is_finite() && (v > 0.0 || (self == Metric::MeanKl && v == 0.0))).then_some(v)
     }
 }
 
@@ -221,6 +226,21 @@ pub fn lesson(demo: Demo) -> Lesson {
             ],
             0,
             "The prefill worker computes each long prompt and hands its KV cache to the decode worker, whose passes then carry only the chats' tokens. On one machine the two workers split its cores, so each is slower than one worker alone, and the hand-over adds a transfer.",
+        ),
+        "fidelity" => (
+            "Two ways to make a backend decode faster: let it check tokens drafted from the prompt, or store its KV cache in 4 bits. Is the faster backend still computing the same model?",
+            vec![
+                figure(Metric::DecodeP50, "decode speed, copying a passage", "tok/s", &[0, 1]),
+                figure(Metric::MeanKl, "how far drafting moves the model (KL)", "nats", &[0, 1]),
+                figure(Metric::MeanKl, "how far a 4-bit cache moves it (KL)", "nats", &[0, 2]),
+            ],
+            vec![
+                choice("Drafting is faster and the same model; the 4-bit cache is another model", &[Up, Flat, Up]),
+                choice("Both compute the same model: faster is only faster", &[Up, Flat, Flat]),
+                choice("Drafted guesses change the model; the 4-bit cache does not", &[Up, Up, Flat]),
+            ],
+            0,
+            "Each drafted token is kept only if the model, computing it in one verify pass, would have chosen it too: the output is the model's own, and its distributions differ from plain decoding by rounding alone. A 4-bit cache stores every key and value rounded to 16 levels, so each attention reads slightly different numbers than the model's: a measurably different distribution, and now and then a different token. KL divergence against the reference says how far each setting moved the model (0: not at all).",
         ),
         _ => unreachable!("every demo has a lesson (see the test)"),
     };

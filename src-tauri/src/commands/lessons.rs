@@ -41,6 +41,9 @@ pub enum LessonEvent {
     /// It loaded: where it runs.
     #[serde(rename_all = "camelCase")]
     Loaded { backend: String, device: String, threads: usize, load_ms: f64 },
+    /// Before the points, each setting is scoring the fidelity text (a lesson that measures
+    /// how far its settings move the model): `what` it scores now.
+    Fidelity { what: String },
     /// Point `index` (in the lesson's order) is about to run with these settings.
     #[serde(rename_all = "camelCase")]
     PointStarted { index: usize, label: String, prompt_tokens: u32, concurrency: usize, max_tokens: u32, policy: Policy, requests: usize },
@@ -143,6 +146,9 @@ impl SweepObserver for Progress {
     fn loading(&mut self, backend: &str) {
         self.send(LessonEvent::Loading { backend: backend.into() });
     }
+    fn fidelity(&mut self, what: &str) {
+        self.send(LessonEvent::Fidelity { what: what.into() });
+    }
     fn loaded(&mut self, backend: &str, info: &BackendInfo, load_ms: f64) {
         self.backends.push(info.clone());
         self.device = info.device.clone();
@@ -235,7 +241,8 @@ pub async fn lesson_start(state: State<'_, AppState>, name: String, backend: Str
     let thread = std::thread::Builder::new()
         .name("lx-lesson".into())
         .spawn(move || {
-            let ctx = model.open.sweep_context(&model.prompts, spawn, Some(out.clone()), control);
+            let mut ctx = model.open.sweep_context(&model.prompts, spawn, Some(out.clone()), control);
+            ctx.fidelity = Some(lx_backends::fidelity::sweep_basis(model.open.clone(), run.command.clone()));
             let judged = if on_server { demo::run_demo_on_server(demo, &backend, &ctx, &mut run, &mut progress) } else { demo::run_demo(demo, &backend, &[], 0, &ctx, &mut run, &mut progress) };
             match judged {
                 Ok(report) => drop(on_event.send(LessonEvent::Finished { report, path: out, stopped: run.stopped })),

@@ -65,7 +65,8 @@ interface Measurement {
 }
 
 function fmt(v: number): string {
-  return v.toFixed(2);
+  // A divergence of 1e-4 is not 0.00.
+  return v !== 0 && Math.abs(v) < 0.01 ? v.toExponential(1) : v.toFixed(2);
 }
 
 const OPS: Record<string, string> = { ">=": "≥", "<=": "≤", ">": ">", "<": "<" };
@@ -326,6 +327,9 @@ export class LessonsView {
         break;
       case "loading":
         m.loaded = `loading the model on ${backendLabel(e.backend)}…`;
+        break;
+      case "fidelity":
+        m.status = `scoring a fixed text against llama.cpp's f16 cache: ${e.what}…`;
         break;
       case "loaded":
         m.device = `${backendLabel(e.backend)} on ${e.device}`;

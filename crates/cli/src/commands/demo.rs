@@ -63,7 +63,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<i32> {
         );
     }
     let backend = if alone { servers[0].name.clone() } else { lx_backends::canonical(args.backend.trim())?.to_string() };
-    let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
+    let model = std::sync::Arc::new(lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?);
     let prompts = PromptBuilder::new(&model.tokenizer);
     let control = RunControl::default();
     crate::commands::stop_on_ctrl_c(&control);
@@ -72,7 +72,8 @@ pub fn run(args: DemoArgs) -> anyhow::Result<i32> {
     let mut run = RunFile::new(std::env::args().collect(), hardware, model.record(), settings);
     let names: Vec<String> = servers.iter().map(|s| s.name.clone()).collect();
     let spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::tune::Use::Measure, 0);
-    let ctx = model.sweep_context(&prompts, spawn, args.out.clone(), control);
+    let mut ctx = model.sweep_context(&prompts, spawn, args.out.clone(), control);
+    ctx.fidelity = Some(lx_backends::fidelity::sweep_basis(model.clone(), run.command.clone()));
     eprintln!("demo {}: {} ({backend}, measured live)", demo.name, demo.shows);
     let mut progress = crate::progress::SweepProgress::new(0);
     let report = if alone { run_demo_on_server(demo, &backend, &ctx, &mut run, &mut progress) } else { run_demo(demo, &backend, &names, args.threads, &ctx, &mut run, &mut progress) };
@@ -103,7 +104,7 @@ fn print_report(r: &Report) {
     }
     println!();
     for c in &r.checks {
-        println!("{} {}: {:.2} (needs {} {})", if c.holds { "ok  " } else { "FAIL" }, c.what, c.value, c.op, c.threshold);
+        println!("{} {}: {} (needs {} {})", if c.holds { "ok  " } else { "FAIL" }, c.what, lx_results::studies::numbers::check_value(c.value), c.op, c.threshold);
     }
     println!();
     println!("{}", r.sentence);

@@ -189,7 +189,7 @@ fn plan(args: &SweepArgs, servers: &[lx_openai::Server]) -> anyhow::Result<Sweep
         max_batch_tokens: args.max_batch_tokens,
         slo: Slo { ttft_ms: args.slo_ttft_ms, decode_tps: Some(args.slo_decode_tps) },
         split: args.split.split(),
-        fidelity_chunks: args.fidelity.map(|n| n.unwrap_or(lx_drivers::fidelity::of_points::DEFAULT_CHUNKS)),
+        fidelity_chunks: args.fidelity.map(|n| n.unwrap_or(lx_drivers::sweep::fidelity::DEFAULT_CHUNKS)),
     })
 }
 
@@ -279,7 +279,7 @@ mod tests {
         assert_eq!((p.prefix_tokens, p.repetitions, p.warmup), (16, 3, 8));
         assert_eq!(p.policies, [Policy::Serial, Policy::Chunked]);
         assert_eq!(plan_of(&["--depth", "0,512,4096"]).depths, [0, 512, 4096]);
-        let chunks = lx_drivers::fidelity::of_points::DEFAULT_CHUNKS;
+        let chunks = lx_drivers::sweep::fidelity::DEFAULT_CHUNKS;
         assert_eq!((plan_of(&["--fidelity"]).fidelity_chunks, plan_of(&["--fidelity", "5"]).fidelity_chunks), (Some(chunks), Some(5)));
         assert!(cli_help().contains(&format!("[default CHUNKS: {chunks}]")), "the help says the default the plan takes");
     }

@@ -16,7 +16,6 @@
 //! and the others go on; the run file is rewritten after each.
 
 pub mod divergence;
-pub mod of_points;
 pub mod text;
 
 use std::collections::HashMap;

@@ -94,7 +94,10 @@ pub fn nice_above(v: f64) -> f64 {
 /// A value as an axis or tooltip label: no more digits than it needs.
 pub fn label(v: f64) -> String {
     let a = v.abs();
-    if a >= 100.0 || v == v.round() {
+    if a > 0.0 && a < 0.01 {
+        // A divergence of 1e-4 is not 0.00.
+        format!("{v:.1e}")
+    } else if a >= 100.0 || v == v.round() {
         format!("{v:.0}")
     } else if a >= 10.0 {
         format!("{v:.1}")

@@ -108,9 +108,9 @@ impl Handout {
             for c in &r.checks {
                 let _ = write!(
                     o,
-                    "<tr><td>{}</td><td class=\"n\">{:.2}</td><td>{} {}</td><td>{}</td></tr>",
+                    "<tr><td>{}</td><td class=\"n\">{}</td><td>{} {}</td><td>{}</td></tr>",
                     escape(&c.what),
-                    c.value,
+                    crate::studies::numbers::check_value(c.value),
                     escape(&c.op),
                     label(c.threshold),
                     if c.holds { "yes" } else { "no" }

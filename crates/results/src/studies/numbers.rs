@@ -77,3 +77,13 @@ mod tests {
         assert_eq!(row(&["a", "b"]), "| a | b |");
     }
 }
+
+/// A demo check's measured value: two decimals, or where that would read 0.00 for what is not
+/// 0 (a divergence of 1e-4), two significant digits in scientific notation.
+pub fn check_value(v: f64) -> String {
+    if v != 0.0 && v.abs() < 0.01 {
+        format!("{v:.1e}")
+    } else {
+        format!("{v:.2}")
+    }
+}

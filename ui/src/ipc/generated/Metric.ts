@@ -3,4 +3,4 @@
 /**
  * A figure a lesson draws, one value per point.
  */
-export type Metric = "ttftP50" | "ttftP95" | "decodeP50" | "throughput" | "decodersMaxItl" | "decodersItlP99" | "longPromptTtft" | "sequencesInBudget";
+export type Metric = "ttftP50" | "ttftP95" | "decodeP50" | "throughput" | "decodersMaxItl" | "decodersItlP99" | "longPromptTtft" | "sequencesInBudget" | "meanKl";

@@ -10,8 +10,8 @@ use lx_core::target::Spawner;
 use lx_results::results::PointResult;
 use lx_results::studies::fidelity::{FidelityRun, Measured};
 
-use super::{Compared, Entry, Job, Watch};
-use crate::sweep::{SweepPlan, SweepPoint};
+use super::{SweepPlan, SweepPoint};
+use crate::fidelity::{Compared, Entry, Job, Watch};
 
 /// Chunks of the text a sweep scores when `--fidelity` gives no number: 2 × 255 positions,
 /// seconds per backend and setting on a CPU (MLX's CPU build takes minutes).
@@ -71,7 +71,7 @@ pub fn measure(basis: &Job, entries: Vec<Entry>, threads: usize, watch: &mut dyn
     let mut job = basis.clone();
     job.entries = entries;
     job.plan.threads = threads;
-    super::run(&job, watch)
+    crate::fidelity::run(&job, watch)
 }
 
 /// The figures of what `point` ran, where `run` measured it.

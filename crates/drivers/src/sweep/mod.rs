@@ -9,6 +9,8 @@
 //! a crash, a kill or Ctrl-C never loses a completed measurement. If a worker dies, its
 //! point records why and the next point starts a fresh worker.
 
+pub mod fidelity;
+
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -466,7 +468,7 @@ pub fn run_points(
 }
 
 /// The fidelity run of `points`' backends and settings, `chunks` chunks of the text each.
-fn measure_fidelity(plan: &SweepPlan, chunks: usize, points: &[SweepPoint], ctx: &SweepContext<'_>, observer: &mut dyn SweepObserver) -> Result<lx_results::studies::fidelity::FidelityRun, SweepError> {
+pub(crate) fn measure_fidelity(plan: &SweepPlan, chunks: usize, points: &[SweepPoint], ctx: &SweepContext<'_>, observer: &mut dyn SweepObserver) -> Result<lx_results::studies::fidelity::FidelityRun, SweepError> {
     struct Status<'o>(&'o mut dyn SweepObserver);
     impl crate::fidelity::Watch for Status<'_> {
         fn status(&mut self, what: &str) {
@@ -477,8 +479,8 @@ fn measure_fidelity(plan: &SweepPlan, chunks: usize, points: &[SweepPoint], ctx:
     let basis = ctx.fidelity.as_ref().ok_or_else(|| SweepError::Refused("fidelity cannot be measured here (no reference for this target)".into()))?;
     let mut basis = basis(chunks).map_err(SweepError::Refused)?;
     basis.control = ctx.control.clone();
-    let entries = crate::fidelity::of_points::entries(points, plan, &ctx.spawn, &ctx.model_path);
-    crate::fidelity::of_points::measure(&basis, entries, plan.threads, &mut Status(observer)).map_err(|e| SweepError::Refused(format!("fidelity: {e}")))
+    let entries = crate::sweep::fidelity::entries(points, plan, &ctx.spawn, &ctx.model_path);
+    crate::sweep::fidelity::measure(&basis, entries, plan.threads, &mut Status(observer)).map_err(|e| SweepError::Refused(format!("fidelity: {e}")))
 }
 
 /// Workers and prompts that last from one batch of points to the next: a search that
@@ -679,7 +681,7 @@ fn finish_point(
 ) -> std::io::Result<()> {
     let mut result = result;
     result.ceiling = run.ceiling_for(&result);
-    result.fidelity = run.fidelity.as_ref().and_then(|f| crate::fidelity::of_points::of_point(f, &result));
+    result.fidelity = run.fidelity.as_ref().and_then(|f| crate::sweep::fidelity::of_point(f, &result));
     printer.point(&result)?;
     observer.point_done(&result);
     run.points.push(result);
