@@ -498,6 +498,10 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     // --hang-timeout 60), which the run file's plan records.
     await fill('.sweep input[aria-label^="layers offloaded"]', "0");
     await fill('.sweep input[aria-label^="seconds of silence"]', "60");
+    // And fidelity first (--fidelity): llama.cpp as the sweep runs it, against its own f16
+    // cache, the KL and top-1 columns filled from the run file.
+    const fidelityBox = '.sweep input[aria-label^="measure each backend\'s fidelity"]';
+    await browser.execute((sel) => document.querySelector(sel).click(), fidelityBox);
     await (await browser.$('[data-testid="sweep-start"]')).click();
     await until("the open-loop sweep to finish", () => document.querySelector('[data-testid="sweep-status"]').textContent, (v) => /^Done/.test(v), 600_000);
     const labels = await browser.execute(() => [...document.querySelectorAll(".sweep table.points tbody tr td:nth-child(3)")].map((td) => td.textContent));
@@ -505,7 +509,19 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     const open = JSON.parse(readFileSync(await browser.execute(() => document.querySelector(".sweep").dataset.runFile), "utf8"));
     assert.deepEqual(open.points.map((p) => [p.prompt_tokens, p.load.prompt_tokens_from, p.load.arrivals.rate, p.repetition, p.errors]), [[32, 24, 4, 1, 0], [32, 24, 4, 2, 0]]);
     assert.equal(open.settings.gpu_layers, 0, JSON.stringify(open.settings));
+    // llama.cpp as the app runs it (its thread count may differ) against its own f16 cache:
+    // the same model up to rounding.
+    assert.deepEqual(open.fidelity.candidates.map((c) => [c.backend, c.setting]), [["llama", "as run"]]);
+    const measured = open.points[0].fidelity;
+    assert.ok(measured.mean_kl < 1e-3 && measured.top1_agreement > 0.99, JSON.stringify(measured));
+    const fidelityCells = await browser.execute(() => {
+      const heads = [...document.querySelectorAll(".sweep table.points thead th")].map((th) => th.textContent);
+      return [...document.querySelectorAll(".sweep table.points tbody tr")].map((r) => [r.children[heads.indexOf("KL nats")].textContent, r.children[heads.indexOf("top-1 %")].textContent]);
+    });
+    const cell = [measured.mean_kl === 0 ? "0" : measured.mean_kl.toExponential(1).replace(/e-0*/, "e-"), (100 * measured.top1_agreement).toFixed(2)];
+    assert.deepEqual(fidelityCells, [cell, cell]);
     await shot("sweep-more-options");
+    await browser.execute((sel) => document.querySelector(sel).click(), fidelityBox);
     await fill('.sweep input[aria-label^="arrival rates"]', "");
     await fill('.sweep input[aria-label^="repetitions"]', "1");
     await fill('.sweep input[aria-label^="layers offloaded"]', "");

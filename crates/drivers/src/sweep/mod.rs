@@ -739,7 +739,7 @@ mod tests {
         struct Nobody;
         impl Observer for Nobody {}
         impl SweepObserver for Nobody {}
-        let fixture = include_bytes!("../../../docs/results/mlx-cpu-pp64-256-c1-4.json");
+        let fixture = include_bytes!("../../../../docs/results/mlx-cpu-pp64-256-c1-4.json");
         let mut run = RunFile::read_bytes(fixture, std::path::Path::new("fixture.json")).unwrap();
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("run.json");
