@@ -450,7 +450,10 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
       assert.ok(p.ceiling?.decode_tps > p.decode_tps.p50, `decode ${p.decode_tps.p50} tok/s under a ceiling of ${p.ceiling?.decode_tps}`);
       assert.ok(p.ceiling.least_ttft_ms < p.ttft_ms.p50, `TTFT ${p.ttft_ms.p50} ms above its floor of ${p.ceiling.least_ttft_ms}`);
     }
-    const shares = await browser.execute(() => [...document.querySelectorAll(".sweep table.points tbody tr")].map((r) => r.children[9].textContent));
+    const shares = await browser.execute(() => {
+      const heads = [...document.querySelectorAll(".sweep table.points thead th")].map((th) => th.textContent);
+      return [...document.querySelectorAll(".sweep table.points tbody tr")].map((r) => r.children[heads.indexOf("decode % of ceiling")].textContent);
+    });
     assert.ok(shares.every((s) => /^\d+% (memory|compute)$/.test(s)), shares.join(", "));
     const why = await browser.execute(() => document.querySelector('[data-testid="sweep-ceilings"]').textContent);
     // Each backend's ceilings come from the device it loaded on (the CPU here).
@@ -520,6 +523,7 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     });
     const cell = [measured.mean_kl === 0 ? "0" : measured.mean_kl.toExponential(1).replace(/e-0*/, "e-"), (100 * measured.top1_agreement).toFixed(2)];
     assert.deepEqual(fidelityCells, [cell, cell]);
+    await browser.execute(() => document.querySelector('[data-testid="sweep-points"]').scrollIntoView());
     await shot("sweep-more-options");
     await browser.execute((sel) => document.querySelector(sel).click(), fidelityBox);
     await fill('.sweep input[aria-label^="arrival rates"]', "");

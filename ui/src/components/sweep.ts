@@ -179,8 +179,19 @@ export class SweepPanel {
         { class: "table-scroll" },
         h(
           "table",
-          { class: "points" },
-          h("thead", {}, h("tr", {}, ...["backend", "policy", "prompt", "clients", "out", "TTFT p50", "TTFT p95", "decode p50", "throughput", "decode % of ceiling", "power W", "J/token", "clock MHz", "errors", "KL nats", "top-1 %"].map((c) => h("th", {}, c)))),
+          { class: "points", "data-testid": "sweep-points" },
+          h(
+            "thead",
+            {},
+            h(
+              "tr",
+              {},
+              ...["backend", "policy", "prompt", "clients", "out", "TTFT p50", "TTFT p95", "decode p50", "throughput"].map((c) => h("th", {}, c)),
+              // Shown by a sweep that measured fidelity (the table's with-fidelity class).
+              ...["KL nats", "top-1 %"].map((c) => h("th", { class: "fidelity-col" }, c)),
+              ...["decode % of ceiling", "power W", "J/token", "clock MHz", "errors"].map((c) => h("th", {}, c)),
+            ),
+          ),
           this.table,
         ),
       ),
@@ -242,6 +253,7 @@ export class SweepPanel {
     };
     const options: SweepOptions = { hangTimeoutS: opt(this.hangTimeout), noCeilings: this.noCeilings.checked };
     this.table.replaceChildren();
+    this.table.parentElement?.classList.toggle("with-fidelity", this.fidelity.checked);
     this.sensorPoints = [];
     this.weightBytes = null;
     this.devices.clear();
@@ -309,10 +321,9 @@ export class SweepPanel {
           h(
             "tr",
             { class: p.errors > 0 ? "has-errors" : "", title: p.errorMessages.join("\n") },
-            ...[backendLabel(p.backend), p.policy, lengthLabel(p.promptTokensFrom == null ? null : p.promptTokensFrom - p.depth, p.promptTokens - p.depth) + (p.depth ? ` d${p.depth}` : "") + (p.repetition ? ` #${p.repetition}` : ""), String(p.concurrency), lengthLabel(p.maxTokensFrom, p.maxTokens), ok ? fmtMs(p.ttftMs.p50) : "—", ok ? fmtMs(p.ttftMs.p95) : "—", ok ? fmtTps(p.decodeTps.p50) : "—", ok ? fmtTps(p.throughputTps) : "—", ok ? ofCeiling(p.decodeTps.p50, p.ceiling?.decode_tps, p.ceiling?.decode_bound) : "—", num(p.powerW, 1), num(p.joulesPerToken, 3), num(p.clockMhz)].map((c) => h("td", {}, c)),
-            h("td", {}, String(p.errors)),
-            h("td", {}, klText(p.meanKl)),
-            h("td", {}, p.top1Agreement == null ? "—" : (100 * p.top1Agreement).toFixed(2)),
+            ...[backendLabel(p.backend), p.policy, lengthLabel(p.promptTokensFrom == null ? null : p.promptTokensFrom - p.depth, p.promptTokens - p.depth) + (p.depth ? ` d${p.depth}` : "") + (p.repetition ? ` #${p.repetition}` : ""), String(p.concurrency), lengthLabel(p.maxTokensFrom, p.maxTokens), ok ? fmtMs(p.ttftMs.p50) : "—", ok ? fmtMs(p.ttftMs.p95) : "—", ok ? fmtTps(p.decodeTps.p50) : "—", ok ? fmtTps(p.throughputTps) : "—"].map((c) => h("td", {}, c)),
+            ...[klText(p.meanKl), p.top1Agreement == null ? "—" : (100 * p.top1Agreement).toFixed(2)].map((c) => h("td", { class: "fidelity-col" }, c)),
+            ...[ok ? ofCeiling(p.decodeTps.p50, p.ceiling?.decode_tps, p.ceiling?.decode_bound) : "—", num(p.powerW, 1), num(p.joulesPerToken, 3), num(p.clockMhz), String(p.errors)].map((c) => h("td", {}, c)),
           ),
         );
         this.sensorPoints.push(p);
