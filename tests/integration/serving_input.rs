@@ -60,9 +60,9 @@ fn ranges_must_run_upwards() {
 
 #[test]
 fn unknown_demos_are_named() {
-    lx(&["demo", "warp-speed"]).fails_with("unknown demo 'warp-speed' (expected one of: prompt-length, batching, static-vs-continuous, chunked-prefill, prefix-cache, speculative, kv-cache, disaggregation)");
+    lx(&["demo", "warp-speed"]).fails_with("unknown demo 'warp-speed' (expected one of: prompt-length, batching, static-vs-continuous, chunked-prefill, prefix-cache, speculative, kv-cache, disaggregation, fidelity)");
     let list = lx(&["demo", "--list"]).ok().stdout();
-    for name in ["prompt-length", "batching", "static-vs-continuous", "chunked-prefill", "prefix-cache", "speculative", "kv-cache", "disaggregation"] {
+    for name in ["prompt-length", "batching", "static-vs-continuous", "chunked-prefill", "prefix-cache", "speculative", "kv-cache", "disaggregation", "fidelity"] {
         assert!(list.contains(name), "{list}");
     }
 }
