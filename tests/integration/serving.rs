@@ -297,6 +297,9 @@ fn demo_fidelity() {
     assert!(out.contains("ok   mean KL divergence, q4_0 cache ÷ prompt lookup's"), "{out}");
     let row = out.lines().find(|l| l.starts_with("| f16 cache |")).unwrap_or_else(|| panic!("{out}"));
     assert!(row.ends_with("| 0 | 100.00% |"), "llama.cpp's f16 cache is the reference itself: {row}");
+    // On a backend without KV cache types it is refused before anything loads.
+    let refused = lx(&["demo", "fidelity", "--backend", "candle", "--model", model_path().to_str().unwrap()]);
+    assert!(refused.stderr().contains("demo fidelity measures a quantized KV cache, which runs on llama.cpp only"), "{}", refused.dump());
 }
 
 #[test]

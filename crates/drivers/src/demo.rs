@@ -690,6 +690,11 @@ pub const ON_A_SERVER: [&str; 1] = ["prompt-length"];
 /// points land in `run` (and `ctx.out`).
 pub fn run_demo(demo: Demo, backend: &str, servers: &[String], threads: usize, ctx: &SweepContext<'_>, run: &mut RunFile, observer: &mut dyn SweepObserver) -> Result<Report, SweepError> {
     let mut plan = plan(demo, backend, threads);
+    // A demo that stores a KV cache in another type (kv-cache, fidelity) is llama.cpp's:
+    // refused before anything loads, not as a failed point after the others ran.
+    if let Some(why) = plan.points.iter().find_map(|p| p.traffic.kv.for_backend(backend).err()) {
+        return Err(SweepError::Refused(format!("demo {} measures a quantized KV cache, which runs on llama.cpp only ({why}); run it with --backend llama", demo.name)));
+    }
     if !servers.is_empty() {
         if !WITH_SERVERS.contains(&demo.name) {
             return Err(SweepError::Refused(format!("demo {} shows how our scheduler runs requests, so it measures a backend, not a server; --target works with: {}", demo.name, WITH_SERVERS.join(", "))));
