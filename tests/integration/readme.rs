@@ -71,7 +71,7 @@ const PAGES: &[(&str, &[&str])] = &[
             "docs/results/spec-compare-amd-avx512.json",
             "docs/results/kv-cache-amd-avx512.json",
             "docs/results/fidelity-gemma3-270m-amd-avx512.json",
-            "docs/results/fidelity-gemma3-270m-mlx-1-chunk-amd-avx512.json",
+            "docs/results/fidelity-gemma3-270m-mlx-amd-avx512.json",
             "docs/results/fidelity-smollm2-135m-mlx-1-chunk-amd-avx512.json",
             "docs/results/fidelity-smollm2-135m-amd-avx512.json",
             "docs/results/fidelity-check-gemma3-270m-amd-avx512.json",
