@@ -136,9 +136,11 @@ impl PointResult {
     pub fn from_run(backend: &str, policy: Policy, spec: &PointSpec, run: PointRun) -> Self {
         let ok: Vec<&RequestRecord> = run.records.iter().filter(|r| r.ok()).collect();
         let mut error_messages: Vec<String> = run.records.iter().filter_map(|r| r.error.clone()).collect();
+        // A worker lost in the warm-up leaves no measured request to carry why.
+        error_messages.extend(run.worker_error.clone().filter(|_| run.records.is_empty()));
         error_messages.sort();
         error_messages.dedup();
-        let errors = run.records.iter().filter(|r| r.error.is_some()).count();
+        let errors = run.records.iter().filter(|r| r.error.is_some()).count().max(usize::from(run.worker_error.is_some() && run.records.is_empty()));
         let mut warnings: Vec<(String, usize)> = Vec::new();
         for w in run.records.iter().flat_map(|r| &r.warnings) {
             match warnings.iter_mut().find(|(m, _)| m == w) {
@@ -447,6 +449,15 @@ mod tests {
         let spec = PointSpec { prompt_tokens: 16, max_tokens: 4, concurrency: 2, requests: samples.len(), warmup: 0, stop_at_eos: false, top_logprobs: 0 };
         let run = PointRun { records: samples, steps: Vec::new(), window_ms, worker_error: None, stopped: false, opened: None };
         PointResult::from_run("hash", Policy::Continuous, &spec, run)
+    }
+
+    #[test]
+    fn a_worker_lost_in_the_warm_up_is_an_error_that_says_why() {
+        let spec = PointSpec { prompt_tokens: 16, max_tokens: 4, concurrency: 1, requests: 4, warmup: 1, stop_at_eos: false, top_logprobs: 0 };
+        let why = "the worker answered nothing for 300 s";
+        let run = PointRun { records: Vec::new(), steps: Vec::new(), window_ms: 0.0, worker_error: Some(why.into()), stopped: false, opened: None };
+        let p = PointResult::from_run("hash", Policy::Continuous, &spec, run);
+        assert_eq!((p.errors, p.requests, p.error_messages.clone()), (1, 0, vec![why.to_string()]));
     }
 
     #[test]
