@@ -11,6 +11,7 @@ mod fidelity;
 mod cli;
 mod kv_cache;
 mod live;
+mod memory;
 mod policy_parity;
 mod readme;
 mod serve;

@@ -24,6 +24,7 @@
 //! thread count actually in use in `BackendInfo::threads`.
 
 pub mod bare_loop;
+pub mod memory;
 pub mod model;
 pub mod quant;
 
@@ -373,7 +374,8 @@ impl CandleBackend {
                 .collect(),
             settings_from: None,
             draft: None,
-            kv_cache_bytes: None,
+            kv_cache_bytes: Some(caches.iter().map(KvCache::bytes).sum()),
+            weights_bytes: Some(model.weight_bytes()),
         };
         Ok(Self {
             model,

@@ -32,7 +32,7 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 /// Rows of query tiles in attention (bounds the score matrix for long chunks).
-const ATTN_Q_TILE: usize = 256;
+pub const ATTN_Q_TILE: usize = 256;
 
 /// How the layers' projection matrices are held (the tied embedding / output projection
 /// always stays as stored: it is looked up row by row and is the largest tensor).
@@ -94,6 +94,39 @@ impl Proj {
             (None, Some(f)) => f.forward(x),
             (None, None) => unreachable!("a projection holds at least one format"),
         }
+    }
+}
+
+/// Bytes a tensor's data takes.
+fn tensor_bytes(t: &Tensor) -> u64 {
+    (t.elem_count() * t.dtype().size_in_bytes()) as u64
+}
+
+/// Bytes a matrix takes as held (a quantized one as stored; its repacked tiles, made at its
+/// first product, are candle's own and not counted).
+fn matmul_bytes(m: &QMatMul) -> u64 {
+    match m {
+        QMatMul::QTensor(q) => q.storage_size_in_bytes() as u64,
+        QMatMul::Tensor(t) | QMatMul::TensorF16(t) => tensor_bytes(t),
+    }
+}
+
+impl Proj {
+    fn bytes(&self) -> u64 {
+        self.q.iter().chain(self.f16.iter()).map(matmul_bytes).sum()
+    }
+}
+
+impl Layer {
+    fn bytes(&self) -> u64 {
+        let projections = [&self.wq, &self.wk, &self.wv, &self.wo, &self.gate, &self.up, &self.down].iter().map(|p| p.bytes()).sum::<u64>();
+        let vectors = [&self.bq, &self.bk, &self.bv, &self.bo, &self.q_norm, &self.k_norm, &self.post_attn_norm, &self.b_gate, &self.b_up, &self.b_down, &self.post_ffn_norm]
+            .iter()
+            .filter_map(|t| t.as_ref())
+            .chain([&self.attn_norm, &self.ffn_norm])
+            .map(tensor_bytes)
+            .sum::<u64>();
+        projections + vectors
     }
 }
 
@@ -266,19 +299,15 @@ pub struct KvCache {
 }
 
 impl KvCache {
+    /// Written through once (zeros from candle's CPU allocator are pages the system has not
+    /// given yet), so the whole cache is held from the load, as llama.cpp's and MLX's are: a
+    /// load that does not fit fails then, not when the last slot fills mid-run.
     pub fn new(cfg: &Config, ctx: usize, device: &Device) -> Result<Self> {
+        let held = |len: usize| Tensor::zeros((1, cfg.head_count_kv, ctx, len), DType::F32, device)?.affine(1.0, 0.0);
         let layers = (0..cfg.block_count)
             .map(|_| {
-                let k = Tensor::zeros(
-                    (1, cfg.head_count_kv, ctx, cfg.key_length),
-                    DType::F32,
-                    device,
-                )?;
-                let v = Tensor::zeros(
-                    (1, cfg.head_count_kv, ctx, cfg.value_length),
-                    DType::F32,
-                    device,
-                )?;
+                let k = held(cfg.key_length)?;
+                let v = held(cfg.value_length)?;
                 Ok((k, v))
             })
             .collect::<Result<Vec<_>>>()?;
@@ -291,6 +320,11 @@ impl KvCache {
 
     pub fn capacity(&self) -> usize {
         self.ctx
+    }
+
+    /// Bytes its keys and values take.
+    pub fn bytes(&self) -> u64 {
+        self.layers.iter().map(|(k, v)| ((k.elem_count() + v.elem_count()) * k.dtype().size_in_bytes()) as u64).sum()
     }
 
     /// Makes `self` hold the first `len` positions of `src`.
@@ -591,6 +625,18 @@ impl Model {
 
     pub fn device(&self) -> &Device {
         &self.device
+    }
+
+    /// Bytes of every weight as held, counted from the tensors themselves (a tied output
+    /// projection, which shares the embedding's, once).
+    pub fn weight_bytes(&self) -> u64 {
+        let output = match &self.output {
+            QMatMul::QTensor(q) if Arc::ptr_eq(q, &self.embed) => 0,
+            other => matmul_bytes(other),
+        };
+        let vectors = self.output_bias.iter().chain([&self.output_norm]).map(tensor_bytes).sum::<u64>()
+            + self.rope_freqs.as_ref().map_or(0, |f| (f.len() * 4) as u64);
+        self.embed.storage_size_in_bytes() as u64 + output + vectors + self.layers.iter().map(Layer::bytes).sum::<u64>()
     }
 
     /// RoPE tables for local and global layers, `ctx` positions each (the local one is

@@ -8,6 +8,7 @@
 //! initialised once per process, and a failed ggml assert aborts the whole process.
 
 mod logs;
+pub mod memory;
 pub mod probe;
 mod state;
 
@@ -161,11 +162,14 @@ fn flash_attention_for(v: KvType) -> Result<(i32, &'static str), BackendError> {
     }
 }
 
+/// llama.cpp's own tools' micro-batch, in tokens.
+pub const DEFAULT_UBATCH: u64 = 512;
+
 /// Most tokens llama.cpp computes in one micro-batch: `LX_LLAMA_UBATCH`, else 512 (its own
 /// tools' default), never more than the batch.
 fn micro_batch(n_batch: u32) -> Result<u32, BackendError> {
     let asked = match std::env::var("LX_LLAMA_UBATCH") {
-        Err(_) => 512,
+        Err(_) => DEFAULT_UBATCH as u32,
         Ok(s) => s.parse::<u32>().ok().filter(|&n| n > 0).ok_or_else(|| BackendError::Load(format!("LX_LLAMA_UBATCH {s:?}: a number of tokens, at least 1")))?,
     };
     Ok(asked.min(n_batch))
@@ -290,6 +294,7 @@ impl LlamaCppBackend {
         })?;
         // llama.cpp places the layers while loading the model's tensors.
         let placement = logs::take_placement();
+        let weights_bytes = logs::take_model_buffers();
         let model: &'static LlamaModel = Box::leak(Box::new(model));
 
         let trained = model.n_ctx_train() as usize;
@@ -356,6 +361,7 @@ impl LlamaCppBackend {
             settings_from: None,
             draft: None,
             kv_cache_bytes,
+            weights_bytes,
         };
         Ok(Self {
             ctx,

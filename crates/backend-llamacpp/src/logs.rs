@@ -21,6 +21,9 @@ static RECENT: Mutex<VecDeque<String>> = Mutex::new(VecDeque::new());
 static PLACEMENT: Mutex<Vec<String>> = Mutex::new(Vec::new());
 /// The KV cache buffers llama.cpp allocated while a context was created, in bytes.
 static KV_BUFFERS: Mutex<Vec<u64>> = Mutex::new(Vec::new());
+/// The weights' buffers llama.cpp allocated while a model loaded (mapped, repacked, on each
+/// device), in bytes.
+static MODEL_BUFFERS: Mutex<Vec<u64>> = Mutex::new(Vec::new());
 /// Whether a model is loading: only then are llama.cpp's debug lines read (for placement),
 /// so decoding never formats log text it would throw away.
 static LOADING: AtomicBool = AtomicBool::new(false);
@@ -58,8 +61,11 @@ impl<S: Subscriber> Layer<S> for Capture {
         if let Some(device) = layer_device(&text.0) {
             PLACEMENT.lock().unwrap_or_else(|e| e.into_inner()).push(device.to_string());
         }
-        if let Some(bytes) = kv_buffer_bytes(&text.0) {
+        if let Some(bytes) = buffer_bytes(&text.0, "KV buffer size =") {
             KV_BUFFERS.lock().unwrap_or_else(|e| e.into_inner()).push(bytes);
+        }
+        if let Some(bytes) = buffer_bytes(&text.0, "model buffer size =") {
+            MODEL_BUFFERS.lock().unwrap_or_else(|e| e.into_inner()).push(bytes);
         }
         if level <= Level::WARN && !text.0.is_empty() {
             let mut recent = RECENT.lock().unwrap_or_else(|e| e.into_inner());
@@ -87,6 +93,7 @@ pub fn take_recent() -> Vec<String> {
 /// Start keeping where llama.cpp places each layer: call before loading a model.
 pub fn start_placement() {
     PLACEMENT.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    MODEL_BUFFERS.lock().unwrap_or_else(|e| e.into_inner()).clear();
     LOADING.store(true, Ordering::Relaxed);
 }
 
@@ -94,6 +101,13 @@ pub fn start_placement() {
 pub fn take_placement() -> Vec<String> {
     LOADING.store(false, Ordering::Relaxed);
     std::mem::take(&mut *PLACEMENT.lock().unwrap_or_else(|e| e.into_inner()))
+}
+
+/// The bytes of the weights' buffers allocated since [`start_placement`]; `None` when
+/// llama.cpp reported none.
+pub fn take_model_buffers() -> Option<u64> {
+    let buffers = std::mem::take(&mut *MODEL_BUFFERS.lock().unwrap_or_else(|e| e.into_inner()));
+    (!buffers.is_empty()).then(|| buffers.iter().sum())
 }
 
 /// Start keeping the KV cache buffers llama.cpp allocates: call before creating a context.
@@ -112,9 +126,10 @@ pub fn take_kv_buffers() -> Option<u64> {
 }
 
 /// The size in a log line of the form "llama_kv_cache:        CPU KV buffer size =    18.00
-/// MiB" (llama.cpp prints MiB with two decimals).
-fn kv_buffer_bytes(line: &str) -> Option<u64> {
-    let (_, rest) = line.split_once("KV buffer size =")?;
+/// MiB" or "load_tensors:   CPU_Mapped model buffer size =   235.16 MiB", after `what`
+/// (llama.cpp prints MiB with two decimals).
+fn buffer_bytes(line: &str, what: &str) -> Option<u64> {
+    let (_, rest) = line.split_once(what)?;
     let mib: f64 = rest.trim().strip_suffix("MiB")?.trim().parse().ok()?;
     Some((mib * 1024.0 * 1024.0).round() as u64)
 }
@@ -131,7 +146,11 @@ fn layer_device(line: &str) -> Option<&str> {
 
 #[cfg(test)]
 mod tests {
-    use super::{kv_buffer_bytes, layer_device};
+    use super::{buffer_bytes, layer_device};
+
+    fn kv_buffer_bytes(line: &str) -> Option<u64> {
+        buffer_bytes(line, "KV buffer size =")
+    }
 
     #[test]
     fn reads_the_size_of_a_kv_buffer() {
@@ -139,6 +158,7 @@ mod tests {
         assert_eq!(kv_buffer_bytes("llama_kv_cache_iswa: KV buffer size = 0.50 MiB"), Some(1 << 19));
         assert_eq!(kv_buffer_bytes("llama_context: CPU compute buffer size = 5.00 MiB"), None);
         assert_eq!(kv_buffer_bytes("KV buffer size = lots"), None);
+        assert_eq!(buffer_bytes("load_tensors:   CPU_REPACK model buffer size =    12.50 MiB", "model buffer size ="), Some(25 << 19));
     }
 
     #[test]

@@ -224,7 +224,22 @@ fn matrix(g: &GgufFile, name: &str, rows: usize, cols: usize, mode: WeightMode, 
     Ok(lin)
 }
 
+impl Layer {
+    fn arrays(&self) -> impl Iterator<Item = &Array> {
+        let linears = [&self.wq, &self.wk, &self.wv, &self.wo, &self.gate, &self.up, &self.down];
+        let biases = linears.into_iter().filter_map(|a| a.b.as_ref());
+        let norms = [&self.q_norm, &self.k_norm, &self.post_attn_norm, &self.post_ffn_norm].into_iter().filter_map(|n| n.as_ref());
+        linears.into_iter().flat_map(|a| a.w.arrays()).chain(biases).chain(norms).chain([&self.attn_norm, &self.ffn_norm])
+    }
+}
+
 impl Model {
+    /// Bytes of every weight as held, counted from the arrays themselves.
+    fn weight_bytes(&self) -> u64 {
+        let arrays = self.embed.arrays().into_iter().chain(self.output.iter().flat_map(Linear::arrays)).chain(self.output_bias.iter()).chain([&self.output_norm]);
+        arrays.chain(self.rope_freqs.iter()).chain(self.layers.iter().flat_map(Layer::arrays)).map(|a| a.nbytes() as u64).sum()
+    }
+
     fn load(g: &GgufFile, mode: WeightMode, counts: &mut Counts) -> Result<Self, BackendError> {
         // The engine's parser, as the candle backend: the same architectures, read the same way.
         let cfg = Config::from_gguf(g)?;
@@ -481,7 +496,8 @@ impl MlxBackend {
             settings: [("weights".to_string(), opts.weights.name().to_string())].into(),
             settings_from: None,
             draft: None,
-            kv_cache_bytes: None,
+            kv_cache_bytes: Some(caches.iter().flat_map(|c| c.k.iter().chain(c.v.iter())).map(|a| a.nbytes() as u64).sum()),
+            weights_bytes: Some(model.weight_bytes()),
         };
         Ok(Self { model, caches, lens: vec![0; spec.slots], info, compute: None })
     }

@@ -28,6 +28,7 @@
 //! Status: the graph runs and passes its parity tests against llama.cpp on Linux, on MLX's
 //! CPU backend (tests/parity_llamacpp.rs). Metal (kernels, speed) is proven only by a Mac.
 
+pub mod memory;
 pub mod plan;
 pub mod repack;
 

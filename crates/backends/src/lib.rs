@@ -6,6 +6,7 @@ pub mod advise;
 pub mod check;
 pub mod draft;
 pub mod fidelity;
+pub mod fit;
 pub mod limits;
 pub mod memory;
 pub mod model;
@@ -146,6 +147,14 @@ pub fn spawner(usage: tune::Use, untuned_threads: usize) -> lx_core::target::Spa
     })
 }
 
+/// The settings a `backend` worker for `model` would be started with to measure (this
+/// machine's tuned profile's, under the environment's): what its memory is predicted with.
+pub fn measuring_env(backend: &str, model: &std::path::Path) -> Vec<(String, String)> {
+    let machine = lx_machine::probe::machine_key(&hardware_report());
+    let profile = tune::Located::new(&machine, model).read();
+    tune::applied(backend, &profile, tune::Use::Measure, &|var| std::env::var(var).ok()).env
+}
+
 /// [`spawner`] for measuring, with `env` over the tuned settings: a fidelity run's candidate
 /// (`LX_CANDLE_WEIGHTS=f16`) on this machine's tuned choice of everything else.
 pub fn spawner_with_env(env: Vec<(String, String)>) -> lx_core::target::Spawner {
@@ -165,10 +174,13 @@ pub fn spawner_with_env(env: Vec<(String, String)>) -> lx_core::target::Spawner 
 /// kernels or page a large model in from a slow disk, hence the generous timeout.
 pub fn worker_spawner(settings: impl Fn(&str, &LoadSpec) -> tune::Applied + Send + Sync + 'static) -> lx_core::target::Spawner {
     std::sync::Arc::new(move |name: &str, spec: &LoadSpec, config: &lx_core::scheduler::SchedulerConfig| {
-        if memory::in_system_memory(spec) {
-            memory::check(spec, lx_machine::hardware::available_memory_bytes()).map_err(lx_core::coordinator::WorkerError::Load)?;
-        }
         let applied = settings(name, spec);
+        if memory::in_system_memory(spec) {
+            // A model that cannot be read is left to the worker, which says what is wrong with it.
+            if let Ok(f) = memory::footprint(name, spec, &applied.env, 0) {
+                memory::check(spec, &f, lx_machine::hardware::available_memory_bytes()).map_err(lx_core::coordinator::WorkerError::Load)?;
+            }
+        }
         let mut command = worker_command(name);
         command.env.extend(applied.env);
         command.env.push((lx_core::backend::SETTINGS_FROM_ENV.to_string(), applied.from));

@@ -1,12 +1,15 @@
-//! A model that cannot fit is refused before a worker tries to load it (and the machine
-//! starts swapping, or the worker is killed half-way): the weights (the file, which the
-//! backends map or read whole) and the KV cache the slots need, against the memory the
-//! system has available now. Both are counted low (an f16 cache, sliding-window layers at
-//! their window, no scratch buffers), so a refusal is certain; the numbers are in the message.
+//! What a load will hold in memory, before a worker tries it: each backend predicts its own
+//! [`Footprint`] from the model file, the load and the settings its worker would start with
+//! (the backend crates' `memory` modules); the worker process's own memory is measured. A
+//! load whose weights and KV cache alone exceed the memory available is refused with the
+//! numbers (those two are counted exactly; the rest is an estimate), before the machine
+//! starts swapping or the worker is killed half-way. `lx fit` plans with the same figures.
+
+use std::time::{Duration, Instant};
 
 use lx_core::backend::LoadSpec;
+use lx_core::footprint::{mib, Footprint};
 use lx_format::gguf::GgufFile;
-use lx_machine::roofline::ModelCost;
 
 /// Whether `spec`'s load lives in system memory: a build without discrete-GPU features,
 /// every layer kept on the CPU (`--gpu-layers 0`), or Apple Silicon's unified memory.
@@ -15,80 +18,104 @@ pub fn in_system_memory(spec: &LoadSpec) -> bool {
     spec.gpu_layers == Some(0) || !(cfg!(feature = "cuda") || cfg!(feature = "vulkan"))
 }
 
-/// Weights (the file) and an f16 KV cache for `slots` sequences of `ctx` tokens; `None` for a
-/// model that cannot be read.
-fn need(path: &std::path::Path, slots: usize, ctx: usize) -> Option<(u64, u64)> {
-    let gguf = GgufFile::open(path).ok()?;
-    let cost = ModelCost::from_gguf(&gguf).ok()?;
-    Some((gguf.file_size(), slots.max(1) as u64 * cost.kv_bytes_at(ctx as u64)))
+/// A setting's value as `backend`'s worker would see it: from `env` (the tuned profile's and
+/// the run's settings), else this process's environment.
+fn lookup<'a>(env: &'a [(String, String)]) -> impl Fn(&str) -> Option<String> + 'a {
+    move |name| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()).or_else(|| std::env::var(name).ok())
 }
 
-/// Refuse `spec` when its weights and KV cache (and its draft model's, when it has one) need
-/// more than `available` bytes, with the cache's keys and values stored as `spec.kv` says
-/// (llama.cpp's types; other backends' caches are counted as f16, which is low for candle's
-/// f32). A model that cannot be read is not refused here: the worker says what is wrong
-/// with it.
-pub fn check(spec: &LoadSpec, available: u64) -> Result<(), String> {
-    let Some((mut weights, mut f16)) = need(&spec.model_path, spec.slots, spec.ctx_per_slot) else { return Ok(()) };
-    if let Some((w, kv)) = spec.draft_model.as_deref().and_then(|d| need(d, spec.slots, spec.ctx_per_slot)) {
-        (weights, f16) = (weights + w, f16 + kv);
+/// `backend`'s footprint for `spec` (its draft model's included) with the worker settings
+/// `env`, the worker process itself counted as `runtime` bytes.
+pub fn footprint(backend: &str, spec: &LoadSpec, env: &[(String, String)], runtime: u64) -> Result<Footprint, String> {
+    let setting = lookup(env);
+    let one = |path: &std::path::Path, runtime: u64| -> Result<Footprint, String> {
+        let g = GgufFile::open(path).map_err(|e| e.to_string())?;
+        let spec = LoadSpec { model_path: path.to_path_buf(), ..spec.clone() };
+        match backend {
+            "llama" => {
+                let layout = setting("LX_LLAMA_KV").map_or(Ok(lx_backend_llamacpp::KvLayout::PerSequence), |s| s.parse())?;
+                let ubatch = setting("LX_LLAMA_UBATCH").and_then(|s| s.parse().ok()).unwrap_or(lx_backend_llamacpp::DEFAULT_UBATCH);
+                lx_backend_llamacpp::memory::footprint(&g, &spec, layout, ubatch, runtime)
+            }
+            "candle" => {
+                let on_gpu = spec.gpu_layers != Some(0) && (cfg!(feature = "cuda") || cfg!(feature = "metal"));
+                let default = if on_gpu { lx_backend_candle::WeightFormat::Quantized } else { lx_backend_candle::CPU_DEFAULT_WEIGHTS };
+                let format = setting("LX_CANDLE_WEIGHTS").map_or(Ok(default), |s| s.parse())?;
+                lx_backend_candle::memory::footprint(&g, &spec, format, runtime)
+            }
+            "mlx" => {
+                let mode = setting("LX_MLX_WEIGHTS").map_or(Ok(Default::default()), |s| s.parse())?;
+                lx_backend_mlx::memory::footprint(&g, &spec, mode, runtime)
+            }
+            other => Err(format!("no memory figures for backend `{other}`")),
+        }
+    };
+    let mut f = one(&spec.model_path, runtime)?;
+    if let Some(draft) = &spec.draft_model {
+        let d = one(draft, 0)?;
+        (f.weights, f.kv_cache, f.scratch) = (f.weights + d.weights, f.kv_cache + d.kv_cache, f.scratch.max(d.scratch));
     }
-    let kv = (f16 as f64 * spec.kv.of_f16()) as u64;
-    if weights + kv <= available {
+    Ok(f)
+}
+
+/// The resident memory of `backend`'s worker process before it loads anything, measured
+/// once per process: one is started, looked at once its memory stops growing, and stopped.
+/// 0 when it cannot be.
+pub fn worker_runtime_bytes(backend: &str) -> u64 {
+    static MEASURED: std::sync::Mutex<Vec<(String, u64)>> = std::sync::Mutex::new(Vec::new());
+    let mut measured = MEASURED.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((_, b)) = measured.iter().find(|(name, _)| name == backend) {
+        return *b;
+    }
+    let bytes = measure_runtime(backend);
+    measured.push((backend.to_string(), bytes));
+    bytes
+}
+
+fn measure_runtime(backend: &str) -> u64 {
+    let command = crate::worker_command(backend);
+    let Ok(mut child) = std::process::Command::new(&command.program)
+        .args(&command.args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+    else {
+        return 0;
+    };
+    let started = Instant::now();
+    let mut last = 0;
+    while started.elapsed() < Duration::from_secs(2) {
+        std::thread::sleep(Duration::from_millis(50));
+        let now = lx_machine::hardware::resident_bytes(child.id()).unwrap_or(0);
+        if now > 0 && now == last {
+            break;
+        }
+        last = now;
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    last
+}
+
+/// Refuse a load whose weights and KV cache (counted exactly, `f`) need more than
+/// `available` bytes, with the numbers and what to change.
+pub fn check(spec: &LoadSpec, f: &Footprint, available: u64) -> Result<(), String> {
+    if f.weights + f.kv_cache <= available {
         return Ok(());
     }
-    let gib = |b: u64| b as f64 / (1u64 << 30) as f64;
+    let gib = |b: u64| mib(b) / 1024.0;
     Err(format!(
-        "{}{} does not fit in memory: it needs at least {:.1} GiB ({:.1} GiB of weights and {:.1} GiB of KV cache{} for {} sequences of {} tokens), and {:.1} GiB is available; ask for fewer concurrent requests or shorter ones, or close other programs",
+        "{}{} does not fit in memory: it needs at least {:.1} GiB ({:.1} GiB of weights and {:.1} GiB of KV cache{} for {} sequences of {} tokens; about {:.1} GiB in all with its buffers), and {:.1} GiB is available; ask for fewer concurrent requests or shorter ones, or close other programs",
         spec.model_path.display(),
         if spec.draft_model.is_some() { " with its draft model" } else { "" },
-        gib(weights + kv),
-        gib(weights),
-        gib(kv),
+        gib(f.weights + f.kv_cache),
+        gib(f.weights),
+        gib(f.kv_cache),
         if spec.kv.is_default() { String::new() } else { format!(" (K {}, V {})", spec.kv.k.name(), spec.kv.v.name()) },
         spec.slots.max(1),
         spec.ctx_per_slot,
+        gib(f.total()),
         gib(available),
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use lx_core::backend::{KvType, KvTypes};
-
-    fn spec(slots: usize, ctx: usize) -> LoadSpec {
-        LoadSpec { model_path: lx_models::default_model_path(), threads: 0, slots, ctx_per_slot: ctx, max_batch_tokens: 512, gpu_layers: Some(0), ..Default::default() }
-    }
-
-    /// The default model (253 MB) with 4 sequences of 1024 tokens fits in 1 GiB; with 512
-    /// sequences of 32,000 tokens its KV cache alone (three global layers of 1 KiB per token
-    /// and fifteen local ones capped at 512 positions) is 50.6 GiB, refused with the numbers.
-    #[test]
-    fn refuses_what_cannot_fit_and_says_by_how_much() {
-        if !lx_models::default_model_path().exists() {
-            panic!("the default model is missing: run `lx models fetch default` (scripts/test does)");
-        }
-        assert_eq!(check(&spec(4, 1024), 1 << 30), Ok(()));
-        let e = check(&spec(512, 32_000), 16 << 30).unwrap_err();
-        assert!(e.contains("does not fit in memory: it needs at least 50.9 GiB (0.2 GiB of weights and 50.6 GiB of KV cache for 512 sequences of 32000 tokens), and 16.0 GiB is available"), "{e}");
-        assert!(spec(1, 1).gpu_layers == Some(0) && in_system_memory(&spec(1, 1)));
-        // A quantized cache: q8_0 takes 34 bytes per 32 values where f16 takes 64, q4_0 18.
-        let kv = |k, v| LoadSpec { kv: KvTypes { k, v }, ..spec(512, 32_000) };
-        let e = check(&kv(KvType::Q8_0, KvType::Q8_0), 16 << 30).unwrap_err();
-        assert!(e.contains("and 26.9 GiB of KV cache (K q8_0, V q8_0) for 512 sequences"), "{e}");
-        assert_eq!(check(&kv(KvType::Q4_0, KvType::Q4_0), 16 << 30), Ok(()), "14.2 GiB of q4_0 cache fits");
-        // A draft model (here the model itself) doubles both: what fits alone does not with it.
-        assert_eq!(check(&spec(512, 32_000), 64 << 30), Ok(()));
-        let drafted = LoadSpec { draft_model: Some(lx_models::default_model_path()), ..spec(512, 32_000) };
-        let e = check(&drafted, 64 << 30).unwrap_err();
-        assert!(e.contains("with its draft model does not fit in memory: it needs at least 101."), "{e}");
-    }
-
-    #[test]
-    fn a_model_that_cannot_be_read_is_left_to_the_worker() {
-        let mut s = spec(1, 16);
-        s.model_path = "/nonexistent/model.gguf".into();
-        assert_eq!(check(&s, 0), Ok(()));
-    }
 }

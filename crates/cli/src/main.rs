@@ -60,6 +60,10 @@ enum Cmd {
     /// attention, KV layout, micro-batch) and keep the best as the profile every later run
     /// uses; --show prints it with its evidence.
     Tune(commands::tune::TuneArgs),
+    /// What fits in memory before anything loads: for each backend and KV cache type, the
+    /// longest context at 1, 4 and 16 sequences and the most sequences at the model's full
+    /// context; --check sets the predictions beside the peaks saved runs measured.
+    Fit(commands::fit::FitArgs),
 }
 
 fn main() {
@@ -81,6 +85,7 @@ fn main() {
         Cmd::Serve(args) => commands::serve::run(args),
         Cmd::Tune(args) => commands::tune::run(args),
         Cmd::Fidelity(args) => commands::fidelity::run(args),
+        Cmd::Fit(args) => commands::fit::run(args),
     };
     match result {
         Ok(code) => std::process::exit(code),

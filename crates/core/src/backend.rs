@@ -212,9 +212,13 @@ pub struct BackendInfo {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub draft: Option<String>,
     /// The KV cache's bytes as the library allocated them for every slot (llama.cpp's own
-    /// account); `None` where the backend does not say.
+    /// account; candle's and MLX's count of their caches); `None` where the backend does not say.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kv_cache_bytes: Option<u64>,
+    /// The weights' bytes as the backend holds them (llama.cpp's own account of its buffers;
+    /// candle's and MLX's count of what they keep); `None` where the backend does not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub weights_bytes: Option<u64>,
     /// The backend's own settings as it ran with them, by the names `lx tune` uses (e.g.
     /// candle's `weights`, llama.cpp's `flash_attn`); threads are [`BackendInfo::threads`].
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]

@@ -310,6 +310,12 @@ pub fn save_profile(path: &Path, profile: &Profile) -> anyhow::Result<()> {
     Ok(lx_core::atomic_file::write(path, serde_json::to_string_pretty(profile)?.as_bytes())?)
 }
 
+/// The worker environment that starts `backend` with `settings` (by the names results record
+/// them under, e.g. candle's `weights`): what a saved run's load is predicted with.
+pub fn env_of_settings(backend: &str, settings: &std::collections::BTreeMap<String, String>) -> Vec<(String, String)> {
+    knobs(backend, 1).iter().filter_map(|k| Some((k.env?.to_string(), settings.get(k.name)?.clone()))).collect()
+}
+
 /// What a worker of one backend starts with.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Applied {

@@ -321,3 +321,12 @@ fn a_trial_s_length_is_expected_from_the_same_device_only() {
     assert_eq!(duration_key("candle", &s(&[("device", "cpu")])), "candle on cpu");
     assert_eq!(duration_key("candle", &s(&[("weights", "dual")])), "candle", "a CPU build has one device");
 }
+
+#[test]
+fn a_runs_recorded_settings_start_a_worker_the_same_way() {
+    let recorded: std::collections::BTreeMap<String, String> = [("weights", "f16"), ("threads", "2"), ("unknown", "x")].map(|(k, v)| (k.to_string(), v.to_string())).into();
+    assert_eq!(env_of_settings("candle", &recorded), vec![("LX_CANDLE_WEIGHTS".to_string(), "f16".to_string())]);
+    let llama: std::collections::BTreeMap<String, String> = [("kv", "unified"), ("ubatch", "256")].map(|(k, v)| (k.to_string(), v.to_string())).into();
+    let env = env_of_settings("llama", &llama);
+    assert!(env.contains(&("LX_LLAMA_KV".to_string(), "unified".to_string())) && env.contains(&("LX_LLAMA_UBATCH".to_string(), "256".to_string())), "{env:?}");
+}

@@ -2,6 +2,7 @@ pub mod advise;
 pub mod compare;
 pub mod demo;
 pub mod fidelity;
+pub mod fit;
 pub mod generate;
 pub mod kv_args;
 pub mod split_args;

@@ -20,6 +20,8 @@ pub mod kv_cache;
 pub mod ci_times;
 pub mod fidelity;
 pub mod fidelity_check;
+pub mod memory_fit;
+pub mod depth_reference;
 
 use std::path::{Path, PathBuf};
 
@@ -55,10 +57,12 @@ pub enum Study {
     CiTimes(ci_times::CiTimes),
     Fidelity(fidelity::FidelityRun),
     FidelityCheck(fidelity_check::FidelityCheck),
+    MemoryFit(memory_fit::MemoryFit),
+    DepthReference(depth_reference::DepthReference),
 }
 
 /// Every kind `lx show` prints, as files name them.
-pub const KINDS: [&str; 12] = [
+pub const KINDS: [&str; 14] = [
     reference::KIND,
     aiperf::KIND,
     scale::KIND,
@@ -71,6 +75,8 @@ pub const KINDS: [&str; 12] = [
     ci_times::KIND,
     fidelity::KIND,
     fidelity_check::KIND,
+    memory_fit::KIND,
+    depth_reference::KIND,
 ];
 
 impl Study {
@@ -93,6 +99,8 @@ impl Study {
             ci_times::KIND => serde_json::from_value(file).map(Study::CiTimes),
             fidelity::KIND => serde_json::from_value(file).map(Study::Fidelity),
             fidelity_check::KIND => serde_json::from_value(file).map(Study::FidelityCheck),
+            memory_fit::KIND => serde_json::from_value(file).map(Study::MemoryFit),
+            depth_reference::KIND => serde_json::from_value(file).map(Study::DepthReference),
             other => return Err(unknown(path, &format!("its kind is '{other}'"))),
         };
         parsed.map_err(|source| StudyError::Malformed { path: path.to_path_buf(), kind, source })
@@ -113,6 +121,8 @@ impl Study {
             Study::CiTimes(_) => ci_times::KIND,
             Study::Fidelity(_) => fidelity::KIND,
             Study::FidelityCheck(_) => fidelity_check::KIND,
+            Study::MemoryFit(_) => memory_fit::KIND,
+            Study::DepthReference(_) => depth_reference::KIND,
         }
     }
 
@@ -131,6 +141,8 @@ impl Study {
             Study::CiTimes(_) => ci_times::TABLES,
             Study::Fidelity(_) => fidelity::TABLES,
             Study::FidelityCheck(_) => fidelity_check::TABLES,
+            Study::MemoryFit(_) => memory_fit::TABLES,
+            Study::DepthReference(_) => depth_reference::TABLES,
         }
     }
 
@@ -148,6 +160,8 @@ impl Study {
             Study::CiTimes(_) => ci_times::header(table),
             Study::Fidelity(_) => fidelity::header(table),
             Study::FidelityCheck(_) => fidelity_check::header(table),
+            Study::MemoryFit(_) => memory_fit::header(table),
+            Study::DepthReference(_) => depth_reference::header(table),
         }
     }
 
@@ -165,6 +179,8 @@ impl Study {
             Study::CiTimes(s) => s.rows(table),
             Study::Fidelity(s) => s.rows(table),
             Study::FidelityCheck(s) => s.rows(table),
+            Study::MemoryFit(s) => s.rows(table),
+            Study::DepthReference(s) => s.rows(table),
         }
     }
 }
