@@ -74,6 +74,7 @@ pub fn run() {
             commands::system::backends,
             commands::system::check_backends,
             commands::system::machine_speed,
+            commands::system::memory_fit,
             // OpenAI-compatible servers as backends.
             commands::servers::server_add,
             commands::servers::server_remove,

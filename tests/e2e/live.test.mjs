@@ -747,6 +747,25 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     await until("the default model to open again", () => document.querySelector('[data-testid="model-status"]').textContent, (v) => v.startsWith("Gemma 3"), 120_000);
   });
 
+  test("the hardware panel says what fits in memory for the open model, per backend and KV cache type", async () => {
+    const status = await until("the memory plan", () => document.querySelector('[data-testid="fit-status"]').textContent, (v) => v.startsWith("The longest context") || v.startsWith("not planned"), 60_000);
+    assert.match(status, /^The longest context that fits the [\d.]+ GiB available now, by sequences at once; predicted from the model file/, status);
+    const rows = await browser.execute(() => [...document.querySelectorAll('[data-testid="fit-table"] tbody tr')].map((tr) => [...tr.children].map((td) => td.textContent)));
+    const kinds = rows.map((r) => `${r[0]} ${r[1]}`);
+    for (const k of ["llama.cpp f16", "llama.cpp q8_0", "llama.cpp q4_0", "candle f32"]) assert.ok(kinds.includes(k), `${k}: ${JSON.stringify(rows)}`);
+    const splits = await browser.execute(() => [...document.querySelectorAll('[data-testid="fit-table"] tbody tr td:last-child')].map((td) => td.title));
+    for (const [i, r] of rows.entries()) {
+      assert.match(r.at(-1), /^[\d.]+ [MG]iB$/, JSON.stringify(r));
+      assert.match(splits[i], /^[\d.]+ MiB weights, [\d.]+ [MG]iB KV cache, [\d.]+ [MG]iB buffers, [\d.]+ MiB process$/, splits[i]);
+    }
+    // A smaller KV cache type fits at least as many full-context sequences.
+    const most = (kv) => Number(rows.find((r) => r[0] === "llama.cpp" && r[1] === kv)[5].replace(/,/g, ""));
+    assert.ok(most("f16") <= most("q8_0") && most("q8_0") <= most("q4_0"), JSON.stringify(rows));
+    await browser.execute(() => document.querySelector('[data-testid="fit-table"]').scrollIntoView());
+    await sleep(300);
+    await shot("memory-fit");
+  });
+
   test("Check backends runs a tiny model on every backend and device of the build", async () => {
     await (await browser.$('[data-testid="check-backends"]')).click();
     const status = await until("the backend check to end", () => document.querySelector('[data-testid="check-status"]').textContent, (v) => /checks passed|could not run/.test(v), 300_000);

@@ -276,7 +276,7 @@ sizesCard.card.append(sizeChart.caption);
 const readout = new Readout(store);
 const preview = new PreviewPane(store, () => void api.livePreviewNext().catch(() => undefined));
 const timeline = new Timeline(store);
-const hardware = new HardwarePanel(store, (onRow) => api.checkBackends(onRow), api.machineSpeed);
+const hardware = new HardwarePanel(store, (onRow) => api.checkBackends(onRow), api.machineSpeed, api.memoryFit);
 const tune = new TunePanel({
   status: api.tuneStatus,
   start: api.tuneStart,

@@ -73,6 +73,70 @@ pub async fn machine_speed(state: tauri::State<'_, crate::state::AppState>, meas
     .await?
 }
 
+/// What fits in the memory available now, for the open model: `lx fit`'s plan per backend
+/// and KV cache type (the hardware panel's table).
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[serde(rename_all = "camelCase")]
+pub struct MemoryFit {
+    pub memory_bytes: u64,
+    /// The model's trained context: what a plan's full context is.
+    pub full_context: usize,
+    pub plans: Vec<FitPlan>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[serde(rename_all = "camelCase")]
+pub struct FitPlan {
+    pub backend: String,
+    /// How it stores the KV cache: `f16`, `q8_0`, `q4_0`, or `f32` (candle, MLX).
+    pub kv: String,
+    /// The longest context per sequence that fits at each number of sequences (`None`: not
+    /// even one token).
+    pub longest: Vec<FitLongest>,
+    /// The most sequences that fit at the full context.
+    pub most_at_full: usize,
+    /// One sequence at the full context, split into what holds it.
+    pub one_at_full: Option<lx_core::footprint::Footprint>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
+#[serde(rename_all = "camelCase")]
+pub struct FitLongest {
+    pub sequences: usize,
+    pub context: Option<usize>,
+}
+
+/// `lx fit` for the open model; `None` without one.
+#[tauri::command]
+pub async fn memory_fit(state: tauri::State<'_, crate::state::AppState>) -> CmdResult<Option<MemoryFit>> {
+    let Some(path) = state.model.locked().as_ref().map(|m| m.open.path.clone()) else { return Ok(None) };
+    blocking(move || {
+        use lx_backends::fit;
+        let memory_bytes = lx_machine::hardware::available_memory_bytes();
+        let full_context = fit::full_context(&path).map_err(crate::error::CmdError::Io)?;
+        let runtime = |b: &str| lx_backends::memory::worker_runtime_bytes(b);
+        let settings = |b: &str| lx_backends::measuring_env(b, &path);
+        let q = fit::Question { model_path: &path, memory: memory_bytes, full_context, runtime: &runtime, settings: &settings };
+        let mut plans = Vec::new();
+        for b in lx_backends::ALL.iter().filter(|b| lx_backends::unavailable(b).is_none()) {
+            for kv in fit::kv_types(b) {
+                // A backend that cannot run this model has no plan; the backend list says why.
+                let Ok(p) = fit::plan(&q, b, kv) else { continue };
+                let one_at_full = lx_backends::memory::footprint(b, &fit::load(&path, 1, full_context, kv), &p.settings, runtime(b)).ok();
+                plans.push(FitPlan {
+                    backend: b.to_string(),
+                    kv: fit::kv_label(b, kv),
+                    longest: p.longest.iter().map(|(n, l)| FitLongest { sequences: *n, context: l.map(|(c, _)| c) }).collect(),
+                    most_at_full: p.most_at_full.map_or(0, |(n, _)| n),
+                    one_at_full,
+                });
+            }
+        }
+        Ok(Some(MemoryFit { memory_bytes, full_context, plans }))
+    })
+    .await?
+}
+
 /// Display name of a backend.
 pub fn label(name: &str) -> String {
     match name {

@@ -1,7 +1,7 @@
 /** The hardware panel: machine, model file, and each backend's worker and device. */
 import { h, setText } from "../lib/dom";
 import { bytes, ms as fmtMs, num, params } from "../lib/format";
-import type { BackendAvailability, CheckRow, HardwareReport, MachineSpeed, ModelInfo } from "../ipc/types";
+import type { BackendAvailability, CheckRow, HardwareReport, MachineSpeed, MemoryFit, ModelInfo } from "../ipc/types";
 import type { LiveStore } from "../lib/store";
 import { backendLabel } from "./charts";
 
@@ -23,6 +23,9 @@ export class HardwarePanel {
   private speedBtn = h("button", { type: "button", class: "small", "data-testid": "measure-speed", title: "Measure this machine's memory bandwidth and matrix-product rate (a few seconds, in a child process)" }, "Measure how fast it can go") as HTMLButtonElement;
   private speed: MachineSpeed | null = null;
   private speedNote = "";
+  private fitStatus = h("p", { class: "muted small", "data-testid": "fit-status", "aria-live": "polite" }, "no model open");
+  private fitHead = h("tr", {});
+  private fitRows = h("tbody", {});
 
   /** `check` runs the backend check, calling `onRow` with each row as it finishes;
    *  `measureSpeed` reads this machine's limits (measuring them when asked). */
@@ -30,6 +33,7 @@ export class HardwarePanel {
     private store: LiveStore,
     private check: (onRow: (row: CheckRow) => void) => Promise<CheckRow[]>,
     private measureSpeed: (measure: boolean) => Promise<MachineSpeed | null>,
+    private planFit: () => Promise<MemoryFit | null>,
   ) {
     this.checkBtn.addEventListener("click", () => void this.runCheck());
     this.speedBtn.addEventListener("click", () => void this.loadSpeed(true));
@@ -45,9 +49,50 @@ export class HardwarePanel {
       h("header", { class: "card-head" }, h("span", {}, "Hardware and model")),
       this.summary,
       h("div", { class: "hw-grid" }, h("div", {}, h("h3", {}, "Machine"), this.machine), h("div", {}, h("h3", {}, "Model file"), this.model), h("div", {}, h("h3", {}, "Backends"), this.workers)),
+      h("h3", {}, "What fits in memory"),
+      this.fitStatus,
+      h("div", { class: "table-scroll" }, h("table", { class: "points fit", "data-testid": "fit-table" }, h("thead", {}, this.fitHead), this.fitRows)),
       h("div", { class: "check-bar" }, this.checkBtn, this.checkStatus),
       checkTable,
     );
+  }
+
+  /** `lx fit` for the open model: per backend and KV cache type, the longest context that
+   *  fits the memory available now at a few concurrencies, before anything loads. */
+  private async loadFit(): Promise<void> {
+    setText(this.fitStatus, "planning…");
+    this.fitRows.replaceChildren();
+    let fit: MemoryFit | null;
+    try {
+      fit = await this.planFit();
+    } catch (e) {
+      setText(this.fitStatus, `not planned: ${(e as { message?: string }).message ?? String(e)}`);
+      return;
+    }
+    if (!fit) {
+      setText(this.fitStatus, "no model open");
+      this.fitHead.replaceChildren();
+      return;
+    }
+    const full = num(fit.fullContext);
+    const seqs = fit.plans[0]?.longest.map((l) => l.sequences) ?? [];
+    const heads: [string, string][] = [
+      ["Backend", ""],
+      ["KV", "how the KV cache stores keys and values"],
+      ...seqs.map((n): [string, string] => [`${n} seq${n === 1 ? "" : "s"}`, `the longest context per sequence that fits with ${n} sequence${n === 1 ? "" : "s"}`]),
+      [`× ${full}`, `the most sequences of the full ${full}-token context that fit`],
+      [`1 × ${full}`, `what one sequence of the full context needs (hover a cell for the split)`],
+    ];
+    this.fitHead.replaceChildren(...heads.map(([c, title]) => h("th", title ? { title } : {}, c)));
+    const gib = (b: number) => bytes(b, true);
+    for (const p of fit.plans) {
+      const longest = p.longest.map((l) => (l.context === null ? "none" : l.context >= fit.fullContext ? "all" : num(l.context)));
+      const f = p.oneAtFull;
+      const need = h("td", f ? { title: `${gib(f.weights)} weights, ${gib(f.kv_cache)} KV cache, ${gib(f.scratch)} buffers, ${gib(f.runtime)} process` } : {}, f ? gib(f.weights + f.kv_cache + f.scratch + f.runtime) : "—");
+      const cells = [backendLabel(p.backend), p.kv, ...longest, num(p.mostAtFull)].map((c) => h("td", {}, c));
+      this.fitRows.append(h("tr", { "data-backend": p.backend }, ...cells, need));
+    }
+    setText(this.fitStatus, `The longest context that fits the ${gib(fit.memoryBytes)} available now, by sequences at once; predicted from the model file as each backend holds it (weights and KV cache counted, buffers estimated, the worker process measured). A load that cannot fit is refused before it starts.`);
   }
 
   /** The backend check: proof that each backend runs here, on each device it can use. */
@@ -128,6 +173,7 @@ export class HardwarePanel {
   setModel(m: ModelInfo | null): void {
     this.modelName = m ? (m.facts.name ?? m.name) : "";
     if (this.speed) void this.loadSpeed(false);
+    void this.loadFit();
     if (!m) {
       this.model.replaceChildren(h("p", { class: "muted" }, "no model open"));
       return;

@@ -14,6 +14,7 @@ import type {
   Lesson,
   LessonEvent,
   MachineSpeed,
+  MemoryFit,
   LiveEvent,
   LiveSettings,
   ModelInfo,
@@ -68,6 +69,7 @@ export const adviseStart = (preset: string, backends: string[], budgetS: number,
 export const adviseCancel = () => call<void>("advise_cancel");
 
 export const machineSpeed = (measure: boolean) => call<MachineSpeed | null>("machine_speed", { measure });
+export const memoryFit = () => call<MemoryFit | null>("memory_fit");
 
 export const lessons = () => call<Lesson[]>("lessons");
 export const lessonStart = (name: string, backend: string, onEvent: (e: LessonEvent) => void) =>

@@ -35,9 +35,14 @@ threads: number, capabilities: Capabilities,
 draft?: string | null, 
 /**
  * The KV cache's bytes as the library allocated them for every slot (llama.cpp's own
- * account); `None` where the backend does not say.
+ * account; candle's and MLX's count of their caches); `None` where the backend does not say.
  */
 kv_cache_bytes?: number | null, 
+/**
+ * The weights' bytes as the backend holds them (llama.cpp's own account of its buffers;
+ * candle's and MLX's count of what they keep); `None` where the backend does not say.
+ */
+weights_bytes?: number | null, 
 /**
  * The backend's own settings as it ran with them, by the names `lx tune` uses (e.g.
  * candle's `weights`, llama.cpp's `flash_attn`); threads are [`BackendInfo::threads`].
