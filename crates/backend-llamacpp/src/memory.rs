@@ -1,9 +1,10 @@
 //! What llama.cpp holds for a load, predicted from the model file ([`Footprint`]):
 //! - weights: the file's tensors, mapped, and on an x86 CPU a second copy of the matrices
 //!   ggml repacks into interleaved rows at load (read through the mapping, which keeps them);
-//! - KV cache: every layer keeps its full context (the C API's default, `swa_full`, which
-//!   state copies between slots need), padded to 256 cells a sequence (one stream of
-//!   `slots × ctx` padded once in the unified layout), at the cache's key and value types;
+//! - KV cache: every layer keeps its full context, sliding-window layers too (the C API's
+//!   default `swa_full`, which our bindings do not change; llama-bench turns it off), padded
+//!   to 256 cells a sequence (one stream of `slots × ctx` padded once in the unified layout),
+//!   at the cache's key and value types;
 //! - scratch: the output buffer (a row of logits per sequence), the token tables, and the
 //!   micro-batch's activations and attention masks over the context.
 
