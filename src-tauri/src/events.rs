@@ -67,6 +67,9 @@ pub struct PointFigures {
     pub mean_kl: Option<f64>,
     /// How often its top choice and the reference's agree, as a fraction.
     pub top1_agreement: Option<f64>,
+    /// The worker's peak resident memory over the point, warm-up included, MiB (`None`: not
+    /// readable here, or a server).
+    pub peak_mib: Option<f64>,
 }
 
 impl From<&PointResult> for PointFigures {
@@ -98,6 +101,7 @@ impl From<&PointResult> for PointFigures {
             sensors_not_available: p.sensors.as_ref().map(|s| s.not_available.clone()).unwrap_or_default(),
             mean_kl: p.fidelity.map(|f| f.fidelity.mean_kl),
             top1_agreement: p.fidelity.map(|f| f.fidelity.top1_agreement),
+            peak_mib: p.worker_peak_rss_mib,
         }
     }
 }

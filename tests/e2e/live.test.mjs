@@ -463,10 +463,12 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     // figures, a dash where this machine gives none, and what cannot be read is said once.
     const sensorCells = await browser.execute(() => {
       const heads = [...document.querySelectorAll(".sweep table.points thead th")].map((th) => th.textContent);
-      return [...document.querySelectorAll(".sweep table.points tbody tr")].map((r) => Object.fromEntries(["power W", "J/token", "clock MHz"].map((c) => [c, r.children[heads.indexOf(c)].textContent])));
+      return [...document.querySelectorAll(".sweep table.points tbody tr")].map((r) => Object.fromEntries(["power W", "J/token", "clock MHz", "peak MiB"].map((c) => [c, r.children[heads.indexOf(c)].textContent])));
     });
     run.points.forEach((p, i) => {
       const cell = sensorCells[i];
+      // Memory per point: the worker's peak from the run file.
+      assert.equal(cell["peak MiB"].replace(/,/g, ""), String(Math.round(p.worker_peak_rss_mib)), JSON.stringify(cell));
       assert.equal(cell["power W"].replace(/,/g, ""), p.sensors.power_w == null ? "—" : p.sensors.power_w.toFixed(1), JSON.stringify(cell));
       assert.equal(cell["J/token"], p.sensors.joules_per_token == null ? "—" : p.sensors.joules_per_token.toFixed(3), JSON.stringify(cell));
       if (p.sensors.cpu_mhz) assert.match(cell["clock MHz"], /^[\d,]+$/, JSON.stringify(cell));

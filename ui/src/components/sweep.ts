@@ -189,6 +189,7 @@ export class SweepPanel {
               ...["backend", "policy", "prompt", "clients", "out", "TTFT p50", "TTFT p95", "decode p50", "throughput"].map((c) => h("th", {}, c)),
               // Shown by a sweep that measured fidelity (the table's with-fidelity class).
               ...["KL nats", "top-1 %"].map((c) => h("th", { class: "fidelity-col" }, c)),
+              h("th", { title: "the worker's peak resident memory over the point, warm-up included" }, "peak MiB"),
               ...["decode % of ceiling", "power W", "J/token", "clock MHz", "errors"].map((c) => h("th", {}, c)),
             ),
           ),
@@ -323,7 +324,7 @@ export class SweepPanel {
             { class: p.errors > 0 ? "has-errors" : "", title: p.errorMessages.join("\n") },
             ...[backendLabel(p.backend), p.policy, lengthLabel(p.promptTokensFrom == null ? null : p.promptTokensFrom - p.depth, p.promptTokens - p.depth) + (p.depth ? ` d${p.depth}` : "") + (p.repetition ? ` #${p.repetition}` : ""), String(p.concurrency), lengthLabel(p.maxTokensFrom, p.maxTokens), ok ? fmtMs(p.ttftMs.p50) : "—", ok ? fmtMs(p.ttftMs.p95) : "—", ok ? fmtTps(p.decodeTps.p50) : "—", ok ? fmtTps(p.throughputTps) : "—"].map((c) => h("td", {}, c)),
             ...[klText(p.meanKl), p.top1Agreement == null ? "—" : (100 * p.top1Agreement).toFixed(2)].map((c) => h("td", { class: "fidelity-col" }, c)),
-            ...[ok ? ofCeiling(p.decodeTps.p50, p.ceiling?.decode_tps, p.ceiling?.decode_bound) : "—", num(p.powerW, 1), num(p.joulesPerToken, 3), num(p.clockMhz), String(p.errors)].map((c) => h("td", {}, c)),
+            ...[num(p.peakMib), ok ? ofCeiling(p.decodeTps.p50, p.ceiling?.decode_tps, p.ceiling?.decode_bound) : "—", num(p.powerW, 1), num(p.joulesPerToken, 3), num(p.clockMhz), String(p.errors)].map((c) => h("td", {}, c)),
           ),
         );
         this.sensorPoints.push(p);

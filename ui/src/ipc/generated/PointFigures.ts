@@ -107,4 +107,9 @@ meanKl: number | null,
 /**
  * How often its top choice and the reference's agree, as a fraction.
  */
-top1Agreement: number | null, };
+top1Agreement: number | null, 
+/**
+ * The worker's peak resident memory over the point, warm-up included, MiB (`None`: not
+ * readable here, or a server).
+ */
+peakMib: number | null, };
