@@ -119,3 +119,46 @@ pub fn check(spec: &LoadSpec, f: &Footprint, available: u64) -> Result<(), Strin
         gib(available),
     ))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lx_core::backend::{KvType, KvTypes};
+
+    fn spec(slots: usize, ctx: usize) -> LoadSpec {
+        LoadSpec { model_path: lx_models::default_model_path(), threads: 0, slots, ctx_per_slot: ctx, max_batch_tokens: 512, gpu_layers: Some(0), ..Default::default() }
+    }
+
+    fn llama(s: &LoadSpec) -> Footprint {
+        footprint("llama", s, &[], 0).unwrap()
+    }
+
+    /// On the default model (18 layers, one KV head of 256 for keys and for values): a q8_0
+    /// cache takes 34 bytes where f16 takes 64; a draft model (here the model itself) adds
+    /// its weights and its cache; a load whose weights and cache exceed the memory is
+    /// refused with both figures.
+    #[test]
+    fn caches_drafts_and_refusals_follow_the_load() {
+        assert!(lx_models::default_model_path().exists(), "the default model is missing: run `lx models fetch default` (scripts/test does)");
+        let f16 = llama(&spec(4, 1000));
+        assert_eq!(f16.kv_cache, 4 * 1024 * 18 * 1024, "4 sequences of 1000 tokens, padded to 1024 cells");
+        let q8 = llama(&LoadSpec { kv: KvTypes { k: KvType::Q8_0, v: KvType::Q8_0 }, ..spec(4, 1000) });
+        assert_eq!(q8.kv_cache * 64, f16.kv_cache * 34);
+        let drafted = llama(&LoadSpec { draft_model: Some(lx_models::default_model_path()), ..spec(4, 1000) });
+        assert_eq!((drafted.weights, drafted.kv_cache), (2 * f16.weights, 2 * f16.kv_cache));
+        assert_eq!(check(&spec(4, 1000), &f16, 1 << 30), Ok(()));
+        let e = check(&spec(4, 1000), &f16, 100 << 20).unwrap_err();
+        assert!(e.contains("does not fit in memory: it needs at least 0.3 GiB (0.2 GiB of weights and 0.1 GiB of KV cache for 4 sequences of 1000 tokens;"), "{e}");
+        // candle keeps f32 keys and values at the full context: twice llama.cpp's f16, unpadded.
+        let candle = footprint("candle", &spec(4, 1024), &[], 0).unwrap();
+        assert_eq!(candle.kv_cache, 2 * f16.kv_cache);
+    }
+
+    #[test]
+    fn a_model_that_cannot_be_read_has_no_footprint() {
+        let mut s = spec(1, 16);
+        s.model_path = "/nonexistent/model.gguf".into();
+        assert!(footprint("llama", &s, &[], 0).is_err());
+        assert!(footprint("nothing", &spec(1, 16), &[], 0).unwrap_err().contains("no memory figures for backend `nothing`"));
+    }
+}
