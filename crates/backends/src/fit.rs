@@ -26,6 +26,8 @@ pub struct Plan {
     pub longest: Vec<(usize, Option<(usize, Footprint)>)>,
     /// The most sequences that fit at the model's full context, and their footprint.
     pub most_at_full: Option<(usize, Footprint)>,
+    /// What one sequence at the full context needs, fit or not.
+    pub one_at_full: Footprint,
 }
 
 /// What a plan is made for.
@@ -99,11 +101,11 @@ pub fn plan(q: &Question, backend: &str, kv: KvTypes) -> Result<Plan, String> {
     let settings = (q.settings)(backend);
     let runtime = (q.runtime)(backend);
     let footprint = |slots: usize, ctx: usize| crate::memory::footprint(backend, &load(q.model_path, slots, ctx, kv), &settings, runtime);
-    footprint(1, 1)?;
+    let one_at_full = footprint(1, q.full_context)?;
     let fits = |slots: usize, ctx: usize| footprint(slots, ctx).ok().filter(|f| f.total() <= q.memory);
     let longest = SEQUENCES.iter().map(|&n| (n, largest(q.full_context, |ctx| fits(n, ctx)))).collect();
     let most_at_full = largest(MOST_SEQUENCES, |n| fits(n, q.full_context));
-    Ok(Plan { backend: backend.to_string(), kv, settings, longest, most_at_full })
+    Ok(Plan { backend: backend.to_string(), kv, settings, longest, most_at_full, one_at_full })
 }
 
 #[cfg(test)]

@@ -122,13 +122,12 @@ pub async fn memory_fit(state: tauri::State<'_, crate::state::AppState>) -> CmdR
             for kv in fit::kv_types(b) {
                 // A backend that cannot run this model has no plan; the backend list says why.
                 let Ok(p) = fit::plan(&q, b, kv) else { continue };
-                let one_at_full = lx_backends::memory::footprint(b, &fit::load(&path, 1, full_context, kv), &p.settings, runtime(b)).ok();
                 plans.push(FitPlan {
                     backend: b.to_string(),
                     kv: fit::kv_label(b, kv),
                     longest: p.longest.iter().map(|(n, l)| FitLongest { sequences: *n, context: l.map(|(c, _)| c) }).collect(),
                     most_at_full: p.most_at_full.map_or(0, |(n, _)| n),
-                    one_at_full,
+                    one_at_full: Some(p.one_at_full),
                 });
             }
         }

@@ -91,8 +91,7 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
                 }
             };
             let cells: Vec<String> = p.longest.iter().map(|(_, l)| l.map_or("-".to_string(), |(ctx, _)| ctx.to_string())).collect();
-            let one = lx_backends::memory::footprint(b, &fit::load(&model.path, 1, full_context, kv), &p.settings, runtime(b)).map(|f| split(&f)).unwrap_or_default();
-            println!("| {b} | {} | {} | {} | {one} |", fit::kv_label(b, kv), cells.join(" | "), p.most_at_full.map_or(0, |(n, _)| n));
+            println!("| {b} | {} | {} | {} | {} |", fit::kv_label(b, kv), cells.join(" | "), p.most_at_full.map_or(0, |(n, _)| n), split(&p.one_at_full));
             plans.push(p);
         }
     }
