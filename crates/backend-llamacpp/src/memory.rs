@@ -1,10 +1,10 @@
 //! What llama.cpp holds for a load, predicted from the model file ([`Footprint`]):
 //! - weights: the file's tensors, mapped, and on an x86 CPU a second copy of the matrices
 //!   ggml repacks into interleaved rows at load (read through the mapping, which keeps them);
-//! - KV cache: every layer keeps its full context, sliding-window layers too (the C API's
-//!   default `swa_full`, which our bindings do not change; llama-bench turns it off), padded
-//!   to 256 cells a sequence (one stream of `slots × ctx` padded once in the unified layout),
-//!   at the cache's key and value types;
+//! - KV cache: a global layer keeps its full context, padded to 256 cells a sequence (one
+//!   stream of `slots × ctx` padded once in the unified layout); a sliding-window layer
+//!   only its window and a micro-batch (as llama.cpp's own tools run it: `swa_full` off),
+//!   padded the same way; at the cache's key and value types;
 //! - scratch: the output buffer (a row of logits per sequence), the token tables, and the
 //!   micro-batch's activations and attention masks over the context.
 
@@ -26,13 +26,20 @@ fn cache_bytes(t: KvType, n: u64) -> u64 {
     (n as f64 * t.bytes_per_element()).ceil() as u64
 }
 
-/// Cells the KV cache holds for `spec`, over all its sequences.
-pub fn kv_cells(spec: &LoadSpec, layout: KvLayout) -> u64 {
+/// Cells a layer's KV cache holds for `spec`, over all its sequences: the whole context for
+/// a global layer (`window` `None`), the window and a micro-batch of `ubatch` tokens (per
+/// sequence, or per sequence's window in the unified layout) for a sliding-window layer.
+pub fn kv_cells(spec: &LoadSpec, layout: KvLayout, window: Option<u32>, ubatch: u64) -> u64 {
     let slots = spec.slots.max(1) as u64;
-    match layout {
-        KvLayout::PerSequence => slots * padded(spec.ctx_per_slot as u64),
-        KvLayout::Unified => padded(slots * spec.ctx_per_slot as u64),
-    }
+    let (streams, base, windows) = match layout {
+        KvLayout::PerSequence => (slots, padded(spec.ctx_per_slot as u64), 1),
+        KvLayout::Unified => (1, padded(slots * spec.ctx_per_slot as u64), slots),
+    };
+    let per_stream = match window {
+        None => base,
+        Some(w) => padded(base.min(w as u64 * windows + ubatch)),
+    };
+    streams * per_stream
 }
 
 /// `spec`'s footprint with the cache laid out as `layout` and micro-batches of `ubatch`
@@ -41,15 +48,14 @@ pub fn footprint(g: &GgufFile, spec: &LoadSpec, layout: KvLayout, ubatch: u64, r
     let on_cpu = spec.gpu_layers == Some(0) || crate::GPU_BUILD.is_none();
     let c = ModelConfig::from_gguf(g).map_err(|e| e.to_string())?;
     let weights: u64 = g.tensors().iter().map(|t| t.n_bytes() + if on_cpu && repacked(t) { t.n_bytes() } else { 0 }).sum();
-    let cells = kv_cells(spec, layout);
     let per_cell_layer = cache_bytes(spec.kv.k, c.head_count_kv as u64 * c.key_length as u64) + cache_bytes(spec.kv.v, c.head_count_kv as u64 * c.value_length as u64);
-    let kv_cache = cells * c.block_count as u64 * per_cell_layer;
+    let kv_cache = c.layer_windows().into_iter().map(|w| kv_cells(spec, layout, w, ubatch) * per_cell_layer).sum();
     let (vocab, embd, ff, heads) = (c.vocab_size as u64, c.embedding_length as u64, c.feed_forward_length as u64, c.head_count as u64);
     // llama.cpp reserves its compute buffer for a whole micro-batch (the batch is never
     // smaller: the engine asks for at least 512 tokens), whatever a step then carries.
     let stream = match layout {
         KvLayout::PerSequence => padded(spec.ctx_per_slot as u64),
-        KvLayout::Unified => cells,
+        KvLayout::Unified => kv_cells(spec, layout, None, ubatch),
     };
     let scratch = spec.slots.max(1) as u64 * vocab * 4
         + vocab * BYTES_PER_VOCABULARY_ENTRY
@@ -68,4 +74,31 @@ fn repacked(t: &lx_format::gguf::TensorInfo) -> bool {
         && t.dims.len() == 2
         && t.dims[1] % 8 == 0
         && matches!(t.ggml_type, GgmlType::Q4_0 | GgmlType::Q4_K)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{kv_cells, KvLayout};
+    use lx_core::backend::LoadSpec;
+
+    fn spec(slots: usize, ctx: usize) -> LoadSpec {
+        LoadSpec { slots, ctx_per_slot: ctx, max_batch_tokens: 512, ..LoadSpec::default() }
+    }
+
+    #[test]
+    fn a_sliding_window_layer_keeps_its_window_and_a_micro_batch() {
+        // Global layers: the whole context, padded to 256 cells a stream.
+        assert_eq!(kv_cells(&spec(1, 32_768), KvLayout::PerSequence, None, 512), 32_768);
+        assert_eq!(kv_cells(&spec(4, 1000), KvLayout::PerSequence, None, 512), 4 * 1024);
+        assert_eq!(kv_cells(&spec(4, 1000), KvLayout::Unified, None, 512), 4096);
+        // A window of 512 and micro-batches of 512: 1024 cells a sequence, at any depth.
+        assert_eq!(kv_cells(&spec(1, 32_768), KvLayout::PerSequence, Some(512), 512), 1024);
+        assert_eq!(kv_cells(&spec(4, 32_768), KvLayout::PerSequence, Some(512), 512), 4 * 1024);
+        // The unified stream keeps a window per sequence and one micro-batch.
+        assert_eq!(kv_cells(&spec(4, 32_768), KvLayout::Unified, Some(512), 512), 2560);
+        // Never more than the whole context, and padded like it.
+        assert_eq!(kv_cells(&spec(1, 600), KvLayout::PerSequence, Some(512), 512), 768);
+        assert_eq!(kv_cells(&spec(1, 600), KvLayout::PerSequence, Some(512), 100), 768);
+        assert_eq!(kv_cells(&spec(1, 600), KvLayout::PerSequence, Some(100), 100), 256);
+    }
 }

@@ -106,7 +106,7 @@ impl ModelCost {
             output_flops_per_token: 2 * d * vocab,
             kv_bytes_per_token_layer: kv_heads * (k + v) * KV_ELEMENT_BYTES,
             attention_flops_per_position_layer: 2 * heads * (k + v),
-            layer_windows: layer_windows(&config),
+            layer_windows: config.layer_windows(),
         })
     }
 
@@ -166,23 +166,6 @@ fn longer(read_s: f64, compute_s: f64) -> (f64, Bound) {
     } else {
         (compute_s, Bound::Compute)
     }
-}
-
-/// Sliding-window layers as llama.cpp lays them out: Gemma 3 has five local layers to each
-/// global one (every sixth), Gemma 2 alternates starting with a local one. Other
-/// architectures attend to everything in every layer.
-fn layer_windows(config: &ModelConfig) -> Vec<Option<u32>> {
-    let every = match config.architecture.as_str() {
-        "gemma3" => 6,
-        "gemma2" => 2,
-        _ => 0,
-    };
-    (0..config.block_count)
-        .map(|il| match config.sliding_window {
-            Some(w) if every > 0 && (il + 1) % every != 0 => Some(w),
-            _ => None,
-        })
-        .collect()
 }
 
 #[cfg(test)]

@@ -189,6 +189,25 @@ pub struct ModelConfig {
 }
 
 impl ModelConfig {
+    /// Each layer's sliding window as llama.cpp lays them out, `None` for a layer that
+    /// attends to everything: Gemma 3 has five local layers to each global one (every
+    /// sixth is global), Gemma 2 alternates starting with a local one. Other architectures
+    /// attend to everything in every layer, even with a window in their metadata (llama.cpp
+    /// runs Mistral 7B v0.1's `llama` file with full attention).
+    pub fn layer_windows(&self) -> Vec<Option<u32>> {
+        let every = match self.architecture.as_str() {
+            "gemma3" => 6,
+            "gemma2" => 2,
+            _ => 0,
+        };
+        (0..self.block_count)
+            .map(|il| match self.sliding_window {
+                Some(w) if w > 0 && every > 0 && (il + 1) % every != 0 => Some(w),
+                _ => None,
+            })
+            .collect()
+    }
+
     pub fn from_gguf(g: &GgufFile) -> Result<ModelConfig, GgufError> {
         let arch = g.architecture()?.to_string();
         let key = |s: &str| format!("{arch}.{s}");
