@@ -31,6 +31,7 @@ fn export_all(cfg: &Config) -> Result<(), ExportError> {
     crate::commands::system::BackendAvailability::export_all(cfg)?;
     crate::commands::system::MachineSpeed::export_all(cfg)?;
     crate::commands::system::MemoryFit::export_all(cfg)?;
+    lx_backends::fit::SettingsFit::export_all(cfg)?;
     crate::commands::tune::TuneEvent::export_all(cfg)?;
     crate::commands::fidelity::FidelityEvent::export_all(cfg)?;
     crate::commands::advise::AdviseEvent::export_all(cfg)?;

@@ -75,6 +75,7 @@ pub fn run() {
             commands::system::check_backends,
             commands::system::machine_speed,
             commands::system::memory_fit,
+            commands::system::settings_fit,
             // OpenAI-compatible servers as backends.
             commands::servers::server_add,
             commands::servers::server_remove,

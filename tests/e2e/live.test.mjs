@@ -768,6 +768,54 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     await shot("memory-fit");
   });
 
+  test("beside the sliders, what the settings need of the memory, and a warning before a load that would be refused", async () => {
+    const note = () => {
+      const el = document.querySelector('[data-testid="fit-note"]');
+      return { text: el.textContent, warn: el.classList.contains("warn"), split: el.title };
+    };
+    const set = (settings) =>
+      browser.execute((s) => {
+        const box = (name) => document.querySelector(`[data-testid="backend-${name}"]`);
+        // Ticked before the others are cleared: the list never lets the selection go empty.
+        for (const name of s.backends) if (!box(name).checked) box(name).click();
+        for (const name of ["llama", "candle", "mlx"]) if (box(name)?.checked && !s.backends.includes(name)) box(name).click();
+        const conc = document.querySelector('[data-testid="concurrency-slider"]');
+        conc.value = String(s.concurrency);
+        conc.dispatchEvent(new Event("input", { bubbles: true }));
+        const exact = document.querySelector('[data-testid="prompt-tokens"]');
+        exact.value = String(s.prompt === "max" ? exact.max : s.prompt);
+        exact.dispatchEvent(new Event("change", { bubbles: true }));
+      }, settings);
+    const before = await browser.execute(() => ({ backends: window.__lx.settings().backends, concurrency: window.__lx.settings().concurrency, prompt: window.__lx.settings().promptTokens }));
+    const gib = (v, unit) => Number(v) / (unit === "MiB" ? 1024 : 1);
+    // What the figures say, read back: each backend's need, and the memory they are held to.
+    const needs = (text) => Object.fromEntries([...text.matchAll(/(llama\.cpp|candle) (?:needs )?([\d.]+) ([MG]iB)/g)].map((m) => [m[1], gib(m[2], m[3])]));
+    const available = (text) => Number(text.match(/of the ([\d.]+) GiB available/)[1]);
+
+    await set({ backends: ["llama", "candle"], concurrency: 1, prompt: 64 });
+    const small = await until("the memory note for one short request", note, (v) => /^(Memory|Does not fit)/.test(v.text) && v.text.includes("candle") && v.text.includes("at 1 client;"), 60_000);
+    assert.match(small.text, /^Memory: llama\.cpp [\d.]+ [MG]iB, candle [\d.]+ [MG]iB of the [\d.]+ GiB available\. Fits: prompts up to [\d,]+ tokens at 1 client; up to \d+ clients at this prompt\.$/, small.text);
+    assert.equal(small.warn, false);
+    assert.match(small.split, /^llama\.cpp: [\d.]+ MiB weights, [\d.]+ [MG]iB KV cache, [\d.]+ [MG]iB buffers, [\d.]+ MiB process\ncandle: /, small.split);
+
+    // 64 clients at the model's whole context: candle keeps an f32 cache of every layer for
+    // each of them (77 GiB for the default model), llama.cpp a window for most layers.
+    await set({ backends: ["llama", "candle"], concurrency: 64, prompt: "max" });
+    const big = await until("the memory note for 64 full-context requests", note, (v) => / at 64 clients;|no prompt fits at these clients/.test(v.text), 60_000);
+    const [one, many] = [needs(small.text), needs(big.text)];
+    assert.ok(many.candle > 40 && many.candle > 10 * one.candle, `candle's need grows with the clients' context: ${small.text} / ${big.text}`);
+    assert.ok(many.candle > (many["llama.cpp"] ?? 0), big.text);
+    // The verdict follows the figures: a backend that needs more than there is is named.
+    const mem = available(big.text);
+    assert.equal(big.warn, many.candle > mem, big.text);
+    if (big.warn) assert.match(big.text, /^Does not fit: (llama\.cpp needs [\d.]+ [MG]iB, )?candle needs [\d.]+ GiB of the [\d.]+ GiB available, so its load would be refused\. Fits: /, big.text);
+    await browser.execute(() => document.querySelector('[data-testid="fit-note"]').scrollIntoView());
+    await sleep(300);
+    await shot("fit-note");
+    await set(before);
+    await until("the settings as they were", () => window.__lx.settings(), (s) => s.concurrency === before.concurrency && s.backends.join() === before.backends.join());
+  });
+
   test("Check backends runs a tiny model on every backend and device of the build", async () => {
     await (await browser.$('[data-testid="check-backends"]')).click();
     const status = await until("the backend check to end", () => document.querySelector('[data-testid="check-status"]').textContent, (v) => /checks passed|could not run/.test(v), 300_000);

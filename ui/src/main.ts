@@ -237,7 +237,7 @@ const controls = new Controls(onSettings, {
     await refreshBackends();
     onSettings(controls.settings);
   },
-});
+}, api.settingsFit);
 const current = () => controls.settings;
 
 // ---------------------------------------------------------------- views

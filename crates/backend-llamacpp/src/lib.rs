@@ -343,8 +343,11 @@ impl LlamaCppBackend {
             // A sliding-window layer keeps its window and a micro-batch, not the whole
             // context, as llama.cpp's own tools run it (the C API's default keeps it all:
             // 5 of Gemma 3's 6 layers then attend over the whole context, 0.68x
-            // llama-bench's prefill at depth 4096). `truncate` checks what that leaves.
-            .with_swa_full(false)
+            // llama-bench's prefill at depth 4096). `truncate` checks what that leaves. Not
+            // in one unified cache: a prefix shared by several sequences pins its cells there
+            // (a cell is reused only when one sequence holds it), and the window's few cells
+            // fill up (no slot for the next batch).
+            .with_swa_full(kv == KvLayout::Unified)
             .with_kv_unified(kv == KvLayout::Unified)
             .with_n_threads(threads as i32)
             .with_n_threads_batch(threads as i32)

@@ -3,8 +3,9 @@
 //!   ggml repacks into interleaved rows at load (read through the mapping, which keeps them);
 //! - KV cache: a global layer keeps its full context, padded to 256 cells a sequence (one
 //!   stream of `slots × ctx` padded once in the unified layout); a sliding-window layer
-//!   only its window and a micro-batch (as llama.cpp's own tools run it: `swa_full` off),
-//!   padded the same way; at the cache's key and value types;
+//!   only its window and a micro-batch with a stream per sequence (as llama.cpp's own tools
+//!   run it: `swa_full` off), the whole context in the unified layout; at the cache's key
+//!   and value types;
 //! - scratch: the output buffer (a row of logits per sequence), the token tables, and the
 //!   micro-batch's activations and attention masks over the context.
 
@@ -27,19 +28,16 @@ fn cache_bytes(t: KvType, n: u64) -> u64 {
 }
 
 /// Cells a layer's KV cache holds for `spec`, over all its sequences: the whole context for
-/// a global layer (`window` `None`), the window and a micro-batch of `ubatch` tokens (per
-/// sequence, or per sequence's window in the unified layout) for a sliding-window layer.
+/// a global layer (`window` `None`) and for every layer of the unified layout; a sequence's
+/// window and a micro-batch of `ubatch` tokens for a sliding-window layer with a stream per
+/// sequence.
 pub fn kv_cells(spec: &LoadSpec, layout: KvLayout, window: Option<u32>, ubatch: u64) -> u64 {
     let slots = spec.slots.max(1) as u64;
-    let (streams, base, windows) = match layout {
-        KvLayout::PerSequence => (slots, padded(spec.ctx_per_slot as u64), 1),
-        KvLayout::Unified => (1, padded(slots * spec.ctx_per_slot as u64), slots),
-    };
-    let per_stream = match window {
-        None => base,
-        Some(w) => padded(base.min(w as u64 * windows + ubatch)),
-    };
-    streams * per_stream
+    match (layout, window) {
+        (KvLayout::Unified, _) => padded(slots * spec.ctx_per_slot as u64),
+        (KvLayout::PerSequence, None) => slots * padded(spec.ctx_per_slot as u64),
+        (KvLayout::PerSequence, Some(w)) => slots * padded((spec.ctx_per_slot as u64).min(w as u64 + ubatch)),
+    }
 }
 
 /// `spec`'s footprint with the cache laid out as `layout` and micro-batches of `ubatch`
@@ -94,11 +92,12 @@ mod tests {
         // A window of 512 and micro-batches of 512: 1024 cells a sequence, at any depth.
         assert_eq!(kv_cells(&spec(1, 32_768), KvLayout::PerSequence, Some(512), 512), 1024);
         assert_eq!(kv_cells(&spec(4, 32_768), KvLayout::PerSequence, Some(512), 512), 4 * 1024);
-        // The unified stream keeps a window per sequence and one micro-batch.
-        assert_eq!(kv_cells(&spec(4, 32_768), KvLayout::Unified, Some(512), 512), 2560);
+        // One unified stream keeps every layer's whole context.
+        assert_eq!(kv_cells(&spec(4, 32_768), KvLayout::Unified, Some(512), 512), 4 * 32_768);
         // Never more than the whole context, and padded like it.
         assert_eq!(kv_cells(&spec(1, 600), KvLayout::PerSequence, Some(512), 512), 768);
         assert_eq!(kv_cells(&spec(1, 600), KvLayout::PerSequence, Some(512), 100), 768);
         assert_eq!(kv_cells(&spec(1, 600), KvLayout::PerSequence, Some(100), 100), 256);
+        assert_eq!(kv_cells(&spec(3, 600), KvLayout::PerSequence, Some(100), 100), 3 * 256);
     }
 }

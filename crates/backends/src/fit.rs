@@ -5,6 +5,8 @@
 
 use lx_core::backend::{KvType, KvTypes, LoadSpec};
 use lx_core::footprint::Footprint;
+use lx_core::scheduler::Policy;
+use lx_drivers::live::{Capacity, LiveSettings, MAX_CONCURRENCY};
 use lx_format::gguf::{GgufFile, ModelConfig};
 use serde::{Deserialize, Serialize};
 
@@ -108,6 +110,52 @@ pub fn plan(q: &Question, backend: &str, kv: KvTypes) -> Result<Plan, String> {
     Ok(Plan { backend: backend.to_string(), kv, settings, longest, most_at_full, one_at_full })
 }
 
+/// What the live controls' settings ask of the memory on one backend: the load the live
+/// session would make for them ([`Capacity::for_settings`]), and how far the prompt and
+/// the clients can go, the other settings kept, before a load no longer fits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
+#[serde(rename_all = "camelCase")]
+pub struct SettingsFit {
+    pub backend: String,
+    /// The load's footprint: both workers' with the `disaggregated` policy; without a draft
+    /// model (made or read when the session loads it).
+    pub needs: Footprint,
+    /// The memory it is held to.
+    pub memory_bytes: u64,
+    pub fits: bool,
+    /// The longest prompt that fits at these clients and output tokens (`None`: none does).
+    pub longest_prompt: Option<usize>,
+    /// The most clients that fit at this prompt and output length, up to
+    /// [`MAX_CONCURRENCY`] (`None`: not one).
+    pub most_clients: Option<usize>,
+}
+
+/// [`SettingsFit`] for `s` on `backend`; `q.full_context` is the model's context.
+pub fn for_settings(q: &Question, backend: &str, s: &LiveSettings) -> Result<SettingsFit, String> {
+    let settings = (q.settings)(backend);
+    let runtime = (q.runtime)(backend);
+    let workers = if s.policy == Policy::Disaggregated { 2 } else { 1 };
+    let needs = |s: &LiveSettings| -> Result<Footprint, String> {
+        let c = Capacity::for_settings(s, None, q.full_context);
+        let one = crate::memory::footprint(backend, &load(q.model_path, c.slots, c.ctx_per_slot, s.kv), &settings, runtime)?;
+        Ok(Footprint { weights: one.weights * workers, kv_cache: one.kv_cache * workers, scratch: one.scratch * workers, runtime: one.runtime * workers })
+    };
+    let fits = |s: &LiveSettings| needs(s).is_ok_and(|f| f.total() <= q.memory);
+    let needed = needs(s)?;
+    // The session sizes a load in powers of two (contexts from 1,024, at most the model's;
+    // slots from 4), so only those sizes need trying: the largest that fits bounds them all.
+    let max_tokens = s.max_tokens as usize;
+    let contexts = (10..).map(|k| 1usize << k).take_while(|&c| c < q.full_context).chain([q.full_context]);
+    let longest_prompt = contexts
+        .filter(|&ctx| ctx > max_tokens)
+        .take_while(|&ctx| fits(&LiveSettings { prompt_tokens: (ctx - max_tokens) as u32, ..s.clone() }))
+        .last()
+        .map(|ctx| ctx - max_tokens);
+    let slots = (2..).map(|k| 1usize << k).take_while(|&n| n < MAX_CONCURRENCY).chain([MAX_CONCURRENCY]);
+    let most_clients = slots.take_while(|&n| fits(&LiveSettings { concurrency: n, ..s.clone() })).last();
+    Ok(SettingsFit { backend: backend.to_string(), fits: needed.total() <= q.memory, needs: needed, memory_bytes: q.memory, longest_prompt, most_clients })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -120,6 +168,41 @@ mod tests {
         assert_eq!(largest(100, under(100)), Some((100, 1000)));
         assert_eq!(largest(100, under(500)), Some((100, 1000)), "never past the most asked for");
         assert_eq!(largest(100, under(0)), None, "not even one");
+    }
+
+    /// The live controls' limits are the session's own loads: the longest prompt and the
+    /// most clients fit, the next size the session would load does not, and a split into
+    /// two workers needs both.
+    #[test]
+    fn the_controls_limits_are_the_largest_loads_that_fit() {
+        let model = lx_models::default_model_path();
+        assert!(model.exists(), "the default model is missing: run `lx models fetch default` (scripts/test does)");
+        let runtime = |_: &str| 10 << 20;
+        let settings = |_: &str| Vec::new();
+        let at = |memory: u64| Question { model_path: &model, memory, full_context: 32_768, runtime: &runtime, settings: &settings };
+        let s = LiveSettings { backends: vec!["candle".into()], prompt_tokens: 64, max_tokens: 64, concurrency: 8, ..LiveSettings::default() };
+        let plenty = for_settings(&at(1 << 40), "candle", &s).unwrap();
+        assert!(plenty.fits);
+        assert_eq!((plenty.longest_prompt, plenty.most_clients), (Some(32_768 - 64), Some(MAX_CONCURRENCY)));
+        // Room for 8 clients at 8,192 tokens, not 16,384.
+        let need = |s: &LiveSettings| for_settings(&at(1 << 40), "candle", s).unwrap().needs.total();
+        let room = need(&LiveSettings { prompt_tokens: 8192 - 64, ..s.clone() });
+        let tight = for_settings(&at(room), "candle", &s).unwrap();
+        assert!(tight.fits && tight.memory_bytes == room);
+        assert_eq!(tight.longest_prompt, Some(8192 - 64));
+        assert!(need(&LiveSettings { prompt_tokens: 16_384 - 64, ..s.clone() }) > room);
+        // At this prompt the clients go to the most slots that fit.
+        let clients = tight.most_clients.unwrap();
+        assert!(clients >= 8 && need(&LiveSettings { concurrency: clients, ..s.clone() }) <= room, "{clients}");
+        assert!(clients == MAX_CONCURRENCY || need(&LiveSettings { concurrency: clients * 2, ..s.clone() }) > room, "{clients}");
+        // Two workers hold two models and two caches: what fits one exactly does not fit both.
+        let one = tight.needs.total();
+        let split = for_settings(&at(one), "candle", &LiveSettings { policy: Policy::Disaggregated, ..s.clone() }).unwrap();
+        assert_eq!(split.needs.total(), 2 * one);
+        assert!(for_settings(&at(one), "candle", &s).unwrap().fits && !split.fits);
+        // Nothing fits in nothing.
+        let none = for_settings(&at(1), "candle", &s).unwrap();
+        assert_eq!((none.fits, none.longest_prompt, none.most_clients), (false, None, None));
     }
 
     #[test]

@@ -142,6 +142,8 @@ mod tests {
         assert!(lx_models::default_model_path().exists(), "the default model is missing: run `lx models fetch default` (scripts/test does)");
         let f16 = llama(&spec(4, 1000));
         assert_eq!(f16.kv_cache, 4 * 1024 * 18 * 1024, "4 sequences of 1000 tokens, padded to 1024 cells");
+        // Deeper, the 15 sliding-window layers keep their 512 positions and a micro-batch.
+        assert_eq!(llama(&spec(4, 4096)).kv_cache, 4 * (3 * 4096 + 15 * 1024) * 1024);
         let q8 = llama(&LoadSpec { kv: KvTypes { k: KvType::Q8_0, v: KvType::Q8_0 }, ..spec(4, 1000) });
         assert_eq!(q8.kv_cache * 64, f16.kv_cache * 34);
         let drafted = llama(&LoadSpec { draft_model: Some(lx_models::default_model_path()), ..spec(4, 1000) });

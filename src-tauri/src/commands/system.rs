@@ -136,6 +136,25 @@ pub async fn memory_fit(state: tauri::State<'_, crate::state::AppState>) -> CmdR
     .await?
 }
 
+/// What the live controls' settings need of the memory available now, per selected local
+/// backend, and how far the prompt and the clients can go before a load no longer fits:
+/// the controls show it beside the sliders. `None` without a model.
+#[tauri::command]
+pub async fn settings_fit(state: tauri::State<'_, crate::state::AppState>, settings: lx_drivers::live::LiveSettings) -> CmdResult<Option<Vec<lx_backends::fit::SettingsFit>>> {
+    let Some(path) = state.model.locked().as_ref().map(|m| m.open.path.clone()) else { return Ok(None) };
+    blocking(move || {
+        use lx_backends::fit;
+        let full_context = fit::full_context(&path).map_err(crate::error::CmdError::Io)?;
+        let runtime = |b: &str| lx_backends::memory::worker_runtime_bytes(b);
+        let env = |b: &str| lx_backends::measuring_env(b, &path);
+        let q = fit::Question { model_path: &path, memory: lx_machine::hardware::available_memory_bytes(), full_context, runtime: &runtime, settings: &env };
+        // Servers hold their own memory; a backend that cannot run this model has no figure.
+        let local = settings.backends.iter().filter(|b| lx_backends::ALL.contains(&b.as_str()) && lx_backends::unavailable(b).is_none());
+        Ok(Some(local.filter_map(|b| fit::for_settings(&q, b, &settings).ok()).collect()))
+    })
+    .await?
+}
+
 /// Display name of a backend.
 pub fn label(name: &str) -> String {
     match name {

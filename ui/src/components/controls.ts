@@ -7,9 +7,10 @@
  */
 import { backendColor } from "../lib/colors";
 import { h, setText } from "../lib/dom";
+import { bytes, num } from "../lib/format";
 import { clampTokens, MIN_PROMPT, positionOf, STEPS, tokensAt } from "../lib/scale";
 import { toAppError } from "../ipc/core";
-import type { BackendAvailability, LiveSettings, Policy, ServerSpec } from "../ipc/types";
+import type { BackendAvailability, LiveSettings, Policy, ServerSpec, SettingsFit } from "../ipc/types";
 import type { Drafter } from "../ipc/generated/Drafter";
 import type { KvType } from "../ipc/generated/KvType";
 import { POLICIES } from "../ipc/types";
@@ -83,12 +84,16 @@ export class Controls {
   private serverChat = h("input", { type: "checkbox", "aria-label": "use the chat completions API", "data-testid": "server-chat" }) as HTMLInputElement;
   private serverAdd = h("button", { type: "submit", class: "small", "data-testid": "server-add" }, "Add server") as HTMLButtonElement;
   private serverStatus = h("span", { class: "muted small", role: "status", "data-testid": "server-status" });
+  private fitNote = h("p", { class: "fit-note small muted", "data-testid": "fit-note", "aria-live": "polite" });
+  private fitTimer: number | null = null;
+  private fitAsked = 0;
   private timer: number | null = null;
   private lastSent = 0;
 
   constructor(
     private onChange: (s: LiveSettings) => void,
     private serverHooks: ServerHooks,
+    private fitCheck: (s: LiveSettings) => Promise<SettingsFit[] | null>,
   ) {
     this.promptSlider.addEventListener("input", () => this.setPrompt(tokensAt(Number(this.promptSlider.value), this.maxPrompt()), "slider"));
     this.promptInput.addEventListener("change", () => this.setPrompt(clampTokens(Number(this.promptInput.value), this.maxPrompt()), "input"));
@@ -146,7 +151,7 @@ export class Controls {
       { class: "controls", "aria-label": "live mode settings" },
       field("Backends", this.backendBox, this.serverForm()),
       field("Prompt length", h("div", { class: "row" }, this.promptSlider, this.promptInput), this.promptRange),
-      field("Concurrent clients", h("div", { class: "row" }, this.concSlider, this.concValue)),
+      field("Concurrent clients", h("div", { class: "row" }, this.concSlider, this.concValue), this.fitNote),
       field("Output tokens per request", this.maxInput),
       field("Scheduling policy", this.policySelect, this.policyHelp),
       field(
@@ -243,6 +248,7 @@ export class Controls {
     this.settings.maxTokens = Math.min(this.settings.maxTokens, this.context - 1);
     this.settings.promptTokens = Math.min(this.settings.promptTokens, this.maxPrompt());
     this.sync();
+    this.refreshFit();
   }
 
   setBackends(list: BackendAvailability[]): void {
@@ -290,6 +296,7 @@ export class Controls {
       }),
     );
     this.sync();
+    this.refreshFit();
   }
 
   private sync(fromSlider = false) {
@@ -327,8 +334,55 @@ export class Controls {
     this.threadsInput.disabled = onlyServers;
   }
 
+  /** Whether the settings fit in memory, on each selected backend: asked a moment after the
+   *  controls stop moving, so a load that would be refused shows before it is asked for. */
+  private refreshFit() {
+    if (this.fitTimer !== null) window.clearTimeout(this.fitTimer);
+    this.fitTimer = window.setTimeout(async () => {
+      this.fitTimer = null;
+      const asked = ++this.fitAsked;
+      let fits: SettingsFit[] | null;
+      try {
+        fits = await this.fitCheck({ ...this.settings, backends: [...this.settings.backends] });
+      } catch (e) {
+        fits = null;
+        setText(this.fitNote, `memory not predicted: ${toAppError(e).message}`);
+      }
+      if (asked !== this.fitAsked || fits === null) return;
+      this.showFit(fits);
+    }, 150);
+  }
+
+  private showFit(fits: SettingsFit[]) {
+    const gib = (b: number) => bytes(b, true);
+    const label = (name: string) => this.list.find((b) => b.name === name)?.label ?? name;
+    const total = (f: SettingsFit) => f.needs.weights + f.needs.kv_cache + f.needs.scratch + f.needs.runtime;
+    this.fitNote.classList.toggle("warn", fits.some((f) => !f.fits));
+    this.fitNote.classList.toggle("muted", fits.every((f) => f.fits));
+    if (fits.length === 0) {
+      setText(this.fitNote, "");
+      return;
+    }
+    // The tightest backend bounds what the selection can run.
+    const least = (v: (number | null)[]) => (v.some((x) => x === null) ? null : Math.min(...(v as number[])));
+    const prompt = least(fits.map((f) => f.longestPrompt));
+    const clients = least(fits.map((f) => f.mostClients));
+    const limits = [
+      prompt === null ? "no prompt fits at these clients" : `prompts up to ${num(Math.min(prompt, this.maxPrompt()))} tokens at ${this.settings.concurrency} client${this.settings.concurrency === 1 ? "" : "s"}`,
+      clients === null ? "not one client at this prompt" : `up to ${num(Math.min(clients, Number(this.concSlider.max)))} clients at this prompt`,
+    ].join("; ");
+    const needs = fits.map((f) => `${label(f.backend)} ${gib(total(f))}`).join(", ");
+    const over = fits.filter((f) => !f.fits);
+    const head = over.length
+      ? `Does not fit: ${over.map((f) => `${label(f.backend)} needs ${gib(total(f))}`).join(", ")} of the ${gib(fits[0].memoryBytes)} available, so its load would be refused.`
+      : `Memory: ${needs} of the ${gib(fits[0].memoryBytes)} available.`;
+    this.fitNote.title = fits.map((f) => `${label(f.backend)}: ${gib(f.needs.weights)} weights, ${gib(f.needs.kv_cache)} KV cache, ${gib(f.needs.scratch)} buffers, ${gib(f.needs.runtime)} process`).join("\n");
+    setText(this.fitNote, `${head} Fits: ${limits}.`);
+  }
+
   /** Tell the app, at most every 100 ms while a control moves, and always at the end. */
   private changed(now = false) {
+    this.refreshFit();
     const send = () => {
       this.timer = null;
       this.lastSent = performance.now();

@@ -22,6 +22,7 @@ import type {
   PointCeiling,
   PresetRecord,
   ServerSpec,
+  SettingsFit,
   SweepEvent,
   SweepOptions,
   SweepPlan,
@@ -70,6 +71,7 @@ export const adviseCancel = () => call<void>("advise_cancel");
 
 export const machineSpeed = (measure: boolean) => call<MachineSpeed | null>("machine_speed", { measure });
 export const memoryFit = () => call<MemoryFit | null>("memory_fit");
+export const settingsFit = (settings: LiveSettings) => call<SettingsFit[] | null>("settings_fit", { settings });
 
 export const lessons = () => call<Lesson[]>("lessons");
 export const lessonStart = (name: string, backend: string, onEvent: (e: LessonEvent) => void) =>

@@ -85,5 +85,6 @@ export type { Trend } from "./generated/Trend";
 export type { MachineSpeed } from "./generated/MachineSpeed";
 export type { DeviceSpeed } from "./generated/DeviceSpeed";
 export type { MemoryFit } from "./generated/MemoryFit";
+export type { SettingsFit } from "./generated/SettingsFit";
 export type { FitPlan } from "./generated/FitPlan";
 export type { Footprint } from "./generated/Footprint";
