@@ -1,6 +1,7 @@
 """Our llama.cpp backend's speed against context depth, held against llama.cpp's own
 `llama-bench -d`: for each depth, a prompt of --prompt tokens prefilled after that many
-cached tokens and --gen tokens decoded after them, by `lx sweep --depth` and by llama-bench,
+cached tokens and --gen tokens decoded after both, by `lx sweep --depth` and by llama-bench
+(its decode test run at the depth plus the prompt, where ours decodes),
 in alternating order for --rounds rounds. Writes a `depth-reference` file that `lx show`
 prints (medians, and ours ÷ llama-bench as the median of each round's ratio). Run by
 scripts/depth-check.
@@ -23,12 +24,15 @@ def run(cmd, env=None):
 
 
 def llama_bench(a, depth):
-    """llama-bench's prefill and decode tok/s at `depth`, one repetition each."""
-    out = run([a.bench, "-m", a.model, "-p", str(a.prompt), "-n", str(a.gen), "-d", str(depth), "-r", "1",
-               "-t", str(a.threads), "-o", "json"])
-    tests = json.loads(out)
-    pp = next(t for t in tests if t["n_prompt"] == a.prompt and t["n_gen"] == 0)
-    tg = next(t for t in tests if t["n_gen"] == a.gen and t["n_prompt"] == 0)
+    """llama-bench's prefill tok/s at `depth` and decode tok/s where ours decodes (after the
+    depth and the prompt: llama-bench's own tg test starts at its depth, without the prompt),
+    one repetition each."""
+    def test(prompt, gen, at):
+        out = run([a.bench, "-m", a.model, "-p", str(prompt), "-n", str(gen), "-d", str(at), "-r", "1",
+                   "-t", str(a.threads), "-o", "json"])
+        return next(t for t in json.loads(out) if t["n_prompt"] == prompt and t["n_gen"] == gen)
+    pp = test(a.prompt, 0, depth)
+    tg = test(0, a.gen, depth + a.prompt)
     return pp["avg_ts"], tg["avg_ts"], {"flash_attn": pp.get("flash_attn"), "n_ubatch": pp.get("n_ubatch"), "build": pp.get("build_commit")}
 
 
@@ -80,6 +84,7 @@ def main():
         "model": os.path.basename(a.model),
         "prompt_tokens": a.prompt,
         "gen_tokens": a.gen,
+        "decode_after": "depth + prompt tokens, in both",
         "threads": a.threads,
         "reference_settings": settings,
         "rounds": rounds,

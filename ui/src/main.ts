@@ -11,6 +11,7 @@ import { backendLabel, TpsChart, TpsCurve, TtftChart, TtftCurve } from "./compon
 import { Overlays } from "./components/overlays";
 import { SensorsStrip } from "./components/sensors";
 import { SizeChart } from "./components/sizes";
+import { DepthChart } from "./components/depths";
 import type { Chart } from "./components/chart";
 import { Controls } from "./components/controls";
 import { HardwarePanel } from "./components/hardware";
@@ -133,6 +134,8 @@ function setModel(info: ModelInfo) {
   modelStatus.title = info.path;
   controls.setContext(info.contextLength);
   hardware.setModel(info);
+  // A backend whose model code lacks this architecture is greyed out, with the reason.
+  refreshBackends().catch((e) => problem(e));
   void tune.refresh();
   if (![...modelSelect.options].some((o) => o.value === info.spec)) modelSelect.prepend(h("option", { value: info.spec }, info.name));
   modelSelect.value = info.spec;
@@ -264,6 +267,7 @@ const curveTtftCard = chartCard("TTFT against prompt length", "p50 per setting e
 const curveTpsCard = chartCard("Tokens/s against concurrency", "thick: throughput of all clients · thin: each client's decode rate (p50) · red dashes: the machine's throughput ceiling (after a sweep)", "curve-tps", "tps-vs-concurrency.png", () => tpsCurve.chart);
 
 const sizesCard = chartCard("Decode against model size", "one client alone on each model swept (and each saved run) · red dashes: this machine's memory ceiling, bandwidth ÷ bytes a token", "chart-sizes", "decode-vs-model-size.png", () => sizeChart.chart);
+const depthsCard = chartCard("Speed against context depth", "prefill (dashed) and decode (solid) p50 with more tokens already in the context · sweeps with several depths (and saved runs)", "chart-depths", "speed-vs-depth.png", () => depthChart.chart);
 const ttftChart = new TtftChart(ttftCard.host, store, current);
 const tpsChart = new TpsChart(tpsCard.host, store, current);
 const sensorsStrip = new SensorsStrip(store);
@@ -273,6 +277,8 @@ const ttftCurve = new TtftCurve(curveTtftCard.host, store, current);
 const tpsCurve = new TpsCurve(curveTpsCard.host, store, current);
 const sizeChart = new SizeChart(sizesCard.host, store);
 sizesCard.card.append(sizeChart.caption);
+const depthChart = new DepthChart(depthsCard.host, store);
+depthsCard.card.append(depthChart.caption);
 const readout = new Readout(store);
 const preview = new PreviewPane(store, () => void api.livePreviewNext().catch(() => undefined));
 const timeline = new Timeline(store);
@@ -372,6 +378,7 @@ const sweep = new SweepPanel({
   exportCsv: () => api.exportCsv("sweep").then(() => undefined).catch((e) => problem(e)),
   onPoint: (e, weightBytes) => {
     store.addSweepPoint(e.point, controls.settings.chunkTokens);
+    store.addDepthPoint(e.point);
     if (model && weightBytes) store.addSizePoint(e.point, model.facts.name ?? model.name, !!model.facts.synthetic, weightBytes);
   },
   onLimits: (limits) => {
@@ -407,7 +414,7 @@ app.replaceChildren(
       h("div", { class: "grid2" }, preview.el, timeline.el),
       overlays.el,
       h("div", { class: "grid2" }, curveTtftCard.card, curveTpsCard.card),
-      sizesCard.card,
+      h("div", { class: "grid2" }, sizesCard.card, depthsCard.card),
       h("div", { class: "grid2 wide-right" }, hardware.el, sweep.el),
       advise.el,
       fidelity.el,
@@ -474,6 +481,7 @@ function update() {
         curveTtftCard.empty.hidden = ttftCurve.update() > 0;
         curveTpsCard.empty.hidden = tpsCurve.update() > 0;
         sizesCard.empty.hidden = sizeChart.update() > 0;
+        depthsCard.empty.hidden = depthChart.update() > 0;
       }
       refreshCeiling();
       readout.update();
@@ -496,6 +504,7 @@ function update() {
 setInterval(update, TICK_MS);
 curveTtftCard.empty.textContent = "Settled requests at two or more prompt lengths draw this curve.";
 curveTpsCard.empty.textContent = "Settled requests at two or more concurrencies draw this curve.";
+depthsCard.empty.textContent = "Sweep with several depths (More options: Depths, e.g. 0,4096,16384), or open a saved run that has them.";
 sizesCard.empty.textContent = "Sweep a model with one client, then another (pick it above): each adds its decode rate here.";
 
 // ---------------------------------------------------------------- start-up
@@ -550,9 +559,10 @@ window.__lx = {
   sensorsSeries: () => sensorsStrip.chart.series(),
   openRun: (path: string) => overlays.openAt(path),
   sizesData: () => sizeChart.chart.data(),
+  depthsData: () => depthChart.chart.data(),
   timeSeries: () => ({ ttft: ttftChart.chart.series().map((s) => s.label), tps: tpsChart.chart.series().map((s) => s.label) }),
   ttftChartData: () => ttftChart.chart.data(),
-  curves: () => ({ ttft: ttftCurve.chart.series(), tps: tpsCurve.chart.series(), sizes: sizeChart.chart.series() }),
+  curves: () => ({ ttft: ttftCurve.chart.series(), tps: tpsCurve.chart.series(), sizes: sizeChart.chart.series(), depths: depthChart.chart.series() }),
   backends: () => backends,
   model: () => model,
   label: backendLabel,

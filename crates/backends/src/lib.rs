@@ -43,6 +43,23 @@ pub fn unavailable(name: &str) -> Option<String> {
     }
 }
 
+/// Why backend `name` cannot run the model at `model` (`None`: it can, as far as the file
+/// says): [`unavailable`] in this build, or an architecture or feature our model code (candle,
+/// MLX) does not implement, named with those it does. llama.cpp's own list is its loader's.
+pub fn unavailable_for(name: &str, model: &std::path::Path) -> Option<String> {
+    if let Some(why) = unavailable(name) {
+        return Some(why);
+    }
+    if name == "llama" {
+        return None;
+    }
+    let g = match lx_format::gguf::GgufFile::open(model) {
+        Ok(g) => g,
+        Err(e) => return Some(e.to_string()),
+    };
+    lx_format::arch::Config::from_gguf(&g).err().map(|e| e.to_string())
+}
+
 /// The loader a worker uses for `name`.
 pub fn loader(name: &str) -> Loader {
     let name = name.to_string();
@@ -205,4 +222,28 @@ pub fn spawner_with_servers(servers: Vec<lx_openai::Server>, codec: std::sync::A
 /// How to start `backend`'s worker: this very binary as `worker --backend NAME`.
 pub fn worker_command(backend: &str) -> WorkerCommand {
     worker::WorkerRole::Backend(backend.to_string()).command()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::unavailable_for;
+
+    /// A file of an architecture our model code lacks is refused by candle and MLX with the
+    /// ones it has; llama.cpp's loader decides for itself; the default model runs everywhere.
+    #[test]
+    fn a_backend_without_the_models_architecture_says_which_it_has() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mamba.gguf");
+        lx_format::gguf::GgufWriter::new().kv("general.architecture", "mamba").tensor_f32("token_embd.weight", &[4, 2], &[0.0; 8]).write(&path).unwrap();
+        let why = unavailable_for("candle", &path).expect("candle has no mamba");
+        assert!(why.contains("architecture `mamba` is not implemented by our model code (candle, MLX) (supported: ") && why.contains("gemma3"), "{why}");
+        assert_eq!(unavailable_for("llama", &path), None);
+        assert!(unavailable_for("mlx", &path).is_some(), "MLX: not in this build, or no mamba");
+        let model = lx_models::default_model_path();
+        assert!(model.exists(), "the default model is missing: run `lx models fetch default` (scripts/test does)");
+        for b in ["llama", "candle"] {
+            assert_eq!(unavailable_for(b, &model), None, "{b}");
+        }
+        assert_eq!(unavailable_for("mlx", &model), super::unavailable("mlx"));
+    }
 }

@@ -171,21 +171,26 @@ pub async fn hardware() -> CmdResult<HardwareReport> {
     blocking(lx_backends::hardware_report).await
 }
 
-/// Every backend, whether it can run here, and on what; then the servers added.
+/// Every backend, whether it can run here (and the open model), and on what; then the
+/// servers added.
 #[tauri::command]
 pub async fn backends(state: tauri::State<'_, crate::state::AppState>) -> CmdResult<Vec<BackendAvailability>> {
+    let model = state.model.locked().as_ref().map(|m| m.open.path.clone());
     let servers: Vec<BackendAvailability> = state
         .servers
         .locked()
         .iter()
         .map(|s| BackendAvailability::server(&s.name, vec![format!("{} · {}", s.base_url, s.model.as_deref().unwrap_or("the first model it lists"))]))
         .collect();
-    let mut all = blocking(|| {
+    let mut all = blocking(move || {
         let devices = lx_backends::devices();
         lx_backends::ALL
             .iter()
             .map(|&name| {
-                let reason = lx_backends::unavailable(name);
+                let reason = match &model {
+                    Some(path) => lx_backends::unavailable_for(name, path),
+                    None => lx_backends::unavailable(name),
+                };
                 BackendAvailability {
                     name: name.into(),
                     label: label(name),

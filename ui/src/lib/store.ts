@@ -112,6 +112,8 @@ export class LiveStore {
   overlays: OpenedRun[] = [];
   /** One request alone on each model swept in this app (the model-size chart). */
   sizePoints = new Map<string, SizePoint>();
+  /** This app's sweep points by setting and depth (the depth chart). */
+  depthPoints = new Map<string, DepthPoint>();
   /** The measured limits of each device this app's sweeps ran on (the model-size chart's
    * ceilings), by device. */
   limits = new Map<string, Limits>();
@@ -416,6 +418,21 @@ export class LiveStore {
     return [...this.sizePoints.values(), ...saved];
   }
 
+  /** A sweep point for the depth chart: any depth, closed loop, fixed lengths. */
+  addDepthPoint(p: PointFigures): void {
+    const d = depthPointOf(p, "");
+    if (!d) return;
+    this.depthPoints.set(`${depthCurve(d)}|${d.depth}`, d);
+    this.summaryVersion++;
+    this.version++;
+  }
+
+  /** The depth chart's points: this app's sweeps, then each saved run's. */
+  allDepthPoints(): DepthPoint[] {
+    const saved = this.overlays.flatMap((run) => run.points.flatMap((p) => depthPointOf(p, run.label) ?? []));
+    return [...this.depthPoints.values(), ...saved];
+  }
+
   addSweepPoint(p: PointFigures, chunkTokens: number): void {
     if (!curvePoint(p)) return;
     // A sweep's figures carry no drafter or cache type: its points sit with plain decoding's.
@@ -423,6 +440,33 @@ export class LiveStore {
     this.summaryVersion++;
     this.version++;
   }
+}
+
+/** A point of the depth chart: a setting's prefill and decode rates (p50) with `depth`
+ *  tokens already in each request's context. */
+export interface DepthPoint {
+  backend: string;
+  policy: string;
+  /** The request's own prompt tokens, after the depth. */
+  promptTokens: number;
+  maxTokens: number;
+  concurrency: number;
+  depth: number;
+  prefillTps: number;
+  decodeTps: number;
+  /** The saved run's label; "" for this app's sweeps. */
+  saved: string;
+}
+
+function depthPointOf(p: PointFigures, saved: string): DepthPoint | null {
+  const fixed = p.promptTokensFrom == null && p.maxTokensFrom == null && p.rate == null && p.repetition == null;
+  if (!fixed || p.requests === 0 || p.prefillTps.count === 0 || p.decodeTps.count === 0) return null;
+  return { backend: p.backend, policy: p.policy, promptTokens: p.promptTokens - p.depth, maxTokens: p.maxTokens, concurrency: p.concurrency, depth: p.depth, prefillTps: p.prefillTps.p50, decodeTps: p.decodeTps.p50, saved };
+}
+
+/** The curve a depth point belongs to: the same run (or this app), backend and setting. */
+export function depthCurve(p: DepthPoint): string {
+  return `${p.saved}|${p.backend}|${p.policy}|${p.promptTokens}|${p.maxTokens}|${p.concurrency}`;
 }
 
 /** A point of the model-size chart: one request alone, decoding. */
