@@ -87,6 +87,7 @@ export class Controls {
   private fitNote = h("p", { class: "fit-note small muted", "data-testid": "fit-note", "aria-live": "polite" });
   private fitTimer: number | null = null;
   private fitAsked = 0;
+  private fitFor = "";
   private timer: number | null = null;
   private lastSent = 0;
 
@@ -248,7 +249,7 @@ export class Controls {
     this.settings.maxTokens = Math.min(this.settings.maxTokens, this.context - 1);
     this.settings.promptTokens = Math.min(this.settings.promptTokens, this.maxPrompt());
     this.sync();
-    this.refreshFit();
+    this.refreshFit(true);
   }
 
   setBackends(list: BackendAvailability[]): void {
@@ -296,7 +297,7 @@ export class Controls {
       }),
     );
     this.sync();
-    this.refreshFit();
+    this.refreshFit(true);
   }
 
   private sync(fromSlider = false) {
@@ -335,8 +336,14 @@ export class Controls {
   }
 
   /** Whether the settings fit in memory, on each selected backend: asked a moment after the
-   *  controls stop moving, so a load that would be refused shows before it is asked for. */
-  private refreshFit() {
+   *  controls stop moving, so a load that would be refused shows before it is asked for;
+   *  only when what sizes the load changed (the prediction takes CPU time from a live
+   *  measurement). `force`: the model or the backends' list changed. */
+  private refreshFit(force = false) {
+    const s = this.settings;
+    const sizing = JSON.stringify([s.backends, s.promptTokens, s.maxTokens, s.concurrency, s.kv, s.policy === "disaggregated", this.context]);
+    if (sizing === this.fitFor && !force) return;
+    this.fitFor = sizing;
     if (this.fitTimer !== null) window.clearTimeout(this.fitTimer);
     this.fitTimer = window.setTimeout(async () => {
       this.fitTimer = null;
