@@ -642,7 +642,7 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
       assert.ok(mlx.reason, "no reason given for MLX being unavailable");
       return;
     }
-    // MLX alone, short prompts and outputs: MLX's Linux CPU build is slow (README: Backends).
+    // MLX alone, short prompts and outputs: MLX's Linux CPU build is slow (docs/PLATFORMS.md: The three backends).
     // MLX is ticked before the others are cleared (the list never lets the selection go
     // empty), and each box is looked up afresh (a click redraws the list).
     await browser.execute(() => {

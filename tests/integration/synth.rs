@@ -102,7 +102,7 @@ fn a_synthetic_twin_times_like_the_real_model_on_llama_cpp() {
     let (p, d) = (median(&prefill), median(&decode));
     eprintln!("synthetic twin / real file, median of {ROUNDS} rounds: prefill {p:.3}, decode {d:.3}");
     // Within 10%: a fresh-clone CI run here measured decode 1.055, the twin faster in every
-    // round for a reason not found (README, "Shape-only models").
+    // round for a reason not found (docs/METHODS.md, "Shape-only models").
     assert!((p - 1.0).abs() <= 0.10 && (d - 1.0).abs() <= 0.10, "the twin must time within 10% of the real file: prefill {p:.3}, decode {d:.3}");
 }
 

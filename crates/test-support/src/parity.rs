@@ -3,7 +3,7 @@
 //! Greedy decoding is only as deterministic as the kernels: llama.cpp's CPU kernels
 //! round differently for different batch shapes, and this moves a token's
 //! log-probability by up to about 0.3 nats on the default model (measured: see the
-//! README, "Parity"). Where the top two candidates are that close, two correct runs
+//! docs/METHODS.md, "Parity"). Where the top two candidates are that close, two correct runs
 //! may pick differently and then go their own ways. So streams are compared exactly
 //! up to their first difference, and a difference is accepted only where the
 //! reference itself was nearly tied between the two tokens. Where the distribution is

@@ -3,7 +3,7 @@
 //! its repetitions' summary; a demo's run file (`lx demo NAME --out`) prints its checks,
 //! judged again from its points; a study's result file (the comparisons with other tools
 //! and of the harness itself, `lx_results::studies`) prints its table. The tables of
-//! measured figures in the README and docs/ are made this way from the files in
+//! measured figures in docs/ are made this way from the files in
 //! docs/results/, and a test checks that they still are.
 
 use std::path::{Path, PathBuf};
