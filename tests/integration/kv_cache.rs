@@ -43,7 +43,7 @@ fn a_cache_type_a_backend_cannot_take_is_refused_with_the_reason() {
     let out = dir.path().join("x.json");
     let out = out.to_str().unwrap();
     lx(&sweep(model, out, &["--backend", "llama,candle", "--kv-type", "q8_0"])).fails_with("KV cache type q8_0 is llama.cpp's, and candle keeps its KV cache in f32");
-    lx(&["generate", "--backend", "mlx", "--prompt", "Hi", "--kv-type-k", "q4_0"]).fails_with("our MLX backend keeps its KV cache in f32");
+    lx(&["generate", "--backend", "mlx", "--prompt", "Hi", "--kv-type-k", "q4_0"]).fails_with("MLX keeps its KV cache in f32");
     lx(&sweep(model, out, &["--kv-type", "q3"])).fails_with("unknown KV cache type 'q3' (expected f16, q8_0 or q4_0)");
     // llama.cpp keeps a quantized V cache only inside flash attention.
     let off = lx_with(&sweep(model, out, &["--backend", "llama", "--kv-type-v", "q8_0"]), &[("LX_LLAMA_FLASH_ATTN", Path::new("off"))]);

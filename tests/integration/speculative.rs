@@ -25,7 +25,7 @@ fn run(backend: &str, spec: Speculation, prompts: &[Vec<TokenId>]) -> (Streams, 
     let load = LoadSpec { model_path, threads: 0, slots: 4, ctx_per_slot: longest + NEW_TOKENS as usize, max_batch_tokens: 1024, gpu_layers: None, draft_model, ..Default::default() };
     let mut config = SchedulerConfig::new(Policy::Continuous, 4, 1024);
     config.spec = spec;
-    let mut s = lx_core::worker::load_with_draft(&lx_backends::loader(backend), &load, config, Instant::now()).unwrap_or_else(|e| panic!("{backend} loads the default model: {e}"));
+    let mut s = lx_core::worker::load_with_draft(&lx_backends::loader(lx_backends::BackendKind::parse(backend).unwrap()), &load, config, Instant::now()).unwrap_or_else(|e| panic!("{backend} loads the default model: {e}"));
     assert_eq!(s.draft_name().is_some(), spec.drafter == Drafter::Draft);
     let requests = prompts
         .iter()
@@ -115,12 +115,14 @@ fn speculation_gives_plain_greedy_tokens_on_candle() {
 }
 
 /// MLX is in every build the README's commands make on Linux x86_64 and Apple Silicon; a
-/// build without it must say why instead. Its CPU build is the slowest here (a minute a run):
-/// fixed drafts only.
+/// build without it must say why instead. Its CPU build is the slowest here (a minute and
+/// more a run, on one core): fixed prompt-lookup drafts only, which roll MLX's cache back as
+/// often as any; a draft model adds up to 8 passes of its own per verify
+/// and is the same MLX load of a second file, its drafting the scheduler's, tested above.
 #[test]
 fn speculation_gives_plain_greedy_tokens_on_mlx() {
     match lx_backends::unavailable("mlx") {
-        None => check_speculation_matches_plain("mlx", &[fixed(Drafter::Lookup), fixed(Drafter::Draft)]),
+        None => check_speculation_matches_plain("mlx", &[fixed(Drafter::Lookup)]),
         Some(why) => assert!(why.contains("not compiled into this build") || why.contains("needs macOS on Apple Silicon"), "{why}"),
     }
 }

@@ -26,6 +26,7 @@ import { LessonsView } from "./components/lessons";
 import { h, setText } from "./lib/dom";
 import { bytes } from "./lib/format";
 import { LiveStore } from "./lib/store";
+import { CONTEXT_FALLBACK_TOKENS } from "./ipc/generated/defaults";
 
 const store = new LiveStore();
 let model: ModelInfo | null = null;
@@ -363,7 +364,7 @@ const welcome = h(
 
 const sweep = new SweepPanel({
   backends: () => controls.settings.backends,
-  context: () => model?.contextLength ?? 2048,
+  context: () => model?.contextLength ?? CONTEXT_FALLBACK_TOKENS,
   start: async (plan, options, onEvent) => {
     if (store.running) await stopLive();
     updateButtons();

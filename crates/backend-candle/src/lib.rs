@@ -304,7 +304,7 @@ impl CandleBackend {
     }
 
     pub fn load_with(spec: &LoadSpec, opts: &Options) -> Result<Self, BackendError> {
-        spec.kv.only_default("candle keeps its KV cache in f32")?;
+        spec.kv.taken_by(lx_core::kind::BackendKind::Candle)?;
         if spec.slots == 0 || spec.ctx_per_slot == 0 {
             return Err(BackendError::Load(format!(
                 "need at least one slot and a context (got slots={}, ctx_per_slot={})",

@@ -296,7 +296,7 @@ impl LlamaCppBackend {
         if !path.is_file() {
             return Err(BackendError::Load(format!("model file not found: {}", path.display())));
         }
-        let threads = if spec.threads == 0 { lx_machine::hardware::physical_cores() } else { spec.threads };
+        let threads = lx_machine::hardware::threads_or_cores(spec.threads);
         let slots = spec.slots.max(1);
         let gpu_layers = gpu_layers(spec)?;
         let mut model_params = LlamaModelParams::default();

@@ -49,7 +49,7 @@ impl AdviseJob {
             policies: request.policies.clone(),
             threads,
             seed,
-            warmup: 0,
+            warmup: Some(0),
             requests: TRIAL_REQUESTS,
             ..SweepPlan::default()
         };

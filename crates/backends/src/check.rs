@@ -45,15 +45,7 @@ const LOAD_TIMEOUT: Duration = Duration::from_secs(120);
 /// be a GPU (llama.cpp in a CUDA, Metal or Vulkan build; candle in a CUDA or Metal build;
 /// MLX on a Mac).
 pub fn devices_to_try(backend: &str) -> Vec<&'static str> {
-    let features = crate::build_features();
-    let built = |names: &[&str]| features.iter().any(|f| names.contains(&f.as_str()));
-    let may_use_gpu = match backend {
-        "llama" => built(&["cuda", "metal", "vulkan"]),
-        "candle" => built(&["cuda", "metal"]),
-        "mlx" => cfg!(target_os = "macos"),
-        _ => false,
-    };
-    if may_use_gpu {
+    if crate::BackendKind::of(backend).is_some_and(|k| k.may_use_gpu(&crate::build_features())) {
         vec!["default", "cpu"]
     } else {
         vec!["default"]
@@ -67,9 +59,9 @@ pub fn run(progress: &mut dyn FnMut(&CheckRow)) -> anyhow::Result<Vec<CheckRow>>
     let model = dir.path().join("tiny-gemma3-q8_0.gguf");
     write_tiny_model(&model)?;
     let mut rows = Vec::new();
-    for &backend in crate::ALL.iter().filter(|b| crate::unavailable(b).is_none()) {
-        for requested in devices_to_try(backend) {
-            let row = check_one(backend, requested, &model);
+    for backend in crate::built() {
+        for requested in devices_to_try(&backend) {
+            let row = check_one(&backend, requested, &model);
             progress(&row);
             rows.push(row);
         }

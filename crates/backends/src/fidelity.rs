@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use lx_core::backend::{KvType, KvTypes};
+use lx_core::backend::KvTypes;
 use lx_core::speculative::{Drafter, Speculation};
 use lx_drivers::fidelity::{text::Text, Compared, Entry, Job, Plan};
 use lx_format::gguf::GgufFile;
@@ -19,6 +19,10 @@ use lx_format::tokenizer::Tokenizer;
 use lx_results::studies::fidelity::FileId;
 
 use crate::model::OpenModel;
+use crate::BackendKind;
+
+/// The backend the reference distribution is computed on: llama.cpp, with an f16 cache.
+const REFERENCE: BackendKind = BackendKind::Llama;
 
 /// What to measure besides the reference.
 #[derive(Debug, Clone, Default)]
@@ -41,7 +45,7 @@ pub struct Asked {
 pub fn job(model: &OpenModel, asked: &Asked, plan: Plan, command: Vec<String>) -> anyhow::Result<Job> {
     let mut job = basis(model, asked.text.as_deref(), asked.reference_model.as_deref(), plan, command)?;
     let backends: Vec<String> = if asked.backends.is_empty() {
-        crate::ALL.iter().filter(|b| crate::unavailable(b).is_none()).map(|b| b.to_string()).collect()
+        crate::built()
     } else {
         asked.backends.clone()
     };
@@ -69,7 +73,7 @@ pub fn basis(model: &OpenModel, text: Option<&Path>, reference_model: Option<&Pa
     }
     let tokens = model.tokenizer.encode_with(&text.body, true, false);
     let bos = if model.tokenizer.add_bos() { model.tokenizer.bos() } else { None };
-    let reference = entry("llama", "KV f16 (the reference)", vec![], &reference_path);
+    let reference = entry(REFERENCE.name(), "KV f16 (the reference)", vec![], &reference_path);
     Ok(Job {
         model: file_id(&model.path, model.sha256.clone()),
         model_context: model.context_length,
@@ -101,25 +105,25 @@ pub fn entries(model: &Path, backends: &[String], draft: Option<&Path>) -> Vec<E
     let mut out: Vec<Entry> = Vec::new();
     for backend in backends {
         let plain = out.len();
-        match backend.as_str() {
-            "llama" => {
-                for t in KvType::ALL {
-                    let mut e = entry("llama", &format!("KV {}", t.name()), vec![], model);
+        let Some(kind) = BackendKind::of(backend) else { continue };
+        match kind {
+            BackendKind::Llama => {
+                for &t in kind.capabilities().kv_types {
+                    let mut e = entry(backend, &format!("KV {}", t.name()), vec![], model);
                     e.kv = KvTypes { k: t, v: t };
                     out.push(e);
                 }
             }
-            "candle" => {
+            BackendKind::Candle => {
                 for w in lx_backend_candle::WeightFormat::ALL {
-                    out.push(entry("candle", &format!("weights {}", w.name()), vec![("LX_CANDLE_WEIGHTS", w.name())], model));
+                    out.push(entry(backend, &format!("weights {}", w.name()), vec![("LX_CANDLE_WEIGHTS", w.name())], model));
                 }
             }
-            "mlx" => {
+            BackendKind::Mlx => {
                 for (w, label) in [("as-loaded", "weights as loaded"), ("q4", "weights re-quantized to MLX 4-bit")] {
-                    out.push(entry("mlx", label, vec![("LX_MLX_WEIGHTS", w)], model));
+                    out.push(entry(backend, label, vec![("LX_MLX_WEIGHTS", w)], model));
                 }
             }
-            _ => continue,
         }
         let Some(draft) = draft else { continue };
         let base = out[plain].clone();
@@ -131,12 +135,14 @@ pub fn entries(model: &Path, backends: &[String], draft: Option<&Path>) -> Vec<E
             e
         };
         out.push(drafting(Drafter::Lookup, "prompt lookup"));
-        if backend == "llama" {
+        // A draft model's own figures, and drafting with it, are scored where the reference
+        // runs: the other backends draft with it through the same scheduler.
+        if kind == REFERENCE {
             let mut with_model = drafting(Drafter::Draft, "a draft model");
             with_model.draft_model = Some(draft.to_path_buf());
             out.push(with_model);
             let name = draft.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-            out.push(entry("llama", &format!("the draft model {name}, as a model"), vec![], draft));
+            out.push(entry(backend, &format!("the draft model {name}, as a model"), vec![], draft));
         }
     }
     out

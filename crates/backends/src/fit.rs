@@ -83,18 +83,16 @@ fn largest<T>(most: usize, fits: impl Fn(usize) -> Option<T>) -> Option<(usize, 
 
 /// The KV cache types a backend plans with: llama.cpp's three, the others' one.
 pub fn kv_types(backend: &str) -> Vec<KvTypes> {
-    match backend {
-        "llama" => KvType::ALL.iter().map(|&t| KvTypes { k: t, v: t }).collect(),
-        _ => vec![KvTypes::default()],
-    }
+    let types = crate::BackendKind::of(backend).map_or(&[KvType::F16][..], |k| k.capabilities().kv_types);
+    types.iter().map(|&t| KvTypes { k: t, v: t }).collect()
 }
 
 /// How `backend` stores its KV cache when asked for `kv`: candle and MLX keep f32 whatever
 /// the load says.
 pub fn kv_label(backend: &str, kv: KvTypes) -> String {
-    match backend {
-        "llama" => kv.label(),
-        _ => "f32".to_string(),
+    match crate::BackendKind::of(backend).and_then(|k| k.capabilities().kv_kept_as) {
+        Some(kept) => kept.to_string(),
+        None => kv.label(),
     }
 }
 

@@ -1,6 +1,6 @@
-//! The backends this build knows, by name: the one place that names them, shared by
-//! the `lx` CLI and the desktop app. Both host workers by re-executing themselves with
-//! `worker --backend NAME` (see [`worker::WorkerRole`]).
+//! The backends this build has, behind their [`BackendKind`]: loading, devices and why one
+//! cannot run, shared by the `lx` CLI and the desktop app. Both host workers by re-executing
+//! themselves with `worker --backend NAME` (see [`worker::WorkerRole`]).
 
 pub mod advise;
 pub mod check;
@@ -20,26 +20,25 @@ use lx_core::backend::{Backend, BackendError, LoadSpec};
 use lx_core::child::WorkerCommand;
 use lx_core::worker::Loader;
 
-/// Canonical backend names, in the order `lx hw` lists them.
-pub const ALL: [&str; 3] = ["llama", "candle", "mlx"];
+pub use lx_core::kind::BackendKind;
 
-/// Accept the names people type for each backend.
+/// The canonical name of the backend people call `name` (`llama.cpp` is `llama`).
 pub fn canonical(name: &str) -> anyhow::Result<&'static str> {
-    match name.to_ascii_lowercase().as_str() {
-        "llama" | "llama.cpp" | "llamacpp" | "llama-cpp" => Ok("llama"),
-        "candle" => Ok("candle"),
-        "mlx" => Ok("mlx"),
-        other => anyhow::bail!("unknown backend '{other}' (expected one of: {})", ALL.join(", ")),
-    }
+    BackendKind::parse(name).map(BackendKind::name).map_err(anyhow::Error::msg)
+}
+
+/// This build's backends, by canonical name, in the order `lx hw` lists them.
+pub fn built() -> Vec<String> {
+    BackendKind::ALL.iter().filter(|k| unavailable(k.name()).is_none()).map(|k| k.name().to_string()).collect()
 }
 
 /// Why a backend cannot run in this build, or `None` when it can.
 pub fn unavailable(name: &str) -> Option<String> {
-    match name {
-        "llama" | "candle" => None,
+    let Some(kind) = BackendKind::of(name) else { return Some(format!("unknown backend '{name}'")) };
+    match kind {
+        BackendKind::Llama | BackendKind::Candle => None,
         // None in a macOS aarch64 or Linux x86_64 build with the `mlx` feature; else why not.
-        "mlx" => lx_backend_mlx::unavailable(),
-        _ => Some("unknown backend".into()),
+        BackendKind::Mlx => lx_backend_mlx::unavailable(),
     }
 }
 
@@ -50,7 +49,7 @@ pub fn unavailable_for(name: &str, model: &std::path::Path) -> Option<String> {
     if let Some(why) = unavailable(name) {
         return Some(why);
     }
-    if name == "llama" {
+    if BackendKind::of(name).is_some_and(|k| k.capabilities().own_loader) {
         return None;
     }
     let g = match lx_format::gguf::GgufFile::open(model) {
@@ -60,21 +59,21 @@ pub fn unavailable_for(name: &str, model: &std::path::Path) -> Option<String> {
     lx_format::arch::Config::from_gguf(&g).err().map(|e| e.to_string())
 }
 
-/// The loader a worker uses for `name`.
-pub fn loader(name: &str) -> Loader {
-    let name = name.to_string();
+/// The loader a worker uses for `kind`.
+pub fn loader(kind: BackendKind) -> Loader {
     Box::new(move |spec: &LoadSpec| -> Result<Box<dyn Backend>, BackendError> {
-        match name.as_str() {
-            "llama" => Ok(Box::new(lx_backend_llamacpp::LlamaCppBackend::load(spec)?)),
-            "candle" => {
+        match kind {
+            BackendKind::Llama => Ok(Box::new(lx_backend_llamacpp::LlamaCppBackend::load(spec)?)),
+            BackendKind::Candle => {
                 // candle sizes its thread pools once, at first use: this load is that first
                 // use in a worker process, so the engine's thread setting lands here.
                 lx_backend_candle::set_thread_env(spec.threads);
                 Ok(Box::new(lx_backend_candle::CandleBackend::load(spec)?))
             }
             #[cfg(all(feature = "mlx", any(all(target_os = "macos", target_arch = "aarch64"), all(target_os = "linux", target_arch = "x86_64"))))]
-            "mlx" => Ok(Box::new(lx_backend_mlx::MlxBackend::load(spec)?)),
-            other => Err(BackendError::NotCompiled(other.to_string(), unavailable(other).unwrap_or_default())),
+            BackendKind::Mlx => Ok(Box::new(lx_backend_mlx::MlxBackend::load(spec)?)),
+            #[allow(unreachable_patterns)]
+            other => Err(BackendError::NotCompiled(other.name().to_string(), unavailable(other.name()).unwrap_or_default())),
         }
     })
 }
@@ -100,30 +99,30 @@ pub fn build_features() -> Vec<String> {
 
 /// Devices each backend sees, for `lx hw` and result files.
 pub fn devices() -> Vec<(String, Vec<String>)> {
-    ALL.iter()
-        .map(|&b| {
-            let devices = match unavailable(b) {
-                Some(why) => vec![why],
-                None => match b {
-                    "llama" => lx_backend_llamacpp::devices(),
-                    "candle" => lx_backend_candle::devices(),
-                    #[cfg(all(feature = "mlx", any(all(target_os = "macos", target_arch = "aarch64"), all(target_os = "linux", target_arch = "x86_64"))))]
-                    "mlx" => lx_backend_mlx::devices(),
-                    _ => Vec::new(),
-                },
+    BackendKind::ALL
+        .iter()
+        .map(|&kind| {
+            let devices = match (unavailable(kind.name()), kind) {
+                (Some(why), _) => vec![why],
+                (None, BackendKind::Llama) => lx_backend_llamacpp::devices(),
+                (None, BackendKind::Candle) => lx_backend_candle::devices(),
+                #[cfg(all(feature = "mlx", any(all(target_os = "macos", target_arch = "aarch64"), all(target_os = "linux", target_arch = "x86_64"))))]
+                (None, BackendKind::Mlx) => lx_backend_mlx::devices(),
+                #[allow(unreachable_patterns)]
+                (None, _) => Vec::new(),
             };
-            (b.to_string(), devices)
+            (kind.name().to_string(), devices)
         })
         .collect()
 }
 
 /// Serve the worker protocol on stdin/stdout for `backend` (the `worker` subcommand).
 pub fn serve_worker(backend: &str) -> anyhow::Result<()> {
-    let backend = canonical(backend)?;
+    let kind = BackendKind::parse(backend).map_err(anyhow::Error::msg)?;
     // Room for a burst of submissions in one read (see `lx_core::worker::serve`).
     let stdin = std::io::BufReader::with_capacity(1 << 20, std::io::stdin());
     let stdout = std::io::BufWriter::new(std::io::stdout().lock());
-    lx_core::worker::serve(loader(backend), stdin, stdout)?;
+    lx_core::worker::serve(loader(kind), stdin, stdout)?;
     Ok(())
 }
 

@@ -31,23 +31,23 @@ pub fn footprint(backend: &str, spec: &LoadSpec, env: &[(String, String)], runti
     let one = |path: &std::path::Path, runtime: u64| -> Result<Footprint, String> {
         let g = GgufFile::open(path).map_err(|e| e.to_string())?;
         let spec = LoadSpec { model_path: path.to_path_buf(), ..spec.clone() };
-        match backend {
-            "llama" => {
+        let Some(kind) = crate::BackendKind::of(backend) else { return Err(format!("no memory figures for backend `{backend}`")) };
+        match kind {
+            crate::BackendKind::Llama => {
                 let layout = setting("LX_LLAMA_KV").map_or(Ok(lx_backend_llamacpp::KvLayout::PerSequence), |s| s.parse())?;
                 let ubatch = setting("LX_LLAMA_UBATCH").and_then(|s| s.parse().ok()).unwrap_or(lx_backend_llamacpp::DEFAULT_UBATCH);
                 lx_backend_llamacpp::memory::footprint(&g, &spec, layout, ubatch, runtime)
             }
-            "candle" => {
+            crate::BackendKind::Candle => {
                 let on_gpu = spec.gpu_layers != Some(0) && (cfg!(feature = "cuda") || cfg!(feature = "metal"));
                 let default = if on_gpu { lx_backend_candle::WeightFormat::Quantized } else { lx_backend_candle::CPU_DEFAULT_WEIGHTS };
                 let format = setting("LX_CANDLE_WEIGHTS").map_or(Ok(default), |s| s.parse())?;
                 lx_backend_candle::memory::footprint(&g, &spec, format, runtime)
             }
-            "mlx" => {
+            crate::BackendKind::Mlx => {
                 let mode = setting("LX_MLX_WEIGHTS").map_or(Ok(Default::default()), |s| s.parse())?;
                 lx_backend_mlx::memory::footprint(&g, &spec, mode, runtime)
             }
-            other => Err(format!("no memory figures for backend `{other}`")),
         }
     };
     let mut f = one(&spec.model_path, runtime)?;

@@ -40,7 +40,7 @@ impl OpenModel {
         let gguf = GgufFile::open(&path).with_context(|| format!("cannot use {} as a model", path.display()))?;
         let facts = ModelFacts::from_gguf(&gguf).with_context(|| format!("cannot use {} as a model", path.display()))?;
         let tokenizer = Tokenizer::from_gguf(&gguf).with_context(|| format!("cannot read the tokenizer of {}", path.display()))?;
-        let context_length = facts.context_length.unwrap_or(2048) as usize;
+        let context_length = facts.context_length.map_or(lx_core::defaults::CONTEXT_FALLBACK_TOKENS, |c| c as usize);
         Ok(Self { path, facts, sha256, tokenizer, context_length, stamp })
     }
 

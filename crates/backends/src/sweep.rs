@@ -38,6 +38,8 @@ impl SweepJob {
     /// share the model's vocabulary), else one made from the model ([`crate::draft`]).
     pub fn new(model: Arc<OpenModel>, mut plan: SweepPlan, command: Vec<String>, spawn: Spawner) -> anyhow::Result<SweepJob> {
         plan.validate(Some(model.context_length))?;
+        // The run file says the warm-up the points ran with, not that it was left to the default.
+        plan.warmup = Some(plan.warmup());
         if plan.spec.contains(&lx_core::speculative::Drafter::Draft) && plan.has_workers() {
             plan.draft_model = Some(crate::draft::resolve(&model.path, plan.draft_model.as_deref())?);
         }

@@ -285,27 +285,6 @@ impl KvTypes {
         }
     }
 
-    /// Refuses quantized types for a backend other than llama.cpp (`llama`), or a server,
-    /// saying why, before anything loads.
-    pub fn for_backend(&self, backend: &str) -> Result<(), String> {
-        let why = match backend {
-            _ if self.is_default() => return Ok(()),
-            "llama" => return Ok(()),
-            "candle" => "candle keeps its KV cache in f32",
-            "mlx" => "our MLX backend keeps its KV cache in f32",
-            _ => "a server's cache is set where the server is started",
-        };
-        Err(format!("KV cache type {} is llama.cpp's, and {why}: measure {backend} with an f16 cache", self.label()))
-    }
-
-    /// Refuses anything but f16 for a backend whose cache is f16 or f32 only, saying why.
-    pub fn only_default(&self, why: &str) -> Result<(), BackendError> {
-        if self.is_default() {
-            Ok(())
-        } else {
-            Err(BackendError::Load(format!("KV cache type {}: {why}", self.label())))
-        }
-    }
 }
 
 /// Errors a backend reports. The worker turns them into protocol errors.
@@ -482,19 +461,6 @@ mod tests {
         let mut row = vec![0.0f32; 3 * 2048];
         (row[5000], row[100]) = (7.0, 7.0);
         assert_eq!(argmax(&row), 100);
-    }
-
-    #[test]
-    fn quantized_cache_types_are_llama_cpps_only() {
-        let q8 = KvTypes { k: KvType::Q8_0, v: KvType::Q8_0 };
-        assert_eq!(q8.label(), "q8_0");
-        assert_eq!(KvTypes { v: KvType::F16, ..q8 }.label(), "K q8_0, V f16");
-        assert!(q8.for_backend("llama").is_ok());
-        assert!(KvTypes::default().for_backend("candle").is_ok());
-        assert_eq!(q8.for_backend("candle").unwrap_err(), "KV cache type q8_0 is llama.cpp's, and candle keeps its KV cache in f32: measure candle with an f16 cache");
-        assert!(q8.for_backend("lab-server").unwrap_err().contains("a server's cache is set where the server is started"));
-        let e = q8.only_default("candle keeps its KV cache in f32").unwrap_err().to_string();
-        assert_eq!(e, "cannot load model: KV cache type q8_0: candle keeps its KV cache in f32");
     }
 
     #[test]

@@ -24,3 +24,32 @@ pub const LIVE_MAX_TOKENS: u32 = 64;
 
 /// With several backends in live mode: seconds each is measured before the next takes over.
 pub const LIVE_ROTATE_AFTER_S: f64 = 8.0;
+
+/// Most concurrent clients live mode accepts: the slider's end and the settings' check.
+pub const LIVE_MAX_CONCURRENCY: usize = 256;
+
+/// Least time between two of live mode's event batches, in ms, in a terminal (`lx live`).
+pub const LIVE_BATCH_MS: u64 = 100;
+
+/// The desktop app's batch interval: 4 batches a second, as often as the preview draws.
+/// Each batch wakes the app and the web view, which take their time from the model being
+/// measured, so the app asks for fewer than a terminal does.
+pub const APP_BATCH_MS: u64 = 250;
+
+/// Context length assumed for a model file whose metadata gives none.
+pub const CONTEXT_FALLBACK_TOKENS: usize = 2048;
+
+/// A capacity trial's warm-up is at most this many requests: a search runs many trials, and
+/// a few requests already bring the worker's caches and threads up.
+pub const TRIAL_WARMUP_MAX: usize = 4;
+
+/// Unmeasured warm-up requests before each of a sweep's points unless told: one per client
+/// of the busiest point, so that every slot has run once before anything is measured.
+pub fn sweep_warmup(concurrency: &[usize]) -> usize {
+    concurrency.iter().copied().max().unwrap_or(1).max(1)
+}
+
+/// Warm-up requests before a capacity trial at `concurrency` clients.
+pub fn trial_warmup(concurrency: usize) -> usize {
+    concurrency.min(TRIAL_WARMUP_MAX)
+}

@@ -10,6 +10,7 @@
 
 pub mod defaults;
 pub mod backend;
+pub mod kind;
 pub mod footprint;
 pub mod scheduler;
 pub mod speculative;

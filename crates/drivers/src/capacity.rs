@@ -278,7 +278,7 @@ impl<'a, 'c> Bench<'a, 'c> {
         };
         let mut point = self.plan.points().into_iter().find(|p| p.backend == backend).unwrap_or_else(|| self.plan_point(backend));
         point.policy = policy;
-        point.spec = PointSpec { concurrency, requests, warmup: if first { concurrency.min(4) } else { 0 }, ..point.spec };
+        point.spec = PointSpec { concurrency, requests, warmup: if first { lx_core::defaults::trial_warmup(concurrency) } else { 0 }, ..point.spec };
         point.traffic.arrivals = arrivals;
         point.traffic.duration_s = None;
         point.traffic.seed = self.plan.seed.wrapping_add(draw);

@@ -4,7 +4,7 @@
 //!
 //! A demo is a hand-made list of sweep points ([`plan`]) run by a [`crate::sweep::Session`]
 //! like any sweep, then judged ([`judge`]). The CLI's `lx demo` and the app both go through
-//! [`run_demo`]; the thresholds are the ones the project promises (see the README), not
+//! [`run_demo`]; the thresholds are the ones the project promises (docs/SERVING.md, "Teaching demos"), not
 //! tuned to pass.
 
 use serde::Serialize;
@@ -633,7 +633,7 @@ fn judge_disaggregation(demo: Demo, labels: &[String], points: &[PointResult]) -
 /// it. `None` for a run that is not a demo's.
 pub fn judge_run(run: &RunFile) -> Option<Result<Report, UnknownDemo>> {
     let name = run.settings.get("demo")?.as_str()?;
-    let backend = run.settings.get("backend").and_then(|b| b.as_str()).unwrap_or("llama");
+    let backend = run.settings.get("backend").and_then(|b| b.as_str()).unwrap_or(lx_core::kind::BackendKind::DEFAULT.name());
     let threads = run.settings.get("threads").and_then(|t| t.as_u64()).unwrap_or(0) as usize;
     Some(find(name).map(|demo| {
         // Points past the plan's are its workload sent to servers, named by their backend.

@@ -147,6 +147,11 @@ pub fn physical_cores() -> usize {
         .max(1)
 }
 
+/// A thread count as the settings give it: 0 means every physical core.
+pub fn threads_or_cores(threads: usize) -> usize {
+    if threads == 0 { physical_cores() } else { threads }
+}
+
 /// Memory the system could give a new process now (free plus reclaimable caches), bytes.
 pub fn available_memory_bytes() -> u64 {
     use sysinfo::{MemoryRefreshKind, RefreshKind, System};

@@ -242,7 +242,7 @@ mod tests {
         let p = with_backends(plan, &[]).unwrap();
         assert_eq!(p.prompt_tokens, [Length { from: Some(64), to: 512 }, Length::fixed(1024)]);
         assert_eq!(p.max_tokens, [Length { from: Some(8), to: 32 }]);
-        assert_eq!((&p.rates, p.max_in_flight, p.seed, p.duration_s, p.warmup), (&vec![1.5, 3.0], Some(8), 7, Some(30.0), 2));
+        assert_eq!((&p.rates, p.max_in_flight, p.seed, p.duration_s, p.warmup), (&vec![1.5, 3.0], Some(8), 7, Some(30.0), Some(2)));
         assert_eq!((p.prefix_tokens, &p.prefix_cache), (32, &vec![false, true]));
         assert_eq!((p.max_batch_seqs, p.max_batch_tokens, p.repetitions, p.chunk_tokens, p.stop_at_eos), (Some(2), Some(1024), 3, 128, true));
         assert_eq!(p.slo, Slo { ttft_ms: Some(500.0), decode_tps: Some(10.0) });

@@ -118,13 +118,13 @@ pub async fn memory_fit(state: tauri::State<'_, crate::state::AppState>) -> CmdR
         let settings = |b: &str| lx_backends::measuring_env(b, &path);
         let q = fit::Question { model_path: &path, memory: memory_bytes, full_context, runtime: &runtime, settings: &settings };
         let mut plans = Vec::new();
-        for b in lx_backends::ALL.iter().filter(|b| lx_backends::unavailable(b).is_none()) {
-            for kv in fit::kv_types(b) {
+        for b in lx_backends::built() {
+            for kv in fit::kv_types(&b) {
                 // A backend that cannot run this model has no plan; the backend list says why.
-                let Ok(p) = fit::plan(&q, b, kv) else { continue };
+                let Ok(p) = fit::plan(&q, &b, kv) else { continue };
                 plans.push(FitPlan {
-                    backend: b.to_string(),
-                    kv: fit::kv_label(b, kv),
+                    kv: fit::kv_label(&b, kv),
+                    backend: b.clone(),
                     longest: p.longest.iter().map(|(n, l)| FitLongest { sequences: *n, context: l.map(|(c, _)| c) }).collect(),
                     most_at_full: p.most_at_full.map_or(0, |(n, _)| n),
                     one_at_full: Some(p.one_at_full),
@@ -149,7 +149,7 @@ pub async fn settings_fit(state: tauri::State<'_, crate::state::AppState>, setti
         let env = |b: &str| lx_backends::measuring_env(b, &path);
         let q = fit::Question { model_path: &path, memory: lx_machine::hardware::available_memory_bytes(), full_context, runtime: &runtime, settings: &env };
         // Servers hold their own memory; a backend that cannot run this model has no figure.
-        let local = settings.backends.iter().filter(|b| lx_backends::ALL.contains(&b.as_str()) && lx_backends::unavailable(b).is_none());
+        let local = settings.backends.iter().filter(|b| lx_backends::unavailable(b).is_none());
         Ok(Some(local.filter_map(|b| fit::for_settings(&q, b, &settings).ok()).collect()))
     })
     .await?
@@ -157,12 +157,7 @@ pub async fn settings_fit(state: tauri::State<'_, crate::state::AppState>, setti
 
 /// Display name of a backend.
 pub fn label(name: &str) -> String {
-    match name {
-        "llama" => "llama.cpp".into(),
-        "candle" => "candle".into(),
-        "mlx" => "MLX".into(),
-        other => other.into(),
-    }
+    lx_backends::BackendKind::of(name).map_or_else(|| name.to_string(), |k| k.capabilities().label.to_string())
 }
 
 /// This machine: CPU, cores, memory, OS, and each backend's devices.
@@ -184,9 +179,10 @@ pub async fn backends(state: tauri::State<'_, crate::state::AppState>) -> CmdRes
         .collect();
     let mut all = blocking(move || {
         let devices = lx_backends::devices();
-        lx_backends::ALL
+        lx_backends::BackendKind::ALL
             .iter()
-            .map(|&name| {
+            .map(|kind| {
+                let name = kind.name();
                 let reason = match &model {
                     Some(path) => lx_backends::unavailable_for(name, path),
                     None => lx_backends::unavailable(name),

@@ -97,7 +97,7 @@ pub async fn tune_start(state: State<'_, AppState>, budget_s: f64, on_event: Cha
     let model = state.model.locked().clone().ok_or(CmdError::NoModel)?;
     let control = RunControl::default();
     let stop = Arc::clone(&control.stop);
-    let backends: Vec<String> = lx_backends::ALL.iter().filter(|b| lx_backends::unavailable(b).is_none()).map(|b| b.to_string()).collect();
+    let backends = lx_backends::built();
     let thread = std::thread::Builder::new()
         .name("lx-tune".into())
         .spawn(move || {

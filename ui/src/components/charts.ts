@@ -13,8 +13,9 @@ import { curvePoint, keyId } from "../lib/store";
 import type { Distribution, PointCeiling, PointFigures, Policy, SettingSummary } from "../ipc/types";
 import { axes, Chart, dots, line } from "./chart";
 
-const LABEL: Record<string, string> = { llama: "llama.cpp", candle: "candle", mlx: "MLX" };
-export const backendLabel = (b: string) => LABEL[b] ?? b;
+import { backendLabel } from "../lib/backends";
+
+export { backendLabel };
 
 /** The setting the curves are drawn at. */
 export interface CurrentSetting {

@@ -8,13 +8,14 @@
 import { backendColor } from "../lib/colors";
 import { h, setText } from "../lib/dom";
 import { bytes, num } from "../lib/format";
+import { choosesKv, kvOnlyNote } from "../lib/backends";
 import { clampTokens, MIN_PROMPT, positionOf, STEPS, tokensAt } from "../lib/scale";
 import { toAppError } from "../ipc/core";
 import type { BackendAvailability, LiveSettings, Policy, ServerSpec, SettingsFit } from "../ipc/types";
 import type { Drafter } from "../ipc/generated/Drafter";
 import type { KvType } from "../ipc/generated/KvType";
 import { POLICIES } from "../ipc/types";
-import { LIVE_SETTINGS } from "../ipc/generated/defaults";
+import { APP_BATCH_MS, CONTEXT_FALLBACK_TOKENS, LIVE_MAX_CONCURRENCY, LIVE_SETTINGS } from "../ipc/generated/defaults";
 
 const POLICY_HELP: Record<Policy, string> = {
   serial: "one request at a time",
@@ -38,13 +39,7 @@ const SPEC_HELP: Record<Drafter, string> = {
   draft: "a draft model (made from this model unless one is named) proposes tokens, verified in one pass; loads it beside the model; accepted tokens are underlined",
 };
 
-export const DEFAULT_SETTINGS: LiveSettings = {
-  ...LIVE_SETTINGS,
-  // Event batches 4 times a second: as often as the preview draws, and each batch wakes the
-  // app and the web view, which take their time from the model being measured (a terminal
-  // takes the engine's default).
-  batchMs: 250,
-};
+export const DEFAULT_SETTINGS: LiveSettings = { ...LIVE_SETTINGS, batchMs: APP_BATCH_MS };
 
 /** What the controls ask of the app to add and forget servers (each refreshes the list). */
 export interface ServerHooks {
@@ -55,12 +50,12 @@ export interface ServerHooks {
 export class Controls {
   readonly el: HTMLElement;
   settings: LiveSettings = { ...DEFAULT_SETTINGS, backends: [...DEFAULT_SETTINGS.backends] };
-  private context = 2048;
+  private context = CONTEXT_FALLBACK_TOKENS;
   private backendBox = h("div", { class: "backend-list", role: "group", "aria-label": "backends" });
   private promptSlider = h("input", { type: "range", min: 0, max: STEPS, step: 1, "aria-label": "prompt length (logarithmic)", "data-testid": "prompt-slider" }) as HTMLInputElement;
   private promptInput = h("input", { type: "number", min: 1, step: 1, class: "exact", "aria-label": "prompt tokens, exact", "data-testid": "prompt-tokens" }) as HTMLInputElement;
   private promptRange = h("span", { class: "muted small" });
-  private concSlider = h("input", { type: "range", min: 1, max: 64, step: 1, "aria-label": "concurrent clients", "data-testid": "concurrency-slider" }) as HTMLInputElement;
+  private concSlider = h("input", { type: "range", min: 1, max: LIVE_MAX_CONCURRENCY, step: 1, "aria-label": "concurrent clients", "data-testid": "concurrency-slider" }) as HTMLInputElement;
   private concValue = h("output", { class: "value", "data-testid": "concurrency-value" });
   private maxInput = h("input", { type: "number", min: 1, max: 4096, step: 1, class: "exact", "aria-label": "output tokens per request", "data-testid": "max-tokens" }) as HTMLInputElement;
   private policySelect = h("select", { "aria-label": "scheduling policy", "data-testid": "policy" }, ...POLICIES.map((p) => h("option", { value: p }, p))) as HTMLSelectElement;
@@ -324,11 +319,11 @@ export class Controls {
     this.specShared.checked = s.spec.shared_cache ?? false;
     this.specShared.disabled = onlyServers || s.spec.drafter !== "lookup";
     // Quantized caches are llama.cpp's: any other backend or a server takes f16 only.
-    const llamaOnly = s.backends.every((b) => b === "llama");
-    if (!llamaOnly) s.kv = { k: "f16", v: "f16" };
+    const kvChosen = s.backends.every(choosesKv);
+    if (!kvChosen) s.kv = { k: "f16", v: "f16" };
     this.kvSelect.value = s.kv.k === s.kv.v ? s.kv.k : "f16";
-    this.kvSelect.disabled = !llamaOnly;
-    setText(this.kvHelp, llamaOnly ? KV_HELP[this.kvSelect.value as KvType] : "llama.cpp only: candle and MLX keep f32 caches, servers set theirs when started");
+    this.kvSelect.disabled = !kvChosen;
+    setText(this.kvHelp, kvChosen ? KV_HELP[this.kvSelect.value as KvType] : kvOnlyNote());
     this.chunkInput.value = String(s.chunkTokens);
     this.chunkInput.disabled = onlyServers || s.policy !== "chunked";
     this.threadsInput.value = String(s.threads);

@@ -2,6 +2,7 @@
 import { h, setText } from "../lib/dom";
 import { ms as fmtMs, num, tps as fmtTps } from "../lib/format";
 import type { Candidate, PointCeiling } from "../ipc/types";
+import { choosesKv } from "../lib/backends";
 import { klText, liveCandidate } from "../lib/fidelity";
 import type { LiveStore } from "../lib/store";
 import { backendLabel } from "./charts";
@@ -81,7 +82,7 @@ export class Readout {
     if (!set || !info) return "";
     const kv = set.kv.k === set.kv.v ? set.kv.k : null;
     const own = Object.entries(info.settings ?? {}).map(([k, v]) => `${k} ${v}`);
-    const runs = [backend === "llama" ? `KV ${kv ?? `${set.kv.k}/${set.kv.v}`}` : null, ...own, set.spec.drafter !== "none" ? `drafts: ${set.spec.drafter}` : null].filter(Boolean).join(", ");
+    const runs = [choosesKv(backend) ? `KV ${kv ?? `${set.kv.k}/${set.kv.v}`}` : null, ...own, set.spec.drafter !== "none" ? `drafts: ${set.spec.drafter}` : null].filter(Boolean).join(", ");
     const c = this.fidelity.length ? liveCandidate(this.fidelity, backend, { kv, drafter: set.spec.drafter, settings: info.settings ?? {} }) : null;
     const measured = c?.fidelity
       ? ` · fidelity (last run): mean KL ${klText(c.fidelity.mean_kl)}, top-1 agreement ${num(100 * c.fidelity.top1_agreement, 1)}% against ${c.against === "plain" ? "the same setting without drafts" : "llama.cpp with an f16 cache"}`

@@ -226,7 +226,7 @@ export class SweepPanel {
       concurrency,
       max_tokens: maxTok as Length[],
       requests,
-      warmup: opt(this.warmup) ?? Math.max(...concurrency),
+      warmup: opt(this.warmup),
       repetitions: opt(this.repetitions) ?? 1,
       // auto: this machine's tuned choice, as in live mode
       threads: 0,

@@ -5,6 +5,7 @@
  * tested without a page.
  */
 import type { Candidate, Drafter, KvType } from "../ipc/types";
+import { choosesKv } from "./backends";
 
 export interface FidelityPoint {
   backend: string;
@@ -128,7 +129,7 @@ const DRAFTS: Record<Exclude<Drafter, "none">, string> = { lookup: "prompt looku
 export function liveCandidate(candidates: Candidate[], backend: string, live: LiveSetting): Candidate | null {
   const plain = candidates.find((c) => {
     if (c.backend !== backend || c.against !== "reference" || c.setting.includes(" as a model")) return false;
-    if (backend === "llama") return live.kv !== null && c.setting === `KV ${live.kv}`;
+    if (choosesKv(backend)) return live.kv !== null && c.setting === `KV ${live.kv}`;
     const weights = c.settings?.weights;
     return weights !== undefined && weights === live.settings.weights;
   });

@@ -221,7 +221,7 @@ impl Trials<'_> {
             max_tokens: vec![Length::fixed(TRIAL_OUTPUT)],
             concurrency: vec![1, TRIAL_CLIENTS],
             requests: TRIAL_REQUESTS,
-            warmup: TRIAL_WARMUP,
+            warmup: Some(TRIAL_WARMUP),
             duration_s: Some(TRIAL_POINT_S),
             threads,
             ..SweepPlan::default()
@@ -244,7 +244,7 @@ impl Trials<'_> {
             return Trial::failed(asked.clone(), contended, seconds(), why);
         };
         let mut ran_with = info.settings.clone();
-        let threads = if threads > 0 { threads } else if info.threads > 0 { info.threads } else { hardware.physical_cores };
+        let threads = if threads > 0 { threads } else { lx_machine::hardware::threads_or_cores(info.threads) };
         ran_with.insert("threads".into(), threads.to_string());
         if let Some(bad) = run.points.iter().find(|p| p.errors > 0 || p.requests == 0) {
             let why = bad.error_messages.first().cloned().unwrap_or_else(|| "no request completed".into());

@@ -76,8 +76,8 @@ pub fn thread_values(cores: usize) -> Vec<String> {
 
 /// Why `lx tune` has nothing to measure for `backend`, when it has nothing.
 pub fn nothing_to_tune(backend: &str) -> Option<&'static str> {
-    match backend {
-        "mlx" => Some(
+    match crate::BackendKind::of(backend)? {
+        crate::BackendKind::Mlx => Some(
             "nothing to tune: MLX takes no thread count (its Linux CPU build runs on one core whatever --threads says; on a Mac it runs on the GPU) and its one other setting, q4, changes the model",
         ),
         _ => None,
@@ -100,20 +100,21 @@ pub fn knobs(backend: &str, cores: usize) -> Vec<Knob> {
     // measured where the model runs. The default is the GPU (every layer on it); the CPU is
     // the other value. On a machine where the build finds no GPU both run on the CPU, and
     // the CPU is not kept unless it scores 5% higher.
-    match backend {
-        "llama" if lx_backend_llamacpp::GPU_BUILD.is_some() => out.push(knob("gpu_layers", "LX_LLAMA_GPU_LAYERS", &["0"])),
-        "candle" if lx_backend_candle::gpu_build().is_some() => out.push(knob("device", "LX_CANDLE_DEVICE", &["cpu"])),
+    let Some(kind) = crate::BackendKind::of(backend) else { return out };
+    match kind {
+        crate::BackendKind::Llama if lx_backend_llamacpp::GPU_BUILD.is_some() => out.push(knob("gpu_layers", "LX_LLAMA_GPU_LAYERS", &["0"])),
+        crate::BackendKind::Candle if lx_backend_candle::gpu_build().is_some() => out.push(knob("device", "LX_CANDLE_DEVICE", &["cpu"])),
         _ => {}
     }
     out.push(Knob { name: "threads", env: None, values: thread_values(cores) });
-    match backend {
-        "llama" => {
+    match kind {
+        crate::BackendKind::Llama => {
             out.push(knob("flash_attn", "LX_LLAMA_FLASH_ATTN", &["on", "off"]));
             out.push(knob("kv", "LX_LLAMA_KV", &["per-sequence", "unified"]));
             out.push(knob("ubatch", "LX_LLAMA_UBATCH", &["512", "256", "128"]));
         }
-        "candle" => out.push(knob("weights", "LX_CANDLE_WEIGHTS", &["dual", "q8_0", "f16", "quantized"])),
-        _ => {}
+        crate::BackendKind::Candle => out.push(knob("weights", "LX_CANDLE_WEIGHTS", &["dual", "q8_0", "f16", "quantized"])),
+        crate::BackendKind::Mlx => {}
     }
     out
 }

@@ -19,7 +19,7 @@ pub struct DemoArgs {
     #[arg(long)]
     list: bool,
     /// Backend to measure (llama, candle, mlx).
-    #[arg(long, default_value = "llama")]
+    #[arg(long, default_value = lx_core::kind::BackendKind::DEFAULT.name())]
     backend: String,
     /// Model: a catalog name (default), a .gguf path, or hf:OWNER/REPO/FILE.gguf.
     #[arg(long, default_value = "default")]

@@ -60,7 +60,7 @@ fn split(f: &Footprint) -> String {
 pub fn run(args: FitArgs) -> anyhow::Result<i32> {
     let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
     let backends: Vec<String> = if args.backends.is_empty() {
-        lx_backends::ALL.iter().filter(|b| lx_backends::unavailable(b).is_none()).map(|b| b.to_string()).collect()
+        lx_backends::built()
     } else {
         args.backends.iter().map(|b| lx_backends::canonical(b).map(String::from)).collect::<anyhow::Result<_>>()?
     };

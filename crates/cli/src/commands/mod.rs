@@ -94,7 +94,7 @@ impl TargetArgs {
 /// What `--backend` names (default: llama, or none when servers are named) followed by the
 /// servers, each name once.
 pub fn backends_and_servers(backend: Option<&str>, servers: &[lx_openai::Server]) -> anyhow::Result<Vec<String>> {
-    let default_backend = if servers.is_empty() { "llama" } else { "" };
+    let default_backend = if servers.is_empty() { lx_core::kind::BackendKind::DEFAULT.name() } else { "" };
     let mut names = backend
         .unwrap_or(default_backend)
         .split(',')

@@ -12,7 +12,7 @@ use lx_openai::server::{ChatTemplate, Served};
 #[derive(Args)]
 pub struct ServeArgs {
     /// The backend that runs the model (llama, candle, mlx).
-    #[arg(long, default_value = "llama")]
+    #[arg(long, default_value = lx_core::kind::BackendKind::DEFAULT.name())]
     backend: String,
     /// Model: a catalog name (default), a .gguf path, or hf:OWNER/REPO/FILE.gguf.
     #[arg(long, default_value = "default")]

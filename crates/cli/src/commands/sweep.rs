@@ -173,7 +173,7 @@ fn plan(args: &SweepArgs, servers: &[lx_openai::Server]) -> anyhow::Result<Sweep
         // Checked against the backends with the rest of the plan (SweepPlan::validate).
         kv: args.kv.types(),
         prompts: args.prompts,
-        warmup: args.warmup.unwrap_or_else(|| concurrency.iter().copied().max().unwrap_or(1)),
+        warmup: args.warmup,
         concurrency,
         requests: args.requests.unwrap_or(if args.duration.is_some() { usize::MAX } else { 8 }),
         repetitions: args.repetitions,
@@ -202,7 +202,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
         if args.requests.is_none() && args.duration.is_none() {
             plan.requests = lx_drivers::capacity::TRIAL_REQUESTS;
         }
-        plan.warmup = args.warmup.unwrap_or_else(|| plan.concurrency.iter().copied().max().unwrap_or(1).min(4));
+        plan.warmup = args.warmup.or(Some(lx_core::defaults::trial_warmup(lx_core::defaults::sweep_warmup(&plan.concurrency))));
     }
     if args.untuned {
         // Read by the spawner of every worker this process starts (no thread runs yet).
@@ -275,8 +275,8 @@ mod tests {
         assert_eq!(p.backends, ["llama", "candle"]);
         assert_eq!(p.prompt_tokens, [Length { from: Some(64), to: 512 }, Length::fixed(512)]);
         assert_eq!(p.max_tokens, [Length { from: Some(8), to: 32 }]);
+        assert_eq!((p.prefix_tokens, p.repetitions, p.warmup()), (16, 3, 8));
         assert_eq!((p.concurrency, p.rates, p.prefix_cache), (vec![2, 8], vec![1.5, 3.0], vec![false, true]));
-        assert_eq!((p.prefix_tokens, p.repetitions, p.warmup), (16, 3, 8));
         assert_eq!(p.policies, [Policy::Serial, Policy::Chunked]);
         assert_eq!(plan_of(&["--depth", "0,512,4096"]).depths, [0, 512, 4096]);
         let chunks = lx_drivers::sweep::fidelity::DEFAULT_CHUNKS;

@@ -58,7 +58,7 @@ pub fn run(args: TuneArgs) -> anyhow::Result<i32> {
     }
     let backends = match &args.backend {
         Some(list) => list.split(',').filter(|b| !b.trim().is_empty()).map(|b| lx_backends::canonical(b.trim()).map(String::from)).collect::<anyhow::Result<Vec<_>>>()?,
-        None => lx_backends::ALL.iter().filter(|b| lx_backends::unavailable(b).is_none()).map(|b| b.to_string()).collect(),
+        None => lx_backends::built(),
     };
     for b in &backends {
         if let Some(why) = lx_backends::unavailable(b) {

@@ -29,7 +29,7 @@
 //! over every stretch the setting was live (the same definition as a sweep's measured window).
 //!
 //! **Events** are serde-tagged ([`LiveEvent`]) and delivered in batches ([`EventBatcher`]) at
-//! most every [`LiveSettings::batch_ms`] (100 ms by default: at most 10 batches a second), so
+//! most every [`LiveSettings::batch_ms`] ([`lx_core::defaults::LIVE_BATCH_MS`] by default), so
 //! a front end is never asked to render one event per token. Tokens are streamed for one
 //! *preview* request at a time only, as decoded text pieces.
 //!

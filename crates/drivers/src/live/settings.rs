@@ -44,7 +44,7 @@ pub struct LiveSettings {
 impl Default for LiveSettings {
     fn default() -> Self {
         Self {
-            backends: vec!["llama".into()],
+            backends: vec![lx_core::kind::BackendKind::DEFAULT.name().into()],
             prompt_tokens: lx_core::defaults::LIVE_PROMPT_TOKENS,
             concurrency: 1,
             max_tokens: lx_core::defaults::LIVE_MAX_TOKENS,
@@ -53,7 +53,7 @@ impl Default for LiveSettings {
             threads: 0,
             gpu_layers: None,
             rotate_after_s: lx_core::defaults::LIVE_ROTATE_AFTER_S,
-            batch_ms: 100,
+            batch_ms: lx_core::defaults::LIVE_BATCH_MS,
             hang_timeout_s: lx_core::defaults::HANG_TIMEOUT_S as f64,
             spec: Speculation::default(),
             kv: KvTypes::default(),
@@ -62,7 +62,7 @@ impl Default for LiveSettings {
 }
 
 /// Most concurrent clients live mode accepts.
-pub const MAX_CONCURRENCY: usize = 256;
+pub const MAX_CONCURRENCY: usize = lx_core::defaults::LIVE_MAX_CONCURRENCY;
 
 impl LiveSettings {
     /// The run file a session with these settings is saved as: the settings under

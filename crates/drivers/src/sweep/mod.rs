@@ -106,8 +106,9 @@ pub struct SweepPlan {
     pub prompts: PromptText,
     /// Measured requests per point.
     pub requests: usize,
-    /// Unmeasured requests before each point.
-    pub warmup: usize,
+    /// Unmeasured requests before each point; `None`: one per client of the busiest point
+    /// ([`lx_core::defaults::sweep_warmup`]).
+    pub warmup: Option<usize>,
     /// Each point measured this many times: the whole grid once per repetition, backend by
     /// backend, so that the machine's drift spreads over every point alike.
     pub repetitions: usize,
@@ -143,7 +144,7 @@ impl Default for SweepPlan {
     /// `lx sweep`'s defaults, on the llama.cpp backend.
     fn default() -> Self {
         SweepPlan {
-            backends: vec!["llama".into()],
+            backends: vec![lx_core::kind::BackendKind::DEFAULT.name().into()],
             servers: Vec::new(),
             policies: vec![Policy::Continuous],
             prompt_tokens: [64, 256, 1024].map(Length::fixed).to_vec(),
@@ -158,7 +159,7 @@ impl Default for SweepPlan {
             kv: KvTypes::default(),
             prompts: PromptText::Prose,
             requests: 8,
-            warmup: 4,
+            warmup: None,
             repetitions: 1,
             threads: 0,
             stop_at_eos: false,
@@ -282,6 +283,11 @@ impl SweepPlan {
     /// then repetition, policy, prefix caching, drafter, arrival rate, concurrency, depth, prompt and
     /// output length. A server schedules requests itself: it is measured once per point, not once
     /// per policy or prefix-cache setting.
+    /// Unmeasured requests before each point.
+    pub fn warmup(&self) -> usize {
+        self.warmup.unwrap_or_else(|| lx_core::defaults::sweep_warmup(&self.concurrency))
+    }
+
     pub fn points(&self) -> Vec<SweepPoint> {
         let arrivals: Vec<Arrivals> = if self.rates.is_empty() {
             vec![Arrivals::Closed]
@@ -308,7 +314,7 @@ impl SweepPlan {
                                             max_tokens: output.to,
                                             concurrency,
                                             requests: self.requests,
-                                            warmup: self.warmup,
+                                            warmup: self.warmup(),
                                             stop_at_eos: self.stop_at_eos,
                                             top_logprobs: 0,
                                         };
@@ -775,7 +781,7 @@ mod tests {
             concurrency: vec![1],
             max_tokens: vec![Length::fixed(16)],
             requests: 2,
-            warmup: 0,
+            warmup: Some(0),
             ..SweepPlan::default()
         }
     }

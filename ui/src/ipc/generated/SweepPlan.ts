@@ -58,9 +58,10 @@ prompts: PromptText,
  */
 requests: number, 
 /**
- * Unmeasured requests before each point.
+ * Unmeasured requests before each point; `None`: one per client of the busiest point
+ * ([`lx_core::defaults::sweep_warmup`]).
  */
-warmup: number, 
+warmup: number | null, 
 /**
  * Each point measured this many times: the whole grid once per repetition, backend by
  * backend, so that the machine's drift spreads over every point alike.
