@@ -47,6 +47,6 @@ fn a_cache_type_a_backend_cannot_take_is_refused_with_the_reason() {
     lx(&sweep(model, out, &["--kv-type", "q3"])).fails_with("unknown KV cache type 'q3' (expected f16, q8_0 or q4_0)");
     // llama.cpp keeps a quantized V cache only inside flash attention.
     let off = lx_with(&sweep(model, out, &["--backend", "llama", "--kv-type-v", "q8_0"]), &[("LX_LLAMA_FLASH_ATTN", Path::new("off"))]);
-    assert!(off.stdout().contains("a q8_0 V cache needs flash attention, and LX_LLAMA_FLASH_ATTN is off") || off.stderr().contains("a q8_0 V cache needs flash attention, and LX_LLAMA_FLASH_ATTN is off"), "{}", off.dump());
+    assert!(off.stdout().contains("a q8_0 V cache needs flash attention, and flash_attn is off") || off.stderr().contains("a q8_0 V cache needs flash attention, and flash_attn is off"), "{}", off.dump());
     assert_eq!(off.code(), Some(2), "{}", off.dump());
 }

@@ -98,21 +98,13 @@ pub struct Options {
 }
 
 impl Options {
-    /// Options from the environment: `LX_CANDLE_DEVICE` (auto, cpu, metal, cuda) and
-    /// `LX_CANDLE_WEIGHTS` (quantized, q8_0, f16, dual).
-    pub fn from_env() -> Result<Self, BackendError> {
-        let device = match std::env::var("LX_CANDLE_DEVICE") {
-            Ok(s) => s.parse().map_err(BackendError::Load)?,
-            Err(_) => DeviceChoice::Auto,
-        };
-        let layer_weights = match std::env::var("LX_CANDLE_WEIGHTS") {
-            Ok(s) => Some(s.parse().map_err(BackendError::Load)?),
-            Err(_) => None,
-        };
-        Ok(Self {
-            device,
-            layer_weights,
-        })
+    /// Options from the load's settings: `device` (auto, cpu, metal, cuda) and `weights`
+    /// (quantized, q8_0, f16, dual, f32).
+    pub fn from_spec(spec: &LoadSpec) -> Result<Self, BackendError> {
+        spec.settings_of(lx_core::kind::BackendKind::Candle).map_err(BackendError::Load)?;
+        let device = spec.setting("device").map_or(Ok(DeviceChoice::Auto), str::parse).map_err(BackendError::Load)?;
+        let layer_weights = spec.setting("weights").map(str::parse).transpose().map_err(BackendError::Load)?;
+        Ok(Self { device, layer_weights })
     }
 }
 
@@ -298,9 +290,9 @@ fn step_err(e: candle_core::Error) -> BackendError {
 }
 
 impl CandleBackend {
-    /// Loads with [`Options::from_env`].
+    /// Loads with [`Options::from_spec`].
     pub fn load(spec: &LoadSpec) -> Result<Self, BackendError> {
-        Self::load_with(spec, &Options::from_env()?)
+        Self::load_with(spec, &Options::from_spec(spec)?)
     }
 
     pub fn load_with(spec: &LoadSpec, opts: &Options) -> Result<Self, BackendError> {

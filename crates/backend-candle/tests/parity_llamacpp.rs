@@ -88,7 +88,13 @@ fn teacher_forced(path: &Path) {
             .to_string(),
         long,
     ];
-    let mut b = CandleBackend::load(&spec_at(path.to_path_buf(), 1, 1024)).expect("candle load");
+    let mut spec = spec_at(path.to_path_buf(), 1, 1024);
+    // The device these run on: `LX_CANDLE_DEVICE` (scripts/gpu-check sets cuda or metal),
+    // else the CPU; in `lx` the same variable is read where workers start.
+    if let Ok(device) = std::env::var("LX_CANDLE_DEVICE") {
+        spec.settings.insert("device".into(), device);
+    }
+    let mut b = CandleBackend::load(&spec).expect("candle load");
     let (mut candle, mut itself) = (Forced::default(), Forced::default());
     for (pi, text) in prompts.iter().enumerate() {
         let (prompt, cont, llama_gaps) = greedy(&l, text, N_GEN);

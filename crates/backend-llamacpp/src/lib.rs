@@ -130,14 +130,14 @@ fn describe_placement(
     (device, Some(format!("llama.cpp ran on the CPU: {offloaded} of {total} layers offloaded{to} ({why})")))
 }
 
-/// Flash attention: llama.cpp decides (`auto`, the default, as its own tools do) unless
-/// `LX_LLAMA_FLASH_ATTN` is `on` or `off`. Returns llama.cpp's policy and its name.
-fn flash_attention() -> Result<(i32, &'static str), BackendError> {
-    match std::env::var("LX_LLAMA_FLASH_ATTN").as_deref() {
-        Err(_) | Ok("auto") => Ok((-1, "auto")),
-        Ok("on") => Ok((1, "on")),
-        Ok("off") => Ok((0, "off")),
-        Ok(other) => Err(BackendError::Load(format!("LX_LLAMA_FLASH_ATTN {other:?}: use auto, on or off"))),
+/// Flash attention: llama.cpp decides (`auto`, the default, as its own tools do) unless the
+/// load's `flash_attn` is `on` or `off`. Returns llama.cpp's policy and its name.
+fn flash_attention(spec: &LoadSpec) -> Result<(i32, &'static str), BackendError> {
+    match spec.setting("flash_attn") {
+        None | Some("auto") => Ok((-1, "auto")),
+        Some("on") => Ok((1, "on")),
+        Some("off") => Ok((0, "off")),
+        Some(other) => Err(BackendError::Load(format!("flash_attn {other:?}: use auto, on or off"))),
     }
 }
 
@@ -151,10 +151,10 @@ fn cache_type(t: KvType) -> KvCacheType {
 
 /// Flash attention with the V cache's type: llama.cpp keeps a quantized V cache only inside
 /// flash attention, so asking for one turns it on, and refuses where it was turned off.
-fn flash_attention_for(v: KvType) -> Result<(i32, &'static str), BackendError> {
-    match flash_attention()? {
+fn flash_attention_for(spec: &LoadSpec, v: KvType) -> Result<(i32, &'static str), BackendError> {
+    match flash_attention(spec)? {
         (0, _) if v != KvType::F16 => Err(BackendError::Load(format!(
-            "a {} V cache needs flash attention, and LX_LLAMA_FLASH_ATTN is off: turn it on (or auto), or keep the V cache f16",
+            "a {} V cache needs flash attention, and flash_attn is off: turn it on (or auto), or keep the V cache f16",
             v.name()
         ))),
         _ if v != KvType::F16 => Ok((1, "on")),
@@ -165,35 +165,22 @@ fn flash_attention_for(v: KvType) -> Result<(i32, &'static str), BackendError> {
 /// llama.cpp's own tools' micro-batch, in tokens.
 pub const DEFAULT_UBATCH: u64 = 512;
 
-/// Most tokens llama.cpp computes in one micro-batch: `LX_LLAMA_UBATCH`, else 512 (its own
+/// Most tokens llama.cpp computes in one micro-batch: the load's `ubatch`, else 512 (its own
 /// tools' default), never more than the batch.
-fn micro_batch(n_batch: u32) -> Result<u32, BackendError> {
-    let asked = match std::env::var("LX_LLAMA_UBATCH") {
-        Err(_) => DEFAULT_UBATCH as u32,
-        Ok(s) => s.parse::<u32>().ok().filter(|&n| n > 0).ok_or_else(|| BackendError::Load(format!("LX_LLAMA_UBATCH {s:?}: a number of tokens, at least 1")))?,
+fn micro_batch(spec: &LoadSpec, n_batch: u32) -> Result<u32, BackendError> {
+    let asked = match spec.setting("ubatch") {
+        None => DEFAULT_UBATCH as u32,
+        Some(s) => s.parse::<u32>().ok().filter(|&n| n > 0).ok_or_else(|| BackendError::Load(format!("ubatch {s:?}: a number of tokens, at least 1")))?,
     };
     Ok(asked.min(n_batch))
 }
 
-/// How many layers to offload: `--gpu-layers` (`LoadSpec::gpu_layers`) when the run gives
-/// it, else `LX_LLAMA_GPU_LAYERS` (a count, or `all`: what `lx tune` sets), else llama.cpp's
-/// own default (every layer on the GPU it finds). Returns the count asked for, with where it
-/// was asked (what a CPU fallback's note gives as the reason).
-fn gpu_layers(spec: &LoadSpec) -> Result<Option<(u32, String)>, BackendError> {
-    gpu_layers_from(spec.gpu_layers, std::env::var("LX_LLAMA_GPU_LAYERS").ok().as_deref())
-}
-
-fn gpu_layers_from(run: Option<u32>, env: Option<&str>) -> Result<Option<(u32, String)>, BackendError> {
-    if let Some(n) = run {
-        return Ok(Some((n, format!("--gpu-layers {n}"))));
-    }
-    match env {
-        None | Some("all") => Ok(None),
-        Some(s) => match s.parse::<u32>() {
-            Ok(n) => Ok(Some((n, format!("LX_LLAMA_GPU_LAYERS={n}")))),
-            Err(_) => Err(BackendError::Load(format!("LX_LLAMA_GPU_LAYERS {s:?}: a number of layers, or all"))),
-        },
-    }
+/// How many layers to offload: `LoadSpec::gpu_layers` (`--gpu-layers`; where the run gives
+/// none, this machine's tuned choice or `LX_LLAMA_GPU_LAYERS`, which the worker's
+/// `settings_from` names), else llama.cpp's own default (every layer on the GPU it finds).
+/// Returns the count asked for, as a CPU fallback's note gives it.
+fn gpu_layers(spec: &LoadSpec) -> Option<(u32, String)> {
+    spec.gpu_layers.map(|n| (n, format!("--gpu-layers {n}")))
 }
 
 /// How llama.cpp lays out the KV cache of the context's sequences.
@@ -219,15 +206,12 @@ impl std::str::FromStr for KvLayout {
 }
 
 impl KvLayout {
-    /// `LX_LLAMA_KV` (`per-sequence`, the default, or `unified`).
-    pub fn from_env() -> Result<Self, BackendError> {
-        match std::env::var("LX_LLAMA_KV") {
-            Err(_) => Ok(Self::PerSequence),
-            Ok(s) => s.parse().map_err(|e| BackendError::Load(format!("LX_LLAMA_KV: {e}"))),
-        }
+    /// The load's `kv` (`per-sequence`, the default, or `unified`).
+    pub fn from_spec(spec: &LoadSpec) -> Result<Self, BackendError> {
+        spec.setting("kv").map_or(Ok(Self::PerSequence), str::parse).map_err(|e| BackendError::Load(format!("kv: {e}")))
     }
 
-    /// The name `LX_LLAMA_KV` takes.
+    /// The name the `kv` setting takes.
     pub fn name(self) -> &'static str {
         match self {
             Self::PerSequence => "per-sequence",
@@ -284,9 +268,10 @@ impl LlamaCppBackend {
     }
 
     /// Load `spec.model_path` and make a context sized for the requested slots and lengths,
-    /// with the KV layout `LX_LLAMA_KV` asks for.
+    /// with the KV layout the load's `kv` setting asks for.
     pub fn load(spec: &LoadSpec) -> Result<Self, BackendError> {
-        Self::load_with(spec, KvLayout::from_env()?)
+        spec.settings_of(lx_core::kind::BackendKind::Llama).map_err(BackendError::Load)?;
+        Self::load_with(spec, KvLayout::from_spec(spec)?)
     }
 
     /// [`load`](Self::load) with the KV layout given.
@@ -298,7 +283,7 @@ impl LlamaCppBackend {
         }
         let threads = lx_machine::hardware::threads_or_cores(spec.threads);
         let slots = spec.slots.max(1);
-        let gpu_layers = gpu_layers(spec)?;
+        let gpu_layers = gpu_layers(spec);
         let mut model_params = LlamaModelParams::default();
         if let Some((layers, _)) = gpu_layers {
             model_params = model_params.with_n_gpu_layers(layers);
@@ -331,9 +316,9 @@ impl LlamaCppBackend {
         }
         let n_ctx = (spec.ctx_per_slot * slots) as u32;
         let n_batch = spec.max_batch_tokens.max(1) as u32;
-        let n_ubatch = micro_batch(n_batch)?;
+        let n_ubatch = micro_batch(spec, n_batch)?;
         let (type_k, type_v) = (spec.kv.k, spec.kv.v);
-        let (flash_attn, flash_attn_name) = flash_attention_for(type_v)?;
+        let (flash_attn, flash_attn_name) = flash_attention_for(spec, type_v)?;
         let params = LlamaContextParams::default()
             .with_n_ctx(NonZeroU32::new(n_ctx))
             .with_n_batch(n_batch)
@@ -555,7 +540,7 @@ impl Backend for LlamaCppBackend {
 
 #[cfg(test)]
 mod tests {
-    use super::{describe_placement, gpu_layers_from, KvLayout};
+    use super::{describe_placement, KvLayout};
 
     #[test]
     fn kv_layouts_are_named_and_a_wrong_name_is_refused() {
@@ -590,19 +575,9 @@ mod tests {
         let (device, note) = describe_placement(&layers(&[("CPU", 19)]), 8, Some(&gpu), Some("--gpu-layers 0"));
         assert_eq!(device, "CPU (8 threads): all 19 layers");
         assert_eq!(note.as_deref(), Some("llama.cpp ran on the CPU: 0 of 19 layers offloaded to CUDA0 (--gpu-layers 0)"));
-        let (device, note) = describe_placement(&layers(&[("CPU", 9), ("CUDA0", 10)]), 8, Some(&gpu), Some("LX_LLAMA_GPU_LAYERS=10"));
+        let (device, note) = describe_placement(&layers(&[("CPU", 9), ("CUDA0", 10)]), 8, Some(&gpu), Some("--gpu-layers 10"));
         assert_eq!(device, "CPU (8 threads): 9 of 19 layers; CUDA0 NVIDIA H200: 10 of 19 layers");
-        assert_eq!(note.as_deref(), Some("llama.cpp ran on the CPU: 10 of 19 layers offloaded to CUDA0 (LX_LLAMA_GPU_LAYERS=10)"));
-    }
-
-    #[test]
-    fn the_run_s_gpu_layers_come_before_the_environment_s() {
-        assert_eq!(gpu_layers_from(Some(0), Some("all")).unwrap(), Some((0, "--gpu-layers 0".to_string())));
-        assert_eq!(gpu_layers_from(None, Some("12")).unwrap(), Some((12, "LX_LLAMA_GPU_LAYERS=12".to_string())));
-        assert_eq!(gpu_layers_from(None, Some("all")).unwrap(), None);
-        assert_eq!(gpu_layers_from(None, None).unwrap(), None);
-        let e = gpu_layers_from(None, Some("most")).unwrap_err().to_string();
-        assert!(e.contains("LX_LLAMA_GPU_LAYERS \"most\"") && e.contains("or all"), "{e}");
+        assert_eq!(note.as_deref(), Some("llama.cpp ran on the CPU: 10 of 19 layers offloaded to CUDA0 (--gpu-layers 10)"));
     }
 
     #[test]

@@ -421,9 +421,9 @@ impl std::fmt::Debug for MlxBackend {
 }
 
 impl MlxBackend {
-    /// Loads with [`Options::from_env`].
+    /// Loads with [`Options::from_spec`].
     pub fn load(spec: &LoadSpec) -> Result<Self, BackendError> {
-        Self::load_with(spec, &Options::from_env().map_err(BackendError::Load)?)
+        Self::load_with(spec, &Options::from_spec(spec).map_err(BackendError::Load)?)
     }
 
     pub fn load_with(spec: &LoadSpec, opts: &Options) -> Result<Self, BackendError> {
@@ -471,7 +471,7 @@ impl MlxBackend {
         let on_gpu = matches!(Device::default().get_type(), Ok(mlx_rs::DeviceType::Gpu));
         let cpu_fallback = match (on_gpu, crate::cpu_only()) {
             (false, false) if spec.gpu_layers == Some(0) => Some("MLX ran on the CPU, not Metal (--gpu-layers 0)".to_string()),
-            (false, false) => Some("MLX ran on the CPU, not Metal (LX_MLX_DEVICE=cpu)".to_string()),
+            (false, false) => Some("MLX ran on the CPU, not Metal (its setting device = cpu)".to_string()),
             _ => None,
         };
         let mut weights = format!("weights {}", opts.weights.describe());

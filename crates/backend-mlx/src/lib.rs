@@ -127,18 +127,15 @@ pub struct Options {
 }
 
 impl Options {
-    /// Options from the environment: `LX_MLX_WEIGHTS` (as-loaded, q4) and `LX_MLX_DEVICE`
-    /// (gpu, cpu).
-    pub fn from_env() -> Result<Self, String> {
-        let weights = match std::env::var("LX_MLX_WEIGHTS") {
-            Ok(s) => s.parse()?,
-            Err(_) => WeightMode::AsLoaded,
-        };
-        let cpu = match std::env::var("LX_MLX_DEVICE").map(|s| s.to_ascii_lowercase()) {
-            Ok(s) if s == "cpu" => true,
-            Ok(s) if s.is_empty() || s == "gpu" || s == "metal" => false,
-            Ok(other) => return Err(format!("unknown MLX device `{other}` (gpu, cpu)")),
-            Err(_) => false,
+    /// Options from the load's settings: `weights` (as-loaded, q4) and `device` (gpu, cpu).
+    pub fn from_spec(spec: &lx_core::backend::LoadSpec) -> Result<Self, String> {
+        spec.settings_of(lx_core::kind::BackendKind::Mlx)?;
+        let weights = spec.setting("weights").map_or(Ok(WeightMode::AsLoaded), str::parse)?;
+        let cpu = match spec.setting("device").map(str::to_ascii_lowercase) {
+            Some(s) if s == "cpu" => true,
+            None => false,
+            Some(s) if s.is_empty() || s == "gpu" || s == "metal" => false,
+            Some(other) => return Err(format!("unknown MLX device `{other}` (gpu, cpu)")),
         };
         Ok(Self { weights, cpu })
     }

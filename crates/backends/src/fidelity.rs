@@ -116,12 +116,12 @@ pub fn entries(model: &Path, backends: &[String], draft: Option<&Path>) -> Vec<E
             }
             BackendKind::Candle => {
                 for w in lx_backend_candle::WeightFormat::ALL {
-                    out.push(entry(backend, &format!("weights {}", w.name()), vec![("LX_CANDLE_WEIGHTS", w.name())], model));
+                    out.push(entry(backend, &format!("weights {}", w.name()), vec![("weights", w.name())], model));
                 }
             }
             BackendKind::Mlx => {
                 for (w, label) in [("as-loaded", "weights as loaded"), ("q4", "weights re-quantized to MLX 4-bit")] {
-                    out.push(entry(backend, label, vec![("LX_MLX_WEIGHTS", w)], model));
+                    out.push(entry(backend, label, vec![("weights", w)], model));
                 }
             }
         }
@@ -148,11 +148,13 @@ pub fn entries(model: &Path, backends: &[String], draft: Option<&Path>) -> Vec<E
     out
 }
 
-fn entry(backend: &str, setting: &str, env: Vec<(&str, &str)>, model: &Path) -> Entry {
+/// An entry on `backend` with its own `settings` over this machine's tuned choice of the rest.
+fn entry(backend: &str, setting: &str, settings: Vec<(&str, &str)>, model: &Path) -> Entry {
     Entry {
         backend: backend.into(),
         setting: setting.into(),
-        spawn: crate::spawner_with_env(env.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()),
+        spawn: crate::spawner(crate::tune::Use::Measure, 0),
+        settings: settings.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         model: model.to_path_buf(),
         kv: KvTypes::default(),
         speculation: Speculation::default(),

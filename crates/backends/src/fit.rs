@@ -10,6 +10,8 @@ use lx_drivers::live::{Capacity, LiveSettings, MAX_CONCURRENCY};
 use lx_format::gguf::{GgufFile, ModelConfig};
 use serde::{Deserialize, Serialize};
 
+use crate::tune::Settings;
+
 /// Concurrencies each plan gives the longest context for.
 pub const SEQUENCES: [usize; 3] = [1, 4, 16];
 
@@ -21,8 +23,9 @@ const MOST_SEQUENCES: usize = 4096;
 pub struct Plan {
     pub backend: String,
     pub kv: KvTypes,
-    /// The worker settings the plan was made with (the tuned profile's or the defaults).
-    pub settings: Vec<(String, String)>,
+    /// The backend's settings the plan was made with (the tuned profile's, the
+    /// environment's, or none: the defaults).
+    pub settings: Settings,
     /// Per [`SEQUENCES`] entry: the longest context per sequence that fits (`None`: not even
     /// one token) and its footprint.
     pub longest: Vec<(usize, Option<(usize, Footprint)>)>,
@@ -40,8 +43,8 @@ pub struct Question<'a> {
     pub full_context: usize,
     /// The worker process's own memory, by backend.
     pub runtime: &'a dyn Fn(&str) -> u64,
-    /// The worker settings, by backend.
-    pub settings: &'a dyn Fn(&str) -> Vec<(String, String)>,
+    /// The backend's own settings a worker would load with, by backend.
+    pub settings: &'a dyn Fn(&str) -> Settings,
 }
 
 /// The load a plan checks: `slots` sequences of `ctx` tokens, batches as `lx serve` sizes them.
@@ -100,7 +103,7 @@ pub fn kv_label(backend: &str, kv: KvTypes) -> String {
 pub fn plan(q: &Question, backend: &str, kv: KvTypes) -> Result<Plan, String> {
     let settings = (q.settings)(backend);
     let runtime = (q.runtime)(backend);
-    let footprint = |slots: usize, ctx: usize| crate::memory::footprint(backend, &load(q.model_path, slots, ctx, kv), &settings, runtime);
+    let footprint = |slots: usize, ctx: usize| crate::memory::footprint(backend, &LoadSpec { settings: settings.clone(), ..load(q.model_path, slots, ctx, kv) }, runtime);
     let one_at_full = footprint(1, q.full_context)?;
     let fits = |slots: usize, ctx: usize| footprint(slots, ctx).ok().filter(|f| f.total() <= q.memory);
     let longest = SEQUENCES.iter().map(|&n| (n, largest(q.full_context, |ctx| fits(n, ctx)))).collect();
@@ -135,7 +138,7 @@ pub fn for_settings(q: &Question, backend: &str, s: &LiveSettings) -> Result<Set
     let workers = if s.policy == Policy::Disaggregated { 2 } else { 1 };
     let needs = |s: &LiveSettings| -> Result<Footprint, String> {
         let c = Capacity::for_settings(s, None, q.full_context);
-        let one = crate::memory::footprint(backend, &load(q.model_path, c.slots, c.ctx_per_slot, s.kv), &settings, runtime)?;
+        let one = crate::memory::footprint(backend, &LoadSpec { settings: settings.clone(), ..load(q.model_path, c.slots, c.ctx_per_slot, s.kv) }, runtime)?;
         Ok(Footprint { weights: one.weights * workers, kv_cache: one.kv_cache * workers, scratch: one.scratch * workers, runtime: one.runtime * workers })
     };
     let fits = |s: &LiveSettings| needs(s).is_ok_and(|f| f.total() <= q.memory);
@@ -176,7 +179,7 @@ mod tests {
         let model = lx_models::default_model_path();
         assert!(model.exists(), "the default model is missing: run `lx models fetch default` (scripts/test does)");
         let runtime = |_: &str| 10 << 20;
-        let settings = |_: &str| Vec::new();
+        let settings = |_: &str| crate::tune::Settings::new();
         let at = |memory: u64| Question { model_path: &model, memory, full_context: 32_768, runtime: &runtime, settings: &settings };
         let s = LiveSettings { backends: vec!["candle".into()], prompt_tokens: 64, max_tokens: 64, concurrency: 8, ..LiveSettings::default() };
         let plenty = for_settings(&at(1 << 40), "candle", &s).unwrap();

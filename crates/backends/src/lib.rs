@@ -165,45 +165,28 @@ pub fn spawner(usage: tune::Use, untuned_threads: usize) -> lx_core::target::Spa
 
 /// The settings a `backend` worker for `model` would be started with to measure (this
 /// machine's tuned profile's, under the environment's): what its memory is predicted with.
-pub fn measuring_env(backend: &str, model: &std::path::Path) -> Vec<(String, String)> {
+pub fn measuring_settings(backend: &str, model: &std::path::Path) -> tune::Settings {
     let machine = lx_machine::probe::machine_key(&hardware_report());
     let profile = tune::Located::new(&machine, model).read();
-    tune::applied(backend, &profile, tune::Use::Measure, &|var| std::env::var(var).ok()).env
+    tune::applied(backend, &profile, tune::Use::Measure, &|var| std::env::var(var).ok()).settings
 }
 
-/// [`spawner`] for measuring, with `env` over the tuned settings: a fidelity run's candidate
-/// (`LX_CANDLE_WEIGHTS=f16`) on this machine's tuned choice of everything else.
-pub fn spawner_with_env(env: Vec<(String, String)>) -> lx_core::target::Spawner {
-    let machine = std::sync::OnceLock::new();
-    worker_spawner(move |name: &str, spec: &LoadSpec| {
-        let machine: &String = machine.get_or_init(|| lx_machine::probe::machine_key(&hardware_report()));
-        let profile = tune::Located::new(machine, &spec.model_path).read();
-        let mut applied = tune::applied(name, &profile, tune::Use::Measure, &|var| std::env::var(var).ok());
-        applied.env.retain(|(k, _)| env.iter().all(|(e, _)| e != k));
-        applied.env.extend(env.iter().cloned());
-        applied
-    })
-}
-
-/// Starts worker processes with the settings `settings` gives for each backend and load,
-/// once the load is known to fit in memory ([`memory`]). A first load may compile GPU
-/// kernels or page a large model in from a slow disk, hence the generous timeout.
+/// Starts worker processes with the settings `settings` gives for each backend and load
+/// ([`tune::Applied::onto`] the load, which carries them to the worker), once the load is
+/// known to fit in memory ([`memory`]). A first load may compile GPU kernels or page a
+/// large model in from a slow disk, hence the generous timeout.
 pub fn worker_spawner(settings: impl Fn(&str, &LoadSpec) -> tune::Applied + Send + Sync + 'static) -> lx_core::target::Spawner {
     std::sync::Arc::new(move |name: &str, spec: &LoadSpec, config: &lx_core::scheduler::SchedulerConfig| {
         let applied = settings(name, spec);
-        if memory::in_system_memory(spec) {
+        let spec = applied.onto(spec).map_err(lx_core::coordinator::WorkerError::Load)?;
+        if memory::in_system_memory(&spec) {
             // A model that cannot be read is left to the worker, which says what is wrong with it.
-            if let Ok(f) = memory::footprint(name, spec, &applied.env, 0) {
-                memory::check(spec, &f, lx_machine::hardware::available_memory_bytes()).map_err(lx_core::coordinator::WorkerError::Load)?;
+            if let Ok(f) = memory::footprint(name, &spec, 0) {
+                memory::check(&spec, &f, lx_machine::hardware::available_memory_bytes()).map_err(lx_core::coordinator::WorkerError::Load)?;
             }
         }
         let mut command = worker_command(name);
-        command.env.extend(applied.env);
         command.env.push((lx_core::backend::SETTINGS_FROM_ENV.to_string(), applied.from));
-        let mut spec = spec.clone();
-        if spec.threads == 0 {
-            spec.threads = applied.threads.unwrap_or(0);
-        }
         lx_core::spawn::spawn_workers(&command, &spec, config, std::time::Duration::from_secs(300), lx_machine::hardware::physical_cores())
     })
 }

@@ -18,34 +18,28 @@ pub fn in_system_memory(spec: &LoadSpec) -> bool {
     spec.gpu_layers == Some(0) || !(cfg!(feature = "cuda") || cfg!(feature = "vulkan"))
 }
 
-/// A setting's value as `backend`'s worker would see it: from `env` (the tuned profile's and
-/// the run's settings), else this process's environment.
-fn lookup<'a>(env: &'a [(String, String)]) -> impl Fn(&str) -> Option<String> + 'a {
-    move |name| env.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()).or_else(|| std::env::var(name).ok())
-}
-
-/// `backend`'s footprint for `spec` (its draft model's included) with the worker settings
-/// `env`, the worker process itself counted as `runtime` bytes.
-pub fn footprint(backend: &str, spec: &LoadSpec, env: &[(String, String)], runtime: u64) -> Result<Footprint, String> {
-    let setting = lookup(env);
+/// `backend`'s footprint for `spec` (its draft model's included, its own settings from
+/// `spec.settings`), the worker process itself counted as `runtime` bytes.
+pub fn footprint(backend: &str, spec: &LoadSpec, runtime: u64) -> Result<Footprint, String> {
+    let setting = |name: &str| spec.setting(name).map(str::to_string);
     let one = |path: &std::path::Path, runtime: u64| -> Result<Footprint, String> {
         let g = GgufFile::open(path).map_err(|e| e.to_string())?;
         let spec = LoadSpec { model_path: path.to_path_buf(), ..spec.clone() };
         let Some(kind) = crate::BackendKind::of(backend) else { return Err(format!("no memory figures for backend `{backend}`")) };
         match kind {
             crate::BackendKind::Llama => {
-                let layout = setting("LX_LLAMA_KV").map_or(Ok(lx_backend_llamacpp::KvLayout::PerSequence), |s| s.parse())?;
-                let ubatch = setting("LX_LLAMA_UBATCH").and_then(|s| s.parse().ok()).unwrap_or(lx_backend_llamacpp::DEFAULT_UBATCH);
+                let layout = setting("kv").map_or(Ok(lx_backend_llamacpp::KvLayout::PerSequence), |s| s.parse())?;
+                let ubatch = setting("ubatch").and_then(|s| s.parse().ok()).unwrap_or(lx_backend_llamacpp::DEFAULT_UBATCH);
                 lx_backend_llamacpp::memory::footprint(&g, &spec, layout, ubatch, runtime)
             }
             crate::BackendKind::Candle => {
                 let on_gpu = spec.gpu_layers != Some(0) && (cfg!(feature = "cuda") || cfg!(feature = "metal"));
                 let default = if on_gpu { lx_backend_candle::WeightFormat::Quantized } else { lx_backend_candle::CPU_DEFAULT_WEIGHTS };
-                let format = setting("LX_CANDLE_WEIGHTS").map_or(Ok(default), |s| s.parse())?;
+                let format = setting("weights").map_or(Ok(default), |s| s.parse())?;
                 lx_backend_candle::memory::footprint(&g, &spec, format, runtime)
             }
             crate::BackendKind::Mlx => {
-                let mode = setting("LX_MLX_WEIGHTS").map_or(Ok(Default::default()), |s| s.parse())?;
+                let mode = setting("weights").map_or(Ok(Default::default()), |s| s.parse())?;
                 lx_backend_mlx::memory::footprint(&g, &spec, mode, runtime)
             }
         }
@@ -130,7 +124,7 @@ mod tests {
     }
 
     fn llama(s: &LoadSpec) -> Footprint {
-        footprint("llama", s, &[], 0).unwrap()
+        footprint("llama", s, 0).unwrap()
     }
 
     /// On the default model (18 layers, one KV head of 256 for keys and for values): a q8_0
@@ -152,7 +146,7 @@ mod tests {
         let e = check(&spec(4, 1000), &f16, 100 << 20).unwrap_err();
         assert!(e.contains("does not fit in memory: it needs at least 0.3 GiB (0.2 GiB of weights and 0.1 GiB of KV cache for 4 sequences of 1000 tokens;"), "{e}");
         // candle keeps f32 keys and values at the full context: twice llama.cpp's f16, unpadded.
-        let candle = footprint("candle", &spec(4, 1024), &[], 0).unwrap();
+        let candle = footprint("candle", &spec(4, 1024), 0).unwrap();
         assert_eq!(candle.kv_cache, 2 * f16.kv_cache);
     }
 
@@ -160,7 +154,7 @@ mod tests {
     fn a_model_that_cannot_be_read_has_no_footprint() {
         let mut s = spec(1, 16);
         s.model_path = "/nonexistent/model.gguf".into();
-        assert!(footprint("llama", &s, &[], 0).is_err());
-        assert!(footprint("nothing", &spec(1, 16), &[], 0).unwrap_err().contains("no memory figures for backend `nothing`"));
+        assert!(footprint("llama", &s, 0).is_err());
+        assert!(footprint("nothing", &spec(1, 16), 0).unwrap_err().contains("no memory figures for backend `nothing`"));
     }
 }

@@ -175,7 +175,8 @@ fn bare_pass(rt: &LlamaBackend, model: &LlamaModel, a: &Args, prompts: &[Vec<Tok
 /// Our engine through a worker process: `clients` closed-loop clients over `clients` slots,
 /// `continuous`.
 fn ours(a: &Args, cmd: &WorkerCommand, model: &Path, prompts: &[Vec<TokenId>], clients: usize, warmup: usize) -> anyhow::Result<PointResult> {
-    let load = LoadSpec { model_path: model.to_path_buf(), threads: a.threads, slots: clients, ctx_per_slot: a.prompt + a.gen, max_batch_tokens: lx_core::scheduler::batch_tokens_for(a.prompt, clients), gpu_layers: None, ..Default::default() };
+    let settings = [("kv".to_string(), a.kv.name().to_string())].into();
+    let load = LoadSpec { model_path: model.to_path_buf(), threads: a.threads, slots: clients, ctx_per_slot: a.prompt + a.gen, max_batch_tokens: lx_core::scheduler::batch_tokens_for(a.prompt, clients), gpu_layers: None, settings, ..Default::default() };
     let sched = SchedulerConfig::new(Policy::Continuous, clients, load.max_batch_tokens);
     let mut worker = Worker::spawn(cmd, &load, &sched, Duration::from_secs(300))?;
     let spec = PointSpec { prompt_tokens: a.prompt as u32, max_tokens: a.gen as u32, concurrency: clients, requests: prompts.len() - warmup, warmup, stop_at_eos: false, top_logprobs: 0 };
@@ -264,7 +265,6 @@ fn main() -> anyhow::Result<()> {
     let mut cmd = lx_backends::worker_command("llama");
     cmd.program = lx;
     let kv_name = a.kv.name();
-    cmd.env.push(("LX_LLAMA_KV".into(), kv_name.into()));
 
     // The runtime the llama.cpp backend crate keeps (one per process; the hardware report
     // below asks it for devices too).

@@ -5,7 +5,7 @@
 //! ```text
 //! cargo build --release -p lx-cli && cargo run --release -p lx-cli --example overhead -- \
 //!     [--backend llama|candle] [--threads 2] [--rounds 5] [--prompt N] [--gen N] \
-//!     [--reference bare|llama-cpp-python] [--python PATH] [--out FILE.json]
+//!     [--reference bare|llama-cpp-python] [--python PATH] [--candle-weights FORMAT] [--out FILE.json]
 //! ```
 //! The bare loops: llama-cpp-2 in a context shaped like the worker's; for candle, our model
 //! code driven directly (`BareLoop`, from the candle backend's examples). Defaults: llama.cpp prompt
@@ -206,11 +206,14 @@ fn main() -> anyhow::Result<()> {
     let lx = exe.parent().and_then(|d| d.parent()).map(|d| d.join("lx")).filter(|p| p.is_file()).ok_or_else(|| anyhow::anyhow!("build lx first: cargo build --release -p lx-cli"))?;
     let mut cmd = lx_backends::worker_command(backend);
     cmd.program = lx;
-    // candle: the bare loop and the worker run the same layer weights (`LX_CANDLE_WEIGHTS`,
+    // candle: the bare loop and the worker run the same layer weights (`--candle-weights`,
     // else the CPU default); a comparison across formats would measure the format.
-    let candle_weights = lx_backend_candle::Options::from_env()?.layer_weights.unwrap_or(lx_backend_candle::CPU_DEFAULT_WEIGHTS);
-    cmd.env.push(("LX_CANDLE_WEIGHTS".into(), candle_weights.to_string()));
-    let load = LoadSpec { model_path: model_spec.path.clone(), threads, slots: 1, ctx_per_slot: long + gen, max_batch_tokens: long.max(512), gpu_layers: None, ..Default::default() };
+    let candle_weights = match value("--candle-weights") {
+        Some(w) => w.parse().map_err(anyhow::Error::msg)?,
+        None => lx_backend_candle::CPU_DEFAULT_WEIGHTS,
+    };
+    let settings = if backend == "candle" { [("weights".to_string(), candle_weights.to_string())].into() } else { Default::default() };
+    let load = LoadSpec { model_path: model_spec.path.clone(), threads, slots: 1, ctx_per_slot: long + gen, max_batch_tokens: long.max(512), gpu_layers: None, settings, ..Default::default() };
     let mut worker = Worker::spawn(&cmd, &load, &SchedulerConfig::new(Policy::Serial, 1, load.max_batch_tokens), Duration::from_secs(300))?;
 
     // The bare loop, in this process, with the worker's context size and threads.

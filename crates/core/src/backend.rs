@@ -256,6 +256,14 @@ pub struct LoadSpec {
     /// the other backends refuse them when they load.
     #[serde(default, skip_serializing_if = "KvTypes::is_default")]
     pub kv: KvTypes,
+    /// The backend's own settings, by the names `lx tune`, its profiles and run files give
+    /// them (llama.cpp: `flash_attn`, `kv`, `ubatch`; candle: `weights`, `device`; MLX:
+    /// `weights`, `device`; `crate::kind::Capabilities::settings`). Each backend parses the
+    /// ones it has when it loads and refuses a name it does not have; empty: its defaults.
+    /// The environment variables that override them are read where workers are started
+    /// (`lx_backends::tune::applied`), never by a backend.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub settings: std::collections::BTreeMap<String, String>,
 }
 
 /// A KV cache's key and value types.

@@ -9,7 +9,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{BackendError, KvType, KvTypes};
+use crate::backend::{BackendError, KvType, KvTypes, LoadSpec};
 
 /// A backend this project implements (whether this build has it is
 /// `lx_backends::unavailable`'s to say).
@@ -41,6 +41,9 @@ pub struct Capabilities {
     pub gpu_features: &'static [&'static str],
     /// It runs on the GPU of a Mac without a feature (MLX: Apple's GPU is its device).
     pub gpu_on_macos: bool,
+    /// Its own settings ([`LoadSpec::settings`]), each with the environment variable by
+    /// which a user overrides it. `gpu_layers` travels as [`LoadSpec::gpu_layers`].
+    pub settings: &'static [(&'static str, &'static str)],
 }
 
 const ALL_KV: &[KvType] = &KvType::ALL;
@@ -87,6 +90,7 @@ impl BackendKind {
                 own_loader: true,
                 gpu_features: &["cuda", "metal", "vulkan"],
                 gpu_on_macos: false,
+                settings: &[("gpu_layers", "LX_LLAMA_GPU_LAYERS"), ("flash_attn", "LX_LLAMA_FLASH_ATTN"), ("kv", "LX_LLAMA_KV"), ("ubatch", "LX_LLAMA_UBATCH")],
             },
             BackendKind::Candle => &Capabilities {
                 label: "candle",
@@ -95,6 +99,7 @@ impl BackendKind {
                 own_loader: false,
                 gpu_features: &["cuda", "metal"],
                 gpu_on_macos: false,
+                settings: &[("device", "LX_CANDLE_DEVICE"), ("weights", "LX_CANDLE_WEIGHTS")],
             },
             BackendKind::Mlx => &Capabilities {
                 label: "MLX",
@@ -103,6 +108,7 @@ impl BackendKind {
                 own_loader: false,
                 gpu_features: &[],
                 gpu_on_macos: true,
+                settings: &[("device", "LX_MLX_DEVICE"), ("weights", "LX_MLX_WEIGHTS")],
             },
         }
     }
@@ -135,6 +141,33 @@ impl KvTypes {
     /// refusal, as a load error.
     pub fn taken_by(&self, kind: BackendKind) -> Result<(), BackendError> {
         self.for_backend(kind.name()).map_err(BackendError::Load)
+    }
+}
+
+impl Capabilities {
+    /// The environment variable that overrides setting `name`.
+    pub fn env_of(&self, name: &str) -> Option<&'static str> {
+        self.settings.iter().find(|(n, _)| *n == name).map(|(_, env)| *env)
+    }
+}
+
+/// A backend's own settings, read where it loads.
+impl LoadSpec {
+    /// The setting `name`, where the load gives it.
+    pub fn setting(&self, name: &str) -> Option<&str> {
+        self.settings.get(name).map(String::as_str)
+    }
+
+    /// Refuses a setting `kind` does not have, naming those it has.
+    pub fn settings_of(&self, kind: BackendKind) -> Result<(), String> {
+        let c = kind.capabilities();
+        match self.settings.keys().find(|k| c.env_of(k).is_none() || *k == "gpu_layers") {
+            None => Ok(()),
+            Some(bad) => {
+                let has: Vec<&str> = c.settings.iter().map(|(n, _)| *n).filter(|n| *n != "gpu_layers").collect();
+                Err(format!("{} has no setting `{bad}` (its settings: {})", c.label, has.join(", ")))
+            }
+        }
     }
 }
 
@@ -178,6 +211,19 @@ mod tests {
         assert!(q8.for_backend("lab-server").unwrap_err().contains("a server's cache is set where the server is started"));
         let e = q8.taken_by(BackendKind::Candle).unwrap_err().to_string();
         assert_eq!(e, "cannot load model: KV cache type q8_0 is llama.cpp's, and candle keeps its KV cache in f32: measure candle with an f16 cache");
+    }
+
+    #[test]
+    fn a_setting_a_backend_lacks_is_refused_with_those_it_has() {
+        let mut spec = LoadSpec::default();
+        spec.settings.insert("weights".into(), "f16".into());
+        assert!(spec.settings_of(BackendKind::Candle).is_ok());
+        assert_eq!(spec.setting("weights"), Some("f16"));
+        let e = spec.settings_of(BackendKind::Llama).unwrap_err();
+        assert_eq!(e, "llama.cpp has no setting `weights` (its settings: flash_attn, kv, ubatch)");
+        // gpu_layers travels in its own field.
+        spec.settings = [("gpu_layers".to_string(), "0".to_string())].into();
+        assert!(spec.settings_of(BackendKind::Llama).is_err());
     }
 
     #[test]

@@ -115,7 +115,7 @@ pub async fn memory_fit(state: tauri::State<'_, crate::state::AppState>) -> CmdR
         let memory_bytes = lx_machine::hardware::available_memory_bytes();
         let full_context = fit::full_context(&path).map_err(crate::error::CmdError::Io)?;
         let runtime = |b: &str| lx_backends::memory::worker_runtime_bytes(b);
-        let settings = |b: &str| lx_backends::measuring_env(b, &path);
+        let settings = |b: &str| lx_backends::measuring_settings(b, &path);
         let q = fit::Question { model_path: &path, memory: memory_bytes, full_context, runtime: &runtime, settings: &settings };
         let mut plans = Vec::new();
         for b in lx_backends::built() {
@@ -146,7 +146,7 @@ pub async fn settings_fit(state: tauri::State<'_, crate::state::AppState>, setti
         use lx_backends::fit;
         let full_context = fit::full_context(&path).map_err(crate::error::CmdError::Io)?;
         let runtime = |b: &str| lx_backends::memory::worker_runtime_bytes(b);
-        let env = |b: &str| lx_backends::measuring_env(b, &path);
+        let env = |b: &str| lx_backends::measuring_settings(b, &path);
         let q = fit::Question { model_path: &path, memory: lx_machine::hardware::available_memory_bytes(), full_context, runtime: &runtime, settings: &env };
         // Servers hold their own memory; a backend that cannot run this model has no figure.
         let local = settings.backends.iter().filter(|b| lx_backends::unavailable(b).is_none());

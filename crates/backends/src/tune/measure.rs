@@ -227,7 +227,7 @@ impl Trials<'_> {
             ..SweepPlan::default()
         };
         let applied = Applied {
-            env: knobs(backend, 1).iter().filter_map(|k| Some((k.env?.to_string(), asked.get(k.name)?.clone()))).collect(),
+            settings: knobs(backend, 1).iter().filter(|k| k.env.is_some()).filter_map(|k| Some((k.name.to_string(), asked.get(k.name)?.clone()))).collect(),
             threads: None,
             from: "a tuning trial".into(),
         };

@@ -11,10 +11,13 @@
 //! spinning pool does): the profile keeps both choices, and live mode, which competes with
 //! its own window, takes the contended one.
 //!
-//! Precedence when a worker starts: a setting's environment variable (`LX_CANDLE_WEIGHTS`,
-//! ...) given by the user, then the profile, then the backend's own default; `LX_UNTUNED=1`
-//! leaves the profile out. Each run records the settings its backends ran with and where
-//! they came from ([`lx_core::backend::BackendInfo::settings_from`]).
+//! Precedence when a worker starts: the run's own (a fidelity candidate's weights,
+//! `--gpu-layers`), then a setting's environment variable (`LX_CANDLE_WEIGHTS`, ...) given by
+//! the user, then the profile, then the backend's own default; `LX_UNTUNED=1` or
+//! [`Use::Untuned`] leaves the profile out. [`applied`] is the one place the variables are
+//! read: workers get their settings in the load ([`lx_core::backend::LoadSpec::settings`]).
+//! Each run records the settings its backends ran with and where they came from
+//! ([`lx_core::backend::BackendInfo::settings_from`]).
 
 pub mod fidelity;
 
@@ -57,8 +60,8 @@ pub const TRIAL_POINT_S: f64 = 10.0;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Knob {
     pub name: &'static str,
-    /// The environment variable the worker reads it from; `None` for `threads`, which
-    /// travels in the load spec.
+    /// The environment variable that overrides it (`lx_core::kind::Capabilities::settings`);
+    /// `None` for `threads`, which has none.
     pub env: Option<&'static str>,
     pub values: Vec<String>,
 }
@@ -94,26 +97,26 @@ pub fn knobs(backend: &str, cores: usize) -> Vec<Knob> {
     if nothing_to_tune(backend).is_some() {
         return Vec::new();
     }
-    let knob = |name, env, values: &[&str]| Knob { name, env: Some(env), values: values.iter().map(|s| s.to_string()).collect() };
     let mut out = Vec::new();
+    let Some(kind) = crate::BackendKind::of(backend) else { return out };
+    let knob = |name, values: &[&str]| Knob { name, env: kind.capabilities().env_of(name), values: values.iter().map(|s| s.to_string()).collect() };
     // Where the build has a GPU, whether to use it comes first: every later setting is then
     // measured where the model runs. The default is the GPU (every layer on it); the CPU is
     // the other value. On a machine where the build finds no GPU both run on the CPU, and
     // the CPU is not kept unless it scores 5% higher.
-    let Some(kind) = crate::BackendKind::of(backend) else { return out };
     match kind {
-        crate::BackendKind::Llama if lx_backend_llamacpp::GPU_BUILD.is_some() => out.push(knob("gpu_layers", "LX_LLAMA_GPU_LAYERS", &["0"])),
-        crate::BackendKind::Candle if lx_backend_candle::gpu_build().is_some() => out.push(knob("device", "LX_CANDLE_DEVICE", &["cpu"])),
+        crate::BackendKind::Llama if lx_backend_llamacpp::GPU_BUILD.is_some() => out.push(knob("gpu_layers", &["0"])),
+        crate::BackendKind::Candle if lx_backend_candle::gpu_build().is_some() => out.push(knob("device", &["cpu"])),
         _ => {}
     }
     out.push(Knob { name: "threads", env: None, values: thread_values(cores) });
     match kind {
         crate::BackendKind::Llama => {
-            out.push(knob("flash_attn", "LX_LLAMA_FLASH_ATTN", &["on", "off"]));
-            out.push(knob("kv", "LX_LLAMA_KV", &["per-sequence", "unified"]));
-            out.push(knob("ubatch", "LX_LLAMA_UBATCH", &["512", "256", "128"]));
+            out.push(knob("flash_attn", &["on", "off"]));
+            out.push(knob("kv", &["per-sequence", "unified"]));
+            out.push(knob("ubatch", &["512", "256", "128"]));
         }
-        crate::BackendKind::Candle => out.push(knob("weights", "LX_CANDLE_WEIGHTS", &["dual", "q8_0", "f16", "quantized"])),
+        crate::BackendKind::Candle => out.push(knob("weights", &["dual", "q8_0", "f16", "quantized"])),
         crate::BackendKind::Mlx => {}
     }
     out
@@ -198,6 +201,8 @@ pub enum Use {
     Measure,
     /// Live mode, which shares the cores with its own window: the contended choice.
     Interactive,
+    /// The backends' defaults, the profile left out (`lx sweep --untuned`).
+    Untuned,
 }
 
 /// A model's identity for profiles: its file name and size (changing either re-tunes).
@@ -311,59 +316,92 @@ pub fn save_profile(path: &Path, profile: &Profile) -> anyhow::Result<()> {
     Ok(lx_core::atomic_file::write(path, serde_json::to_string_pretty(profile)?.as_bytes())?)
 }
 
-/// The worker environment that starts `backend` with `settings` (by the names results record
-/// them under, e.g. candle's `weights`): what a saved run's load is predicted with.
-pub fn env_of_settings(backend: &str, settings: &std::collections::BTreeMap<String, String>) -> Vec<(String, String)> {
-    knobs(backend, 1).iter().filter_map(|k| Some((k.env?.to_string(), settings.get(k.name)?.clone()))).collect()
+/// Of a run's recorded `settings` (by the names results record them under, threads
+/// included), those that are `backend`'s own ([`lx_core::backend::LoadSpec::settings`]): what
+/// a saved run's load is predicted with.
+pub fn own_settings(backend: &str, settings: &Settings) -> Settings {
+    let Some(kind) = crate::BackendKind::of(backend) else { return Settings::new() };
+    settings.iter().filter(|(k, _)| kind.capabilities().env_of(k).is_some() && *k != "gpu_layers").map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
 /// What a worker of one backend starts with.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Applied {
-    /// Environment for the worker (the profile's settings the user did not set).
-    pub env: Vec<(String, String)>,
+    /// The backend's own settings (the environment's over the profile's), for
+    /// [`lx_core::backend::LoadSpec::settings`]; `gpu_layers` among them is the load's
+    /// `gpu_layers`.
+    pub settings: Settings,
     /// Threads, when the profile has them (used unless the run asks for a number).
     pub threads: Option<usize>,
     /// Where the settings came from, in words: recorded with every result.
     pub from: String,
 }
 
-/// The settings a `backend` worker starts with on this machine: see the module's
-/// precedence. `profile` is what [`read_profile`] gave for this machine and model.
-pub fn applied(backend: &str, profile: &Result<Profile, ProfileError>, usage: Use, env: &dyn Fn(&str) -> Option<String>) -> Applied {
-    if env(UNTUNED_ENV).is_some_and(|v| !v.is_empty() && v != "0") {
-        return Applied { from: format!("the backend's defaults ({UNTUNED_ENV} is set)"), ..Default::default() };
+impl Applied {
+    /// `spec` with these settings where it gives none of its own: its settings over these,
+    /// its thread count unless 0, its layer count unless `None` (`all` is llama.cpp's
+    /// default).
+    pub fn onto(&self, spec: &lx_core::backend::LoadSpec) -> Result<lx_core::backend::LoadSpec, String> {
+        let mut out = spec.clone();
+        let mut settings = self.settings.clone();
+        if let Some(layers) = settings.remove("gpu_layers") {
+            if out.gpu_layers.is_none() && layers != "all" {
+                out.gpu_layers = Some(layers.parse().map_err(|_| format!("gpu_layers {layers:?}: a number of layers, or all"))?);
+            }
+        }
+        settings.extend(std::mem::take(&mut out.settings));
+        out.settings = settings;
+        if out.threads == 0 {
+            out.threads = self.threads.unwrap_or(0);
+        }
+        Ok(out)
     }
-    let from_env: Vec<&str> = knobs(backend, 1).iter().filter_map(|k| k.env).filter(|e| env(e).is_some()).collect();
+}
+
+/// The settings a `backend` worker starts with on this machine: see the module's
+/// precedence. `profile` is what [`read_profile`] gave for this machine and model; `env`
+/// reads the environment.
+pub fn applied(backend: &str, profile: &Result<Profile, ProfileError>, usage: Use, env: &dyn Fn(&str) -> Option<String>) -> Applied {
+    let own: &[(&str, &str)] = crate::BackendKind::of(backend).map_or(&[], |k| k.capabilities().settings);
+    let from_env: Settings = own.iter().filter_map(|(name, var)| Some((name.to_string(), env(var)?))).filter(|(_, v)| !v.is_empty()).collect();
     let said = |mut s: String| {
-        if !from_env.is_empty() {
-            s.push_str(&format!("; {} from the environment", from_env.join(", ")));
+        let vars: Vec<&str> = own.iter().filter(|(name, _)| from_env.contains_key(*name)).map(|(_, var)| *var).collect();
+        if !vars.is_empty() {
+            s.push_str(&format!("; {} from the environment", vars.join(", ")));
         }
         s
     };
+    let defaults = |why: String| Applied { settings: from_env.clone(), threads: None, from: said(why) };
+    if usage == Use::Untuned {
+        return defaults("the backend's defaults (--untuned)".into());
+    }
+    if env(UNTUNED_ENV).is_some_and(|v| !v.is_empty() && v != "0") {
+        return defaults(format!("the backend's defaults ({UNTUNED_ENV} is set)"));
+    }
     let profile = match profile {
         Ok(p) => p,
-        Err(ProfileError::Missing) => return Applied { from: said("the backend's defaults: this machine is not tuned (lx tune)".into()), ..Default::default() },
-        Err(e) => return Applied { from: said(format!("the backend's defaults: {e}; lx tune measures again")), ..Default::default() },
+        Err(ProfileError::Missing) => return defaults("the backend's defaults: this machine is not tuned (lx tune)".into()),
+        Err(e) => return defaults(format!("the backend's defaults: {e}; lx tune measures again")),
     };
     if let Some(why) = nothing_to_tune(backend) {
-        return Applied { from: said(format!("the backend's defaults: {why}")), ..Default::default() };
+        return defaults(format!("the backend's defaults: {why}"));
     }
     let Some(b) = profile.backends.get(backend) else {
-        return Applied { from: said(format!("the backend's defaults: the tuned profile has no {backend} (lx tune --backend {backend})")), ..Default::default() };
+        return defaults(format!("the backend's defaults: the tuned profile has no {backend} (lx tune --backend {backend})"));
     };
     let (chosen, which) = match (usage, &b.contended) {
         (Use::Interactive, Some(c)) => (c, "choice under a competing load"),
         (Use::Interactive, None) => (&b.idle, "idle choice; the contended one was not measured"),
-        (Use::Measure, _) => (&b.idle, "idle choice"),
+        (Use::Measure | Use::Untuned, _) => (&b.idle, "idle choice"),
     };
-    let mut out = Applied::default();
+    let mut out = Applied { settings: from_env.clone(), ..Applied::default() };
     for knob in knobs(backend, 1) {
         let Some(value) = chosen.get(knob.name) else { continue };
         match knob.env {
             None => out.threads = value.parse().ok(),
-            Some(var) if env(var).is_none() => out.env.push((var.to_string(), value.clone())),
-            Some(_) => {}
+            Some(_) => {
+                out.settings.entry(knob.name.to_string()).or_insert_with(|| value.clone());
+            }
         }
     }
     let date = lx_core::date::UtcDate::from_unix(profile.measured_unix_ms / 1000).minutes();

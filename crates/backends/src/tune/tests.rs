@@ -214,33 +214,56 @@ fn workers_take_the_profile_unless_the_environment_or_lx_untuned_says_otherwise(
     let none = |_: &str| None;
     let p = Ok(profile());
     let measure = applied("candle", &p, Use::Measure, &none);
-    assert_eq!(measure.env, [("LX_CANDLE_WEIGHTS".to_string(), "dual".to_string())]);
+    assert_eq!(measure.settings, s(&[("weights", "dual")]));
     assert_eq!(measure.threads, Some(2));
     assert!(measure.from.contains("tuned profile of 2025-12-02") && measure.from.contains("idle choice"), "{}", measure.from);
 
     let live = applied("candle", &p, Use::Interactive, &none);
-    assert_eq!((live.env[0].1.as_str(), live.threads), ("f16", Some(1)));
+    assert_eq!((live.settings["weights"].as_str(), live.threads), ("f16", Some(1)));
     assert!(live.from.contains("competing load"), "{}", live.from);
 
+    // The environment is read here, once, and travels in the load: over the profile's choice.
     let user = |v: &str| (v == "LX_CANDLE_WEIGHTS").then(|| "q8_0".to_string());
     let a = applied("candle", &p, Use::Measure, &user);
-    assert!(a.env.is_empty() && a.threads == Some(2), "{a:?}");
+    assert!(a.settings == s(&[("weights", "q8_0")]) && a.threads == Some(2), "{a:?}");
     assert!(a.from.ends_with("LX_CANDLE_WEIGHTS from the environment"), "{}", a.from);
 
-    let untuned = |v: &str| (v == UNTUNED_ENV).then(|| "1".to_string());
+    let untuned = |v: &str| (v == UNTUNED_ENV || v == "LX_CANDLE_WEIGHTS").then(|| "1".to_string());
     let a = applied("candle", &p, Use::Measure, &untuned);
-    assert_eq!((a.env.len(), a.threads), (0, None));
+    assert_eq!((a.settings, a.threads), (s(&[("weights", "1")]), None), "the user's variables stand without the profile");
     assert!(a.from.contains("LX_UNTUNED"), "{}", a.from);
+    let a = applied("candle", &p, Use::Untuned, &none);
+    assert!(a.settings.is_empty() && a.threads.is_none() && a.from.contains("--untuned"), "{a:?}");
 
     let a = applied("llama", &p, Use::Measure, &none);
-    assert!(a.env.is_empty() && a.from.contains("has no llama"), "{a:?}");
+    assert!(a.settings.is_empty() && a.from.contains("has no llama"), "{a:?}");
     let a = applied("mlx", &p, Use::Interactive, &none);
-    assert!(a.env.is_empty() && a.threads.is_none() && a.from.contains("nothing to tune: MLX takes no thread count"), "{a:?}");
+    assert!(a.settings.is_empty() && a.threads.is_none() && a.from.contains("nothing to tune: MLX takes no thread count"), "{a:?}");
+    let mlx = |v: &str| (v == "LX_MLX_WEIGHTS").then(|| "q4".to_string());
+    assert_eq!(applied("mlx", &p, Use::Measure, &mlx).settings, s(&[("weights", "q4")]), "a setting that is no knob is read too");
     let a = applied("candle", &Err(ProfileError::Missing), Use::Measure, &none);
     assert!(a.from.contains("not tuned (lx tune)"), "{}", a.from);
     let damaged = Err(ProfileError::Damaged { path: "/p.json".into(), why: "EOF".into() });
     let a = applied("candle", &damaged, Use::Measure, &none);
-    assert!(a.env.is_empty() && a.from.contains("damaged (EOF)") && a.from.contains("measures again"), "{}", a.from);
+    assert!(a.settings.is_empty() && a.from.contains("damaged (EOF)") && a.from.contains("measures again"), "{}", a.from);
+}
+
+/// The load's own settings come first, then the applied ones; a layer count travels in its
+/// own field, the run's before the profile's or the environment's.
+#[test]
+fn applied_settings_go_onto_the_load_under_its_own() {
+    let applied = Applied { settings: s(&[("weights", "dual"), ("gpu_layers", "12")]), threads: Some(2), from: String::new() };
+    let mut spec = lx_core::backend::LoadSpec::default();
+    let on = applied.onto(&spec).unwrap();
+    assert_eq!((on.settings, on.gpu_layers, on.threads), (s(&[("weights", "dual")]), Some(12), 2));
+    spec.settings = s(&[("weights", "f16")]);
+    (spec.gpu_layers, spec.threads) = (Some(0), 1);
+    let on = applied.onto(&spec).unwrap();
+    assert_eq!((on.settings, on.gpu_layers, on.threads), (s(&[("weights", "f16")]), Some(0), 1));
+    let all = Applied { settings: s(&[("gpu_layers", "all")]), ..Applied::default() };
+    assert_eq!(all.onto(&lx_core::backend::LoadSpec::default()).unwrap().gpu_layers, None);
+    let bad = Applied { settings: s(&[("gpu_layers", "most")]), ..Applied::default() };
+    assert!(bad.onto(&lx_core::backend::LoadSpec::default()).unwrap_err().contains("gpu_layers \"most\": a number of layers, or all"));
 }
 
 #[test]
@@ -325,8 +348,7 @@ fn a_trial_s_length_is_expected_from_the_same_device_only() {
 #[test]
 fn a_runs_recorded_settings_start_a_worker_the_same_way() {
     let recorded: std::collections::BTreeMap<String, String> = [("weights", "f16"), ("threads", "2"), ("unknown", "x")].map(|(k, v)| (k.to_string(), v.to_string())).into();
-    assert_eq!(env_of_settings("candle", &recorded), vec![("LX_CANDLE_WEIGHTS".to_string(), "f16".to_string())]);
-    let llama: std::collections::BTreeMap<String, String> = [("kv", "unified"), ("ubatch", "256")].map(|(k, v)| (k.to_string(), v.to_string())).into();
-    let env = env_of_settings("llama", &llama);
-    assert!(env.contains(&("LX_LLAMA_KV".to_string(), "unified".to_string())) && env.contains(&("LX_LLAMA_UBATCH".to_string(), "256".to_string())), "{env:?}");
+    assert_eq!(own_settings("candle", &recorded), s(&[("weights", "f16")]));
+    let llama = s(&[("kv", "unified"), ("ubatch", "256"), ("gpu_layers", "all"), ("flash_attn", "auto")]);
+    assert_eq!(own_settings("llama", &llama), s(&[("kv", "unified"), ("ubatch", "256"), ("flash_attn", "auto")]));
 }

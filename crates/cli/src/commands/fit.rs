@@ -73,7 +73,7 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
     };
     let full_context = fit::full_context(&model.path).map_err(anyhow::Error::msg)?;
     let runtime = |b: &str| lx_backends::memory::worker_runtime_bytes(b);
-    let settings = |b: &str| lx_backends::measuring_env(b, &model.path);
+    let settings = |b: &str| lx_backends::measuring_settings(b, &model.path);
     let q = Question { model_path: &model.path, memory, full_context, runtime: &runtime, settings: &settings };
     println!("{} ({} tokens of context) in {} GiB{}", model.path.file_name().unwrap_or_default().to_string_lossy(), full_context, gib(memory), if args.memory.is_none() { " (available now)" } else { "" });
     println!();
@@ -109,7 +109,7 @@ fn check(model: &std::path::Path, runs: &[PathBuf], out: Option<&std::path::Path
         let run = RunFile::read(path)?;
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         for info in &run.backends {
-            let env = lx_backends::tune::env_of_settings(&info.name, &info.settings);
+            let settings = lx_backends::tune::own_settings(&info.name, &info.settings);
             let runtime = lx_backends::memory::worker_runtime_bytes(&info.name);
             let c = &info.capabilities;
             for p in run.points.iter().filter(|p| p.backend == info.name) {
@@ -117,8 +117,8 @@ fn check(model: &std::path::Path, runs: &[PathBuf], out: Option<&std::path::Path
                 // The point's largest step: its warm-up's requests (each its whole prompt,
                 // a depth included, before the depth is cached) together, within the load's.
                 let step = (p.warmup.min(p.concurrency).max(1) * p.prompt_tokens as usize).min(c.max_batch_tokens);
-                let spec = lx_core::backend::LoadSpec { max_batch_tokens: step, ..fit::load(model, c.slots, c.ctx_per_slot, run_kv(&info.settings)) };
-                let predicted = lx_backends::memory::footprint(&info.name, &spec, &env, runtime).map_err(anyhow::Error::msg)?;
+                let spec = lx_core::backend::LoadSpec { max_batch_tokens: step, settings: settings.clone(), ..fit::load(model, c.slots, c.ctx_per_slot, run_kv(&info.settings)) };
+                let predicted = lx_backends::memory::footprint(&info.name, &spec, runtime).map_err(anyhow::Error::msg)?;
                 points.push(FitPoint { run: name.clone(), backend: info.name.clone(), test: p.test_name(), slots: c.slots, ctx_per_slot: c.ctx_per_slot, predicted, measured_peak_mib });
             }
         }

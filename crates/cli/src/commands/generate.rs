@@ -92,6 +92,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<i32> {
         gpu_layers: None,
         draft_model: args.spec.draft_model(&model.path)?,
         kv,
+        settings: Default::default(),
     };
     let mut scheduler = SchedulerConfig::new(Policy::Serial, 1, load.max_batch_tokens);
     scheduler.spec = args.spec.settings();

@@ -204,14 +204,11 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
         }
         plan.warmup = args.warmup.or(Some(lx_core::defaults::trial_warmup(lx_core::defaults::sweep_warmup(&plan.concurrency))));
     }
-    if args.untuned {
-        // Read by the spawner of every worker this process starts (no thread runs yet).
-        std::env::set_var(lx_backends::tune::UNTUNED_ENV, "1");
-    }
     // Cheap checks first, so a typo never waits for a model load; then against the model.
     plan.validate(None)?;
     let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
-    let spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::tune::Use::Measure, 0);
+    let usage = if args.untuned { lx_backends::tune::Use::Untuned } else { lx_backends::tune::Use::Measure };
+    let spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), usage, 0);
     let mut job = SweepJob::new(std::sync::Arc::new(model), plan, std::env::args().collect(), spawn)?;
     job.control.hang_timeout = Duration::from_secs(args.hang_timeout);
     crate::commands::stop_on_ctrl_c(&job.control);

@@ -65,13 +65,11 @@ pub fn run(args: TuneArgs) -> anyhow::Result<i32> {
             anyhow::bail!("{b} cannot be tuned in this build: {why}");
         }
     }
-    // The trials set each setting themselves; one inherited from this shell would make the
-    // "defaults" trial something else.
+    // The trials set each setting themselves and read no variable; say so of any set here.
     for b in &backends {
         for var in tune::knobs(b, 1).iter().filter_map(|k| k.env) {
             if std::env::var_os(var).is_some() {
                 eprintln!("note: {var} is set; lx tune measures without it (runs still honour it over the profile)");
-                std::env::remove_var(var);
             }
         }
     }

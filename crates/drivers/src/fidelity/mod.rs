@@ -80,8 +80,10 @@ pub struct Entry {
     pub backend: String,
     /// What sets it apart, in words.
     pub setting: String,
-    /// Starts its worker (with the setting's environment).
+    /// Starts its worker.
     pub spawn: Spawner,
+    /// The backend's own settings it loads with (`LoadSpec::settings`: candle's `weights`).
+    pub settings: std::collections::BTreeMap<String, String>,
     /// The file it runs: the model, or another (a draft model measured as a model).
     pub model: PathBuf,
     pub kv: KvTypes,
@@ -229,6 +231,7 @@ fn spawn(entry: &Entry, plan: &Plan, opening: usize) -> Result<Box<dyn Target>, 
         gpu_layers: None,
         draft_model: entry.draft_model.clone(),
         kv: entry.kv,
+        settings: entry.settings.clone(),
     };
     let mut config = SchedulerConfig::new(Policy::Continuous, 1, spec.max_batch_tokens);
     config.spec = entry.speculation;

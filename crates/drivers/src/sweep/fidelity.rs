@@ -49,6 +49,7 @@ pub fn entries(points: &[SweepPoint], plan: &SweepPlan, spawn: &Spawner, model: 
                 backend: p.backend.clone(),
                 setting: setting(kv, Drafter::None),
                 spawn: spawn.clone(),
+                settings: Default::default(),
                 model: model.to_path_buf(),
                 kv,
                 speculation: Speculation::default(),

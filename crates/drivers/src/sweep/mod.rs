@@ -362,7 +362,7 @@ impl SweepPlan {
         let drafts = points.iter().any(|p| p.traffic.spec.drafter == Drafter::Draft);
         let draft_model = if drafts { self.draft_model.clone() } else { None };
         // The KV cache's types are each point's own (its traffic's): the runner loads them.
-        LoadSpec { model_path, threads: self.threads, slots, ctx_per_slot, max_batch_tokens, gpu_layers: self.gpu_layers, draft_model, kv: KvTypes::default() }
+        LoadSpec { model_path, threads: self.threads, slots, ctx_per_slot, max_batch_tokens, gpu_layers: self.gpu_layers, draft_model, kv: KvTypes::default(), settings: Default::default() }
     }
 
     /// Context each sequence needs: the deepest depth, the longest prompt and the longest
