@@ -145,6 +145,12 @@ impl KvTypes {
 }
 
 impl Capabilities {
+    /// Whether `name` is one of its own settings ([`LoadSpec::settings`]; `gpu_layers` has a
+    /// field of its own).
+    pub fn has_setting(&self, name: &str) -> bool {
+        name != "gpu_layers" && self.env_of(name).is_some()
+    }
+
     /// The environment variable that overrides setting `name`.
     pub fn env_of(&self, name: &str) -> Option<&'static str> {
         self.settings.iter().find(|(n, _)| *n == name).map(|(_, env)| *env)
@@ -161,10 +167,10 @@ impl LoadSpec {
     /// Refuses a setting `kind` does not have, naming those it has.
     pub fn settings_of(&self, kind: BackendKind) -> Result<(), String> {
         let c = kind.capabilities();
-        match self.settings.keys().find(|k| c.env_of(k).is_none() || *k == "gpu_layers") {
+        match self.settings.keys().find(|k| !c.has_setting(k)) {
             None => Ok(()),
             Some(bad) => {
-                let has: Vec<&str> = c.settings.iter().map(|(n, _)| *n).filter(|n| *n != "gpu_layers").collect();
+                let has: Vec<&str> = c.settings.iter().map(|(n, _)| *n).filter(|n| c.has_setting(n)).collect();
                 Err(format!("{} has no setting `{bad}` (its settings: {})", c.label, has.join(", ")))
             }
         }

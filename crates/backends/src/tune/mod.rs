@@ -321,7 +321,7 @@ pub fn save_profile(path: &Path, profile: &Profile) -> anyhow::Result<()> {
 /// a saved run's load is predicted with.
 pub fn own_settings(backend: &str, settings: &Settings) -> Settings {
     let Some(kind) = crate::BackendKind::of(backend) else { return Settings::new() };
-    settings.iter().filter(|(k, _)| kind.capabilities().env_of(k).is_some() && *k != "gpu_layers").map(|(k, v)| (k.clone(), v.clone())).collect()
+    settings.iter().filter(|(k, _)| kind.capabilities().has_setting(k)).map(|(k, v)| (k.clone(), v.clone())).collect()
 }
 
 /// What a worker of one backend starts with.
