@@ -102,7 +102,7 @@ impl AppState {
 
     /// What starts each backend by name: this binary's workers (with this machine's tuned
     /// settings for `usage`), and the servers added.
-    pub fn spawner(&self, model: &Model, usage: lx_backends::tune::Use) -> lx_core::target::Spawner {
+    pub fn spawner(&self, model: &Model, usage: lx_backends::profile::Use) -> lx_core::target::Spawner {
         let servers = self.servers.locked().clone();
         // Auto threads: the profile's where this machine is tuned, else a core left for the window.
         lx_backends::spawner_with_servers(servers, Arc::new(model.open.tokenizer.clone()), usage, crate::threads::beside_a_window())

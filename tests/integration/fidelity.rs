@@ -168,7 +168,7 @@ fn the_tuners_bound_scores_a_chosen_weight_format_and_its_default() {
     let _lock = heavy();
     lx_backends::worker::host_workers_in(integration_tests::lx_bin());
     let model = lx_backends::model::OpenModel::open(model_path().to_str().unwrap(), &mut |_| {}).unwrap();
-    let settings = |w: &str| lx_backends::tune::Settings::from([("weights".to_string(), w.to_string()), ("threads".to_string(), "2".to_string())]);
+    let settings = |w: &str| lx_backends::profile::Settings::from([("weights".to_string(), w.to_string()), ("threads".to_string(), "2".to_string())]);
     let mut measured = std::collections::BTreeMap::new();
     for chosen in ["f32", "quantized"] {
         let (kept, notes) = bound(&model, "candle", &settings(chosen), &settings("dual"), &mut measured);

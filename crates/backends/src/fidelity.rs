@@ -153,7 +153,7 @@ fn entry(backend: &str, setting: &str, settings: Vec<(&str, &str)>, model: &Path
     Entry {
         backend: backend.into(),
         setting: setting.into(),
-        spawn: crate::spawner(crate::tune::Use::Measure, 0),
+        spawn: crate::spawner(crate::profile::Use::Measure, 0),
         settings: settings.into_iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         model: model.to_path_buf(),
         kv: KvTypes::default(),

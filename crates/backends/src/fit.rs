@@ -10,7 +10,7 @@ use lx_drivers::live::{Capacity, LiveSettings, MAX_CONCURRENCY};
 use lx_format::gguf::{GgufFile, ModelConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::tune::Settings;
+use crate::profile::Settings;
 
 /// Concurrencies each plan gives the longest context for.
 pub const SEQUENCES: [usize; 3] = [1, 4, 16];
@@ -179,7 +179,7 @@ mod tests {
         let model = lx_models::default_model_path();
         assert!(model.exists(), "the default model is missing: run `lx models fetch default` (scripts/test does)");
         let runtime = |_: &str| 10 << 20;
-        let settings = |_: &str| crate::tune::Settings::new();
+        let settings = |_: &str| crate::profile::Settings::new();
         let at = |memory: u64| Question { model_path: &model, memory, full_context: 32_768, runtime: &runtime, settings: &settings };
         let s = LiveSettings { backends: vec!["candle".into()], prompt_tokens: 64, max_tokens: 64, concurrency: 8, ..LiveSettings::default() };
         let plenty = for_settings(&at(1 << 40), "candle", &s).unwrap();

@@ -12,6 +12,7 @@ pub mod memory;
 pub mod model;
 pub mod sweep;
 pub mod synth;
+pub mod profile;
 pub mod tune;
 pub mod worker;
 
@@ -150,12 +151,12 @@ pub fn serve_if_asked(args: &[String]) {
 /// for the model ([`tune`]: the idle choice to measure, the contended one for live mode).
 /// `untuned_threads` is the thread count when neither the run nor the profile gives one (0:
 /// the backend's own default; the app leaves a core for its window).
-pub fn spawner(usage: tune::Use, untuned_threads: usize) -> lx_core::target::Spawner {
+pub fn spawner(usage: profile::Use, untuned_threads: usize) -> lx_core::target::Spawner {
     let machine = std::sync::OnceLock::new();
     worker_spawner(move |name: &str, spec: &LoadSpec| {
         let machine: &String = machine.get_or_init(|| lx_machine::probe::machine_key(&hardware_report()));
-        let profile = tune::Located::new(machine, &spec.model_path).read();
-        let mut applied = tune::applied(name, &profile, usage, &|var| std::env::var(var).ok());
+        let profile = profile::Located::new(machine, &spec.model_path).read();
+        let mut applied = profile::applied(name, &profile, usage, &|var| std::env::var(var).ok());
         if applied.threads.is_none() && untuned_threads > 0 {
             applied.threads = Some(untuned_threads);
         }
@@ -165,17 +166,17 @@ pub fn spawner(usage: tune::Use, untuned_threads: usize) -> lx_core::target::Spa
 
 /// The settings a `backend` worker for `model` would be started with to measure (this
 /// machine's tuned profile's, under the environment's): what its memory is predicted with.
-pub fn measuring_settings(backend: &str, model: &std::path::Path) -> tune::Settings {
+pub fn measuring_settings(backend: &str, model: &std::path::Path) -> profile::Settings {
     let machine = lx_machine::probe::machine_key(&hardware_report());
-    let profile = tune::Located::new(&machine, model).read();
-    tune::applied(backend, &profile, tune::Use::Measure, &|var| std::env::var(var).ok()).settings
+    let profile = profile::Located::new(&machine, model).read();
+    profile::applied(backend, &profile, profile::Use::Measure, &|var| std::env::var(var).ok()).settings
 }
 
 /// Starts worker processes with the settings `settings` gives for each backend and load
-/// ([`tune::Applied::onto`] the load, which carries them to the worker), once the load is
+/// ([`profile::Applied::onto`] the load, which carries them to the worker), once the load is
 /// known to fit in memory ([`memory`]). A first load may compile GPU kernels or page a
 /// large model in from a slow disk, hence the generous timeout.
-pub fn worker_spawner(settings: impl Fn(&str, &LoadSpec) -> tune::Applied + Send + Sync + 'static) -> lx_core::target::Spawner {
+pub fn worker_spawner(settings: impl Fn(&str, &LoadSpec) -> profile::Applied + Send + Sync + 'static) -> lx_core::target::Spawner {
     std::sync::Arc::new(move |name: &str, spec: &LoadSpec, config: &lx_core::scheduler::SchedulerConfig| {
         let applied = settings(name, spec);
         let spec = applied.onto(spec).map_err(lx_core::coordinator::WorkerError::Load)?;
@@ -193,7 +194,7 @@ pub fn worker_spawner(settings: impl Fn(&str, &LoadSpec) -> tune::Applied + Send
 
 /// [`spawner`], and for each of `servers` (by its name) a client of that OpenAI-compatible
 /// server, whose prompts are written and whose streamed text is counted with `codec`.
-pub fn spawner_with_servers(servers: Vec<lx_openai::Server>, codec: std::sync::Arc<dyn lx_openai::TextCodec>, usage: tune::Use, untuned_threads: usize) -> lx_core::target::Spawner {
+pub fn spawner_with_servers(servers: Vec<lx_openai::Server>, codec: std::sync::Arc<dyn lx_openai::TextCodec>, usage: profile::Use, untuned_threads: usize) -> lx_core::target::Spawner {
     let workers = spawner(usage, untuned_threads);
     std::sync::Arc::new(move |name: &str, spec: &LoadSpec, config: &lx_core::scheduler::SchedulerConfig| match servers.iter().find(|s| s.name == name) {
         Some(server) => lx_openai::ServerTarget::connect(server.clone(), codec.clone()).map(|t| Box::new(t) as Box<dyn lx_core::target::Target>),

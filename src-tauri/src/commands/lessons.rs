@@ -212,7 +212,7 @@ pub async fn lesson_start(state: State<'_, AppState>, name: String, backend: Str
     // The idle choice of threads, as a sweep: a lesson draws little while a point runs (its
     // output four times a second), and on two cores live mode's contended choice (one
     // thread) left batching no arithmetic to spare, so four clients got less than one (docs/APP.md).
-    let spawn = state.spawner(&model, lx_backends::tune::Use::Measure);
+    let spawn = state.spawner(&model, lx_backends::profile::Use::Measure);
     let settings = serde_json::json!({ "demo": demo.name, "backend": backend, "threads": 0 });
     let mut run = RunFile::new(vec!["latency-explorer".into(), "lesson".into(), demo.name.into()], lx_backends::hardware_report(), model.open.record(), settings);
     let path: PathBuf = state.runs_dir.join(run_file_name(&format!("lesson-{}", demo.name), run.started_unix_ms / 1000));

@@ -48,7 +48,7 @@ pub async fn live_start(state: State<'_, AppState>, settings: LiveSettings, on_e
         // until it is stopped.
         let _ = on_event.send(batch);
     });
-    let spawner = state.spawner(&model, lx_backends::tune::Use::Interactive);
+    let spawner = state.spawner(&model, lx_backends::profile::Use::Interactive);
     let session = LiveSession::start(settings.clone(), model.open.live_model(None), spawner, sink).map_err(CmdError::live)?;
     *state.live.locked() = Some(Live { session, settings, model, backends, ceilings });
     Ok(())

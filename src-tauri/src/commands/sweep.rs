@@ -138,7 +138,7 @@ pub async fn sweep_start(state: State<'_, AppState>, plan: SweepPlan, options: S
     let servers: Vec<String> = state.servers.locked().iter().map(|s| s.name.clone()).collect();
     let plan = with_backends(plan, &servers)?;
 
-    let spawn = state.spawner(&model, lx_backends::tune::Use::Measure);
+    let spawn = state.spawner(&model, lx_backends::profile::Use::Measure);
     let mut job = SweepJob::new(Arc::clone(&model.open), plan, vec!["latency-explorer".into(), "sweep".into()], spawn).map_err(|e| CmdError::Sweep(format!("{e:#}")))?;
     if let Some(s) = options.hang_timeout_s {
         if !(s > 0.0 && s.is_finite()) {

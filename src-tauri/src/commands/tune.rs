@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lx_backends::tune::{self, text, Event, ProfileError};
+use lx_backends::profile::{self, ProfileError};
+use lx_backends::tune::{self, text, Event};
 use lx_core::traffic::RunControl;
 use serde::Serialize;
 use tauri::ipc::Channel;
@@ -47,7 +48,7 @@ pub enum TuneEvent {
 }
 
 fn status_of(model: &Model) -> TuneStatus {
-    let here = tune::Located::here(&model.open.path);
+    let here = profile::Located::here(&model.open.path);
     match here.read() {
         Ok(p) => TuneStatus {
             tuned: true,
@@ -114,7 +115,7 @@ pub async fn tune_start(state: State<'_, AppState>, budget_s: f64, on_event: Cha
                 Event::Measured { backend, trial } => send(TuneEvent::Measured { backend: backend.into(), text: text::trial_text(trial) }),
                 Event::Note { backend, note } => send(TuneEvent::Note { backend: backend.into(), note: note.into() }),
             });
-            let saved = tuned.and_then(|profile| tune::Located::new(&profile.machine, &model.open.path).save(profile).map(drop));
+            let saved = tuned.and_then(|profile| profile::Located::new(&profile.machine, &model.open.path).save(profile).map(drop));
             match saved {
                 Ok(()) => send(TuneEvent::Finished { status: status_of(&model) }),
                 Err(e) => send(TuneEvent::Failed { message: format!("{e:#}") }),

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use lx_drivers::fidelity::{self as measure, Plan};
 
-use super::Settings;
+use crate::profile::Settings;
 use crate::model::OpenModel;
 
 /// How much further (mean KL divergence from the reference, nats) a tuned setting may move the

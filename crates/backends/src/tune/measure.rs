@@ -12,7 +12,8 @@ use lx_drivers::sweep::{run_points, Length, SweepObserver, SweepPlan};
 use lx_core::traffic::{Observer, RunControl};
 use lx_format::workload::PromptBuilder;
 
-use super::{knobs, model_key, nothing_to_tune, search, search_contended, Applied, BackendProfile, Budget, CompetingLoad, Profile, Settings, Trial, PROFILE_SCHEMA};
+use super::{search, search_contended, Budget, CompetingLoad};
+use crate::profile::{knobs, model_key, nothing_to_tune, Applied, BackendProfile, Profile, Settings, Trial, PROFILE_SCHEMA};
 use super::{TRIAL_CLIENTS, TRIAL_OUTPUT, TRIAL_POINT_S, TRIAL_PROMPT, TRIAL_REQUESTS, TRIAL_WARMUP};
 use crate::model::OpenModel;
 

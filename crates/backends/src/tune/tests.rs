@@ -1,4 +1,7 @@
+use std::collections::BTreeMap;
+
 use super::*;
+use crate::profile::*;
 
 fn s(pairs: &[(&str, &str)]) -> Settings {
     pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()

@@ -1,7 +1,7 @@
 //! A profile and its trials in words: what `lx tune` prints, `lx tune --show` prints again,
 //! and the app shows.
 
-use super::{Profile, Trial};
+use crate::profile::{Profile, Trial};
 
 /// One setting list on one line: the same text `lx show` prints from a saved profile.
 pub use lx_results::studies::tune_profile::settings_text;

@@ -83,7 +83,7 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
         anyhow::bail!("--deadline plans a batch job; {} is {}-bound and is judged by its objectives ({})", preset.name, preset.bound.name(), preset.objectives.describe());
     }
     let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
-    let spawn = lx_backends::spawner_with_servers(servers.clone(), std::sync::Arc::new(model.tokenizer.clone()), lx_backends::tune::Use::Measure, 0);
+    let spawn = lx_backends::spawner_with_servers(servers.clone(), std::sync::Arc::new(model.tokenizer.clone()), lx_backends::profile::Use::Measure, 0);
     eprintln!("{} ({}-bound): {}; {}", preset.name, preset.bound.name(), preset.summary, preset.objectives.describe());
     let request = Request {
         preset,

@@ -71,7 +71,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<i32> {
     let settings = serde_json::json!({ "demo": demo.name, "backend": backend, "threads": args.threads });
     let mut run = RunFile::new(std::env::args().collect(), hardware, model.record(), settings);
     let names: Vec<String> = servers.iter().map(|s| s.name.clone()).collect();
-    let spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::tune::Use::Measure, 0);
+    let spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::profile::Use::Measure, 0);
     let mut ctx = model.sweep_context(&prompts, spawn, args.out.clone(), control);
     ctx.fidelity = Some(lx_backends::fidelity::sweep_basis(model.clone(), run.command.clone()));
     eprintln!("demo {}: {} ({backend}, measured live)", demo.name, demo.shows);

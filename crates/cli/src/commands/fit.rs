@@ -109,7 +109,7 @@ fn check(model: &std::path::Path, runs: &[PathBuf], out: Option<&std::path::Path
         let run = RunFile::read(path)?;
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         for info in &run.backends {
-            let settings = lx_backends::tune::own_settings(&info.name, &info.settings);
+            let settings = lx_backends::profile::own_settings(&info.name, &info.settings);
             let runtime = lx_backends::memory::worker_runtime_bytes(&info.name);
             let c = &info.capabilities;
             for p in run.points.iter().filter(|p| p.backend == info.name) {

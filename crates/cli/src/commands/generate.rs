@@ -97,7 +97,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<i32> {
     let mut scheduler = SchedulerConfig::new(Policy::Serial, 1, load.max_batch_tokens);
     scheduler.spec = args.spec.settings();
     scheduler.validate()?;
-    let spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::tune::Use::Measure, 0);
+    let spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::profile::Use::Measure, 0);
     let mut worker = spawn(backend, &load, &scheduler)?;
     eprintln!("{}: {} on {}", backend, worker.info().version, worker.info().device);
     if let Some(draft) = &worker.info().draft {

@@ -127,7 +127,7 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
     let sink = Box::new(move |batch: Vec<LiveEvent>| {
         let _ = tx.send(batch);
     });
-    let spawner = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::tune::Use::Interactive, 0);
+    let spawner = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::profile::Use::Interactive, 0);
     let session = LiveSession::start(settings, live_model, spawner, sink)?;
 
     let started = Instant::now();

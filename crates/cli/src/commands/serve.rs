@@ -70,7 +70,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
     let mut config = SchedulerConfig::new(args.engine.policy, args.slots, load.max_batch_tokens);
     config.chunk_tokens = args.engine.chunk_tokens;
     config.split = args.split.split();
-    let spawner = lx_backends::spawner(lx_backends::tune::Use::Measure, 0);
+    let spawner = lx_backends::spawner(lx_backends::profile::Use::Measure, 0);
     let start: lx_openai::server::Start = {
         let (backend, load, config) = (backend.clone(), load.clone(), config.clone());
         Box::new(move || spawner(&backend, &load, &config))

@@ -207,7 +207,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     // Cheap checks first, so a typo never waits for a model load; then against the model.
     plan.validate(None)?;
     let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
-    let usage = if args.untuned { lx_backends::tune::Use::Untuned } else { lx_backends::tune::Use::Measure };
+    let usage = if args.untuned { lx_backends::profile::Use::Untuned } else { lx_backends::profile::Use::Measure };
     let spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), usage, 0);
     let mut job = SweepJob::new(std::sync::Arc::new(model), plan, std::env::args().collect(), spawn)?;
     job.control.hang_timeout = Duration::from_secs(args.hang_timeout);

@@ -5,7 +5,8 @@ use std::time::Duration;
 
 use clap::Args;
 use lx_backends::tune::text::{describe, settings_text, trial_text};
-use lx_backends::tune::{self, Event, ProfileError};
+use lx_backends::profile::{self, ProfileError};
+use lx_backends::tune::{self, Event};
 use lx_core::traffic::RunControl;
 
 #[derive(Args)]
@@ -35,7 +36,7 @@ pub struct TuneArgs {
 
 pub fn run(args: TuneArgs) -> anyhow::Result<i32> {
     let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
-    let here = tune::Located::here(&model.path);
+    let here = profile::Located::here(&model.path);
     if args.show {
         return match here.read() {
             Ok(p) if args.json => {
@@ -67,7 +68,7 @@ pub fn run(args: TuneArgs) -> anyhow::Result<i32> {
     }
     // The trials set each setting themselves and read no variable; say so of any set here.
     for b in &backends {
-        for var in tune::knobs(b, 1).iter().filter_map(|k| k.env) {
+        for var in profile::knobs(b, 1).iter().filter_map(|k| k.env) {
             if std::env::var_os(var).is_some() {
                 eprintln!("note: {var} is set; lx tune measures without it (runs still honour it over the profile)");
             }
