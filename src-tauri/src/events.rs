@@ -4,11 +4,11 @@
 
 use std::path::PathBuf;
 
-use lx_core::backend::BackendInfo;
-use lx_core::traffic::PointSpec;
+use lx_engine::backend::BackendInfo;
+use lx_client::traffic::PointSpec;
 use lx_results::results::PointResult;
-use lx_core::scheduler::Policy;
-use lx_core::stats::Distribution;
+use lx_engine::scheduler::Policy;
+use lx_client::stats::Distribution;
 use serde::Serialize;
 
 /// One sweep point's figures, without the raw samples (those are in the run file).

@@ -7,7 +7,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use lx_backends::model::OpenModel;
-use lx_core::backend::BackendInfo;
+use lx_engine::backend::BackendInfo;
 use lx_drivers::live::{LiveSession, LiveSettings};
 use lx_results::results::PointResult;
 use lx_format::workload::PromptBuilder;
@@ -102,7 +102,7 @@ impl AppState {
 
     /// What starts each backend by name: this binary's workers (with this machine's tuned
     /// settings for `usage`), and the servers added.
-    pub fn spawner(&self, model: &Model, usage: lx_backends::profile::Use) -> lx_core::target::Spawner {
+    pub fn spawner(&self, model: &Model, usage: lx_backends::profile::Use) -> lx_client::target::Spawner {
         let servers = self.servers.locked().clone();
         // Auto threads: the profile's where this machine is tuned, else a core left for the window.
         lx_backends::spawner_with_servers(servers, Arc::new(model.open.tokenizer.clone()), usage, crate::threads::beside_a_window())
@@ -137,7 +137,7 @@ impl Throttle {
 
 /// `run-2025-01-31T12-00-05Z.json`: sortable, unique per second, safe on every file system.
 pub fn run_file_name(prefix: &str, unix_s: u64) -> String {
-    let d = lx_core::date::UtcDate::from_unix(unix_s);
+    let d = lx_engine::date::UtcDate::from_unix(unix_s);
     format!("{prefix}-{:04}-{:02}-{:02}T{:02}-{:02}-{:02}Z.json", d.year, d.month, d.day, d.hour, d.minute, d.second)
 }
 

@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use lx_backends::model::OpenModel;
-use lx_core::child::WorkerCommand;
-use lx_core::spawn::process_spawner;
+use lx_worker::child::WorkerCommand;
+use lx_worker::spawn::process_spawner;
 use lx_drivers::live::{BackendState, LiveEvent, LiveSession, LiveSettings};
 
 type Log = Arc<Mutex<Vec<LiveEvent>>>;

@@ -32,7 +32,7 @@ fn llama_cpp_forced(model: &std::path::Path, prompt: &str, ours: &[u64]) -> Vec<
     (0..ours.len())
         .map(|i| {
             let logits = ctx.get_logits_ith((prompt.len() - 1 + i) as i32);
-            let best = lx_core::backend::choose_greedy(logits, 0).token as usize;
+            let best = lx_engine::backend::choose_greedy(logits, 0).token as usize;
             (best as i32, logits[best] - logits[ours[i] as usize])
         })
         .collect()

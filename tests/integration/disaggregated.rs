@@ -6,15 +6,15 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use lx_core::backend::{LoadSpec, TokenId};
-use lx_core::child::WorkerCommand;
-use lx_core::disaggregated::Disaggregated;
-use lx_core::split::Split;
-use lx_core::handoff::TransferVia;
-use lx_core::protocol::Reply;
-use lx_core::scheduler::{Policy, SchedEvent, SchedulerConfig, WorkRequest};
-use lx_core::spawn::spawn_workers;
-use lx_core::target::Target;
+use lx_engine::backend::{LoadSpec, TokenId};
+use lx_worker::child::WorkerCommand;
+use lx_worker::disaggregated::Disaggregated;
+use lx_engine::split::Split;
+use lx_engine::handoff::TransferVia;
+use lx_client::protocol::Reply;
+use lx_engine::scheduler::{Policy, SchedEvent, SchedulerConfig, WorkRequest};
+use lx_worker::spawn::spawn_workers;
+use lx_client::target::Target;
 use lx_format::gguf::GgufFile;
 use lx_format::tokenizer::Tokenizer;
 use lx_test_support::drive::Streams;

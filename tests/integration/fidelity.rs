@@ -4,9 +4,9 @@
 //! default model; and the bad input it must refuse clearly.
 
 use integration_tests::{heavy, lx, model_path};
-use lx_core::backend::{Choice, LoadSpec, TokenId};
+use lx_engine::backend::{Choice, LoadSpec, TokenId};
 use lx_drivers::fidelity::divergence;
-use lx_core::scheduler::{Policy, PromptScore, SchedEvent, Scheduler, SchedulerConfig, WorkRequest};
+use lx_engine::scheduler::{Policy, PromptScore, SchedEvent, Scheduler, SchedulerConfig, WorkRequest};
 use serde_json::Value;
 
 const VOCAB: usize = 512;

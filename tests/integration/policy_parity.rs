@@ -4,11 +4,11 @@
 use std::time::Instant;
 
 use lx_backend_llamacpp::LlamaCppBackend;
-use lx_core::backend::{Backend, LoadSpec, TokenId};
+use lx_engine::backend::{Backend, LoadSpec, TokenId};
 use lx_format::gguf::GgufFile;
 use lx_test_support::drive::{drive, streams, Streams};
 use lx_test_support::parity::{compare, ALTERNATIVES, NEAR_TIE_NATS};
-use lx_core::scheduler::{Policy, SchedEvent, Scheduler, SchedulerConfig, WorkRequest};
+use lx_engine::scheduler::{Policy, SchedEvent, Scheduler, SchedulerConfig, WorkRequest};
 use lx_format::tokenizer::Tokenizer;
 
 const NEW_TOKENS: u32 = 24;

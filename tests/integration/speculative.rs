@@ -6,9 +6,9 @@
 
 use std::time::Instant;
 
-use lx_core::backend::{LoadSpec, TokenId};
-use lx_core::scheduler::{Policy, SchedEvent, SchedulerConfig, WorkRequest};
-use lx_core::speculative::{Drafter, Speculation};
+use lx_engine::backend::{LoadSpec, TokenId};
+use lx_engine::scheduler::{Policy, SchedEvent, SchedulerConfig, WorkRequest};
+use lx_engine::speculative::{Drafter, Speculation};
 use lx_format::gguf::GgufFile;
 use lx_format::tokenizer::Tokenizer;
 use lx_format::workload::PromptBuilder;
@@ -25,7 +25,7 @@ fn run(backend: &str, spec: Speculation, prompts: &[Vec<TokenId>]) -> (Streams, 
     let load = LoadSpec { model_path, threads: 0, slots: 4, ctx_per_slot: longest + NEW_TOKENS as usize, max_batch_tokens: 1024, gpu_layers: None, draft_model, ..Default::default() };
     let mut config = SchedulerConfig::new(Policy::Continuous, 4, 1024);
     config.spec = spec;
-    let mut s = lx_core::worker::load_with_draft(&lx_backends::loader(lx_backends::BackendKind::parse(backend).unwrap()), &load, config, Instant::now()).unwrap_or_else(|e| panic!("{backend} loads the default model: {e}"));
+    let mut s = lx_worker::process::load_with_draft(&lx_backends::loader(lx_backends::BackendKind::parse(backend).unwrap()), &load, config, Instant::now()).unwrap_or_else(|e| panic!("{backend} loads the default model: {e}"));
     assert_eq!(s.draft_name().is_some(), spec.drafter == Drafter::Draft);
     let requests = prompts
         .iter()

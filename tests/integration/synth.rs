@@ -6,10 +6,10 @@ use std::time::Instant;
 
 use integration_tests::{heavy, lx_bin, model_path, Run};
 use lx_backend_llamacpp::LlamaCppBackend;
-use lx_core::backend::{Backend, Batch, Chunk, LoadSpec, Outputs, TokenId};
+use lx_engine::backend::{Backend, Batch, Chunk, LoadSpec, Outputs, TokenId};
 use lx_format::gguf::synth::{self, SYNTHETIC_KEY};
 use lx_format::gguf::{GgmlType, GgufFile, ModelFacts};
-use lx_core::stats::median;
+use lx_client::stats::median;
 
 type Tensors = Vec<(String, Vec<u64>, Option<GgmlType>)>;
 

@@ -16,7 +16,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use lx_core::backend::TokenId;
+use lx_engine::backend::TokenId;
 use lx_format::tokenizer::Tokenizer;
 use serde_json::{json, Value};
 

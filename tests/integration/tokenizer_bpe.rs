@@ -20,7 +20,7 @@
 
 use std::path::{Path, PathBuf};
 
-use lx_core::backend::TokenId;
+use lx_engine::backend::TokenId;
 use lx_format::gguf::{GgufFile, GgufWriter, Value};
 use lx_format::tokenizer::Tokenizer;
 use serde_json::json;

@@ -14,7 +14,7 @@
 
 use lx_backend_candle::bare_loop::BareLoop;
 use lx_backend_candle::{set_thread_env, CandleBackend, DeviceChoice, Options, WeightFormat};
-use lx_core::backend::{Backend, Batch, Chunk, LoadSpec, Outputs, TokenId};
+use lx_engine::backend::{Backend, Batch, Chunk, LoadSpec, Outputs, TokenId};
 use std::time::Instant;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

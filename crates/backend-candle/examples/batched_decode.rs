@@ -20,9 +20,9 @@
 
 use candle_core::Tensor;
 use lx_backend_candle::{set_thread_env, CandleBackend, DeviceChoice, KvCache, Options, Rows, WeightFormat};
-use lx_core::backend::{choose_greedy, Backend, Batch, Chunk, LoadSpec, Outputs, Slot, TokenId};
+use lx_engine::backend::{choose_greedy, Backend, Batch, Chunk, LoadSpec, Outputs, Slot, TokenId};
 use std::time::Instant;
-use lx_core::stats::median;
+use lx_client::stats::median;
 
 #[derive(Clone, Copy, PartialEq)]
 enum Way {

@@ -8,7 +8,7 @@
 use lx_test_support::llama_ref::{llama, llama_context, long_prompt, prefill};
 use lx_test_support::steps::*;
 use lx_backend_candle::CandleBackend;
-use lx_core::backend::{choose_greedy, TokenId};
+use lx_engine::backend::{choose_greedy, TokenId};
 
 use llama_cpp_2::token::LlamaToken;
 

@@ -4,7 +4,7 @@
 //! `bare` example and the CLI's `overhead` example.
 
 use candle_core::Device;
-use lx_core::backend::{choose_greedy, BackendError, TokenId};
+use lx_engine::backend::{choose_greedy, BackendError, TokenId};
 
 use crate::{load_model, KvCache, LoadOptions, Model, RopeTable, Rows, WeightFormat};
 

@@ -1,6 +1,6 @@
 //! candle backend for Latency Explorer: our own model code over candle-core and candle-nn
 //! (quantized weights through `QMatMul`), behind the engine's step interface
-//! ([`lx_core::backend::Backend`]), for the architectures in [`SUPPORTED_ARCHITECTURES`]:
+//! ([`lx_engine::backend::Backend`]), for the architectures in [`SUPPORTED_ARCHITECTURES`]:
 //! Gemma 3 and the llama family (llama/Mistral, Qwen 2, Qwen 3), one code path
 //! parameterized by the engine's [`Config`] (which the MLX backend builds from too).
 //!
@@ -32,7 +32,7 @@ pub use lx_format::arch::{Activation, Arch, Config, RopeStyle, SUPPORTED_ARCHITE
 pub use model::{KvCache, Model, LoadOptions, RopeTable, Rows, WeightFormat};
 
 use candle_core::{Device, Tensor};
-use lx_core::backend::{
+use lx_engine::backend::{
     choose, Backend, BackendError, BackendInfo, Batch, Capabilities, Choice, ChunkOutput,
     LoadSpec, Outputs, Slot,
 };
@@ -101,7 +101,7 @@ impl Options {
     /// Options from the load's settings: `device` (auto, cpu, metal, cuda) and `weights`
     /// (quantized, q8_0, f16, dual, f32).
     pub fn from_spec(spec: &LoadSpec) -> Result<Self, BackendError> {
-        spec.settings_of(lx_core::kind::BackendKind::Candle).map_err(BackendError::Load)?;
+        spec.settings_of(lx_engine::kind::BackendKind::Candle).map_err(BackendError::Load)?;
         let device = spec.setting("device").map_or(Ok(DeviceChoice::Auto), str::parse).map_err(BackendError::Load)?;
         let layer_weights = spec.setting("weights").map(str::parse).transpose().map_err(BackendError::Load)?;
         Ok(Self { device, layer_weights })
@@ -296,7 +296,7 @@ impl CandleBackend {
     }
 
     pub fn load_with(spec: &LoadSpec, opts: &Options) -> Result<Self, BackendError> {
-        spec.kv.taken_by(lx_core::kind::BackendKind::Candle)?;
+        spec.kv.taken_by(lx_engine::kind::BackendKind::Candle)?;
         if spec.slots == 0 || spec.ctx_per_slot == 0 {
             return Err(BackendError::Load(format!(
                 "need at least one slot and a context (got slots={}, ctx_per_slot={})",

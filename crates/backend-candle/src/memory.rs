@@ -9,8 +9,8 @@
 //!   there is no flash attention, for a tile of queries against the whole context: scores,
 //!   masked scores and probabilities).
 
-use lx_core::backend::LoadSpec;
-use lx_core::footprint::{Footprint, BYTES_PER_VOCABULARY_ENTRY};
+use lx_engine::backend::LoadSpec;
+use lx_engine::footprint::{Footprint, BYTES_PER_VOCABULARY_ENTRY};
 use lx_format::gguf::{GgmlType, GgufFile, ModelConfig};
 
 use crate::model::ATTN_Q_TILE;

@@ -18,7 +18,7 @@ use lx_test_support::tiny_gguf::{add_tensor, spm_vocab, values, Ty, T};
 use lx_backend_candle::{
     Activation, CandleBackend, DeviceChoice, KvCache, Options, RopeStyle, Rows, WeightFormat,
 };
-use lx_core::backend::{Backend, BackendError, Batch, Choice, LoadSpec, Outputs, TokenId};
+use lx_engine::backend::{Backend, BackendError, Batch, Choice, LoadSpec, Outputs, TokenId};
 use lx_format::gguf::GgufWriter;
 use std::path::{Path, PathBuf};
 
@@ -328,7 +328,7 @@ fn candle_greedy(b: &mut CandleBackend, prompt: &[TokenId], n: usize) -> Vec<Tok
     out
 }
 
-fn step(b: &mut CandleBackend, c: lx_core::backend::Chunk) -> Vec<Choice> {
+fn step(b: &mut CandleBackend, c: lx_engine::backend::Chunk) -> Vec<Choice> {
     b.step(&Batch {
         chunks: vec![c],
         top_logprobs: VOCAB,

@@ -29,7 +29,7 @@ use lx_test_support::llama_ref::{forced, greedy, llama_at, long_prompt};
 use lx_test_support::models::*;
 use lx_test_support::steps::*;
 use lx_backend_candle::CandleBackend;
-use lx_core::backend::{choose_greedy, Backend, Batch, Outputs};
+use lx_engine::backend::{choose_greedy, Backend, Batch, Outputs};
 use std::path::Path;
 
 const N_GEN: usize = 64;

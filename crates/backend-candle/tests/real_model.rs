@@ -5,7 +5,7 @@
 
 use lx_test_support::steps::*;
 use lx_backend_candle::{CandleBackend, DeviceChoice, Options, WeightFormat};
-use lx_core::backend::{Backend, Batch, Choice, Outputs, TokenId};
+use lx_engine::backend::{Backend, Batch, Choice, Outputs, TokenId};
 
 fn logprob_of(c: &Choice, t: TokenId) -> f32 {
     c.top
@@ -91,7 +91,7 @@ fn each_alone(b: &mut CandleBackend, prompts: &[Vec<TokenId>], n_gen: usize) -> 
 }
 
 /// One step over `chunks` (one per slot, each with its last output): each slot's choice.
-fn step_slots(b: &mut CandleBackend, chunks: Vec<lx_core::backend::Chunk>) -> Vec<Choice> {
+fn step_slots(b: &mut CandleBackend, chunks: Vec<lx_engine::backend::Chunk>) -> Vec<Choice> {
     let out = b
         .step(&Batch {
             chunks,

@@ -8,7 +8,7 @@ use candle_core::quantized::GgmlDType;
 use lx_test_support::steps::chunk;
 use lx_test_support::tiny_gguf::{add_tensor, values, Ty, T};
 use lx_backend_candle::{CandleBackend, DeviceChoice, Options, WeightFormat};
-use lx_core::backend::{Backend, BackendError, Batch, Choice, LoadSpec, Outputs, TokenId};
+use lx_engine::backend::{Backend, BackendError, Batch, Choice, LoadSpec, Outputs, TokenId};
 use lx_format::gguf::GgufWriter;
 use std::path::{Path, PathBuf};
 
@@ -145,7 +145,7 @@ fn prompt(n: usize, seed: u32) -> Vec<TokenId> {
 }
 
 /// All chunks of one step, each with Outputs::All and full log-prob rows.
-fn run(b: &mut CandleBackend, chunks: Vec<lx_core::backend::Chunk>) -> Vec<Vec<Choice>> {
+fn run(b: &mut CandleBackend, chunks: Vec<lx_engine::backend::Chunk>) -> Vec<Vec<Choice>> {
     b.step(&Batch {
         chunks,
         top_logprobs: VOCAB,

@@ -2,7 +2,7 @@
 //!
 //! This crate is an adapter and nothing more: it turns an engine [`Batch`] into one
 //! `llama_decode` call and reads back the rows of logits the engine asked for. All
-//! scheduling, timing and statistics live in `lx-core`.
+//! scheduling, timing and statistics live in `lx-engine` and `lx-client`.
 //!
 //! It is meant to run inside a worker process (one per backend): llama.cpp may be
 //! initialised once per process, and a failed ggml assert aborts the whole process.
@@ -24,7 +24,7 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
 use llama_cpp_2::{list_llama_ggml_backend_devices, LlamaBackendDeviceType};
-use lx_core::backend::{
+use lx_engine::backend::{
     choose, Backend, BackendError, BackendInfo, Batch, Capabilities, ChunkOutput, KvType,
     LoadSpec, Outputs, Slot,
 };
@@ -270,7 +270,7 @@ impl LlamaCppBackend {
     /// Load `spec.model_path` and make a context sized for the requested slots and lengths,
     /// with the KV layout the load's `kv` setting asks for.
     pub fn load(spec: &LoadSpec) -> Result<Self, BackendError> {
-        spec.settings_of(lx_core::kind::BackendKind::Llama).map_err(BackendError::Load)?;
+        spec.settings_of(lx_engine::kind::BackendKind::Llama).map_err(BackendError::Load)?;
         Self::load_with(spec, KvLayout::from_spec(spec)?)
     }
 

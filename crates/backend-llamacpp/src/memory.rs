@@ -9,8 +9,8 @@
 //! - scratch: the output buffer (a row of logits per sequence), the token tables, and the
 //!   micro-batch's activations and attention masks over the context.
 
-use lx_core::backend::{KvType, LoadSpec};
-use lx_core::footprint::{Footprint, BYTES_PER_VOCABULARY_ENTRY};
+use lx_engine::backend::{KvType, LoadSpec};
+use lx_engine::footprint::{Footprint, BYTES_PER_VOCABULARY_ENTRY};
 use lx_format::gguf::{GgufFile, ModelConfig};
 
 use crate::KvLayout;
@@ -77,7 +77,7 @@ fn repacked(t: &lx_format::gguf::TensorInfo) -> bool {
 #[cfg(test)]
 mod tests {
     use super::{kv_cells, KvLayout};
-    use lx_core::backend::LoadSpec;
+    use lx_engine::backend::LoadSpec;
 
     fn spec(slots: usize, ctx: usize) -> LoadSpec {
         LoadSpec { slots, ctx_per_slot: ctx, max_batch_tokens: 512, ..LoadSpec::default() }

@@ -10,7 +10,7 @@
 
 use llama_cpp_2::context::session::LlamaStateSeqFlags;
 use llama_cpp_2::context::LlamaContext;
-use lx_core::backend::{BackendError, Slot};
+use lx_engine::backend::{BackendError, Slot};
 
 /// `slot`'s whole state, in llama.cpp's own format.
 pub(crate) fn save(ctx: &LlamaContext<'_>, slot: Slot) -> Result<Vec<u8>, BackendError> {

@@ -11,7 +11,7 @@
 use std::path::PathBuf;
 
 use lx_backend_llamacpp::LlamaCppBackend;
-use lx_core::backend::{Backend, Batch, Choice, Chunk, LoadSpec, Outputs, TokenId};
+use lx_engine::backend::{Backend, Batch, Choice, Chunk, LoadSpec, Outputs, TokenId};
 use lx_test_support::parity::{compare, ALTERNATIVES, NEAR_TIE_NATS};
 
 const PROMPT: &str = "Once upon a time, in a small village,";

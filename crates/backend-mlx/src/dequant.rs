@@ -6,7 +6,7 @@ use std::borrow::Cow;
 
 use candle_core::quantized::{GgmlDType, QStorage, QTensor};
 use candle_core::Device;
-use lx_core::backend::BackendError;
+use lx_engine::backend::BackendError;
 use lx_format::gguf::{GgmlType, GgufFile};
 
 /// candle's name for a ggml type, where candle can read it.

@@ -24,12 +24,12 @@
 use std::time::{Duration, Instant};
 
 use lx_format::arch::{Activation, Config, RopeStyle};
-use lx_core::backend::{
+use lx_engine::backend::{
     choose, Backend, BackendError, BackendInfo, Batch, Capabilities, Choice, ChunkOutput, LoadSpec, Outputs,
     Slot,
 };
 use lx_format::gguf::{GgmlType, GgufFile};
-use lx_core::handoff::F32Cache;
+use lx_engine::handoff::F32Cache;
 use mlx_rs::error::Exception;
 use mlx_rs::fast::{self, ScaledDotProductAttentionMask};
 use mlx_rs::ops::indexing::{TryIndexMutOp, TryIndexOp};
@@ -427,7 +427,7 @@ impl MlxBackend {
     }
 
     pub fn load_with(spec: &LoadSpec, opts: &Options) -> Result<Self, BackendError> {
-        spec.kv.taken_by(lx_core::kind::BackendKind::Mlx)?;
+        spec.kv.taken_by(lx_engine::kind::BackendKind::Mlx)?;
         if spec.slots == 0 || spec.ctx_per_slot == 0 {
             return Err(BackendError::Load(format!(
                 "need at least one slot and a context (got slots={}, ctx_per_slot={})",

@@ -1,5 +1,5 @@
 //! MLX backend for Latency Explorer: our own graph of Gemma 3 and the llama family over mlx-rs, behind the engine's
-//! step interface ([`lx_core::backend::Backend`]).
+//! step interface ([`lx_engine::backend::Backend`]).
 //!
 //! The MLX part ([`MlxBackend`]) is compiled with the `mlx` feature on two platforms:
 //! - macOS aarch64: MLX built from source by mlx-sys, on Metal (or MLX's CPU device);
@@ -128,8 +128,8 @@ pub struct Options {
 
 impl Options {
     /// Options from the load's settings: `weights` (as-loaded, q4) and `device` (gpu, cpu).
-    pub fn from_spec(spec: &lx_core::backend::LoadSpec) -> Result<Self, String> {
-        spec.settings_of(lx_core::kind::BackendKind::Mlx)?;
+    pub fn from_spec(spec: &lx_engine::backend::LoadSpec) -> Result<Self, String> {
+        spec.settings_of(lx_engine::kind::BackendKind::Mlx)?;
         let weights = spec.setting("weights").map_or(Ok(WeightMode::AsLoaded), str::parse)?;
         let cpu = match spec.setting("device").map(str::to_ascii_lowercase) {
             Some(s) if s == "cpu" => true,

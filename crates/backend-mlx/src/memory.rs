@@ -6,8 +6,8 @@
 //! - scratch: a row of logits per slot, and the largest step's activations and attention
 //!   scores (one batch of tokens against a whole context, untiled).
 
-use lx_core::backend::LoadSpec;
-use lx_core::footprint::{Footprint, BYTES_PER_VOCABULARY_ENTRY};
+use lx_engine::backend::LoadSpec;
+use lx_engine::footprint::{Footprint, BYTES_PER_VOCABULARY_ENTRY};
 use lx_format::gguf::{GgmlType, GgufFile, ModelConfig, TensorInfo};
 
 use crate::WeightMode;

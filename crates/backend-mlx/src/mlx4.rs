@@ -11,7 +11,7 @@
 
 use std::path::Path;
 
-use lx_core::backend::BackendError;
+use lx_engine::backend::BackendError;
 use lx_format::gguf::{GgufFile, GgufWriter};
 use mlx_rs::{ops, transforms, Array, Dtype};
 

@@ -4,7 +4,7 @@
 //! projection and feed-forward runs once for the whole batch, whatever each chunk's slot and
 //! position. Only RoPE, the KV-cache write and attention run per chunk, on that chunk's rows.
 
-use lx_core::backend::{BackendError, Batch, Capabilities, Outputs, TokenId};
+use lx_engine::backend::{BackendError, Batch, Capabilities, Outputs, TokenId};
 
 /// One chunk's place in the step.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,7 +83,7 @@ pub fn mask(pos: usize, len: usize, window: Option<usize>) -> Option<Vec<f32>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lx_core::backend::Chunk;
+    use lx_engine::backend::Chunk;
 
     fn caps() -> Capabilities {
         Capabilities { mixed_position_batches: true, max_batch_tokens: 64, slots: 3, ctx_per_slot: 32, prefix_copy: true }

@@ -35,9 +35,9 @@ use std::path::Path;
 use std::time::Instant;
 
 use lx_backend_mlx::{mlx4, MlxBackend, Options, WeightMode};
-use lx_core::backend::{choose_greedy, Backend, BackendError, Batch, LoadSpec, Outputs, TokenId};
+use lx_engine::backend::{choose_greedy, Backend, BackendError, Batch, LoadSpec, Outputs, TokenId};
 use lx_test_support::parity::{compare, ALTERNATIVES, NEAR_TIE_NATS};
-use lx_core::scheduler::{Policy, Scheduler, SchedulerConfig, WorkRequest};
+use lx_engine::scheduler::{Policy, Scheduler, SchedulerConfig, WorkRequest};
 
 const N_GEN: usize = 48;
 /// Nats by which llama.cpp's token may trail MLX's best where the two disagree.

@@ -5,8 +5,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use lx_core::target::Spawner;
-use lx_core::traffic::RunControl;
+use lx_client::target::Spawner;
+use lx_client::traffic::RunControl;
 use lx_drivers::advise::{advise, Request};
 use lx_drivers::capacity::{Bench, TRIAL_REQUESTS};
 use lx_drivers::sweep::{Session, SweepError, SweepObserver, SweepPlan};

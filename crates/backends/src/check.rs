@@ -6,11 +6,11 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use lx_core::backend::{LoadSpec, TokenId};
-use lx_core::coordinator::Worker;
+use lx_engine::backend::{LoadSpec, TokenId};
+use lx_worker::coordinator::Worker;
 use lx_format::gguf::GgufWriter;
-use lx_core::traffic::{run_closed_loop, PointSpec, Quiet, RunControl};
-use lx_core::scheduler::{Policy, SchedulerConfig};
+use lx_client::traffic::{run_closed_loop, PointSpec, Quiet, RunControl};
+use lx_engine::scheduler::{Policy, SchedulerConfig};
 use serde::{Deserialize, Serialize};
 
 /// One backend on one device: what was asked, where it ran, and how it went.

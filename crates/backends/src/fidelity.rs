@@ -11,8 +11,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use lx_core::backend::KvTypes;
-use lx_core::speculative::{Drafter, Speculation};
+use lx_engine::backend::KvTypes;
+use lx_engine::speculative::{Drafter, Speculation};
 use lx_drivers::fidelity::{text::Text, Compared, Entry, Job, Plan};
 use lx_format::gguf::GgufFile;
 use lx_format::tokenizer::Tokenizer;

@@ -3,9 +3,9 @@
 //! concurrencies and the most sequences that fit at the model's full context, from the
 //! backends' own predictions ([`crate::memory`]).
 
-use lx_core::backend::{KvType, KvTypes, LoadSpec};
-use lx_core::footprint::Footprint;
-use lx_core::scheduler::Policy;
+use lx_engine::backend::{KvType, KvTypes, LoadSpec};
+use lx_engine::footprint::Footprint;
+use lx_engine::scheduler::Policy;
 use lx_drivers::live::{Capacity, LiveSettings, MAX_CONCURRENCY};
 use lx_format::gguf::{GgufFile, ModelConfig};
 use serde::{Deserialize, Serialize};
@@ -53,7 +53,7 @@ pub fn load(model_path: &std::path::Path, slots: usize, ctx: usize, kv: KvTypes)
         model_path: model_path.to_path_buf(),
         slots,
         ctx_per_slot: ctx,
-        max_batch_tokens: lx_core::scheduler::batch_tokens_for(ctx, slots),
+        max_batch_tokens: lx_engine::scheduler::batch_tokens_for(ctx, slots),
         gpu_layers: None,
         kv,
         ..Default::default()

@@ -17,11 +17,11 @@ pub mod tune;
 pub mod worker;
 
 
-use lx_core::backend::{Backend, BackendError, LoadSpec};
-use lx_core::child::WorkerCommand;
-use lx_core::worker::Loader;
+use lx_engine::backend::{Backend, BackendError, LoadSpec};
+use lx_worker::child::WorkerCommand;
+use lx_worker::process::Loader;
 
-pub use lx_core::kind::BackendKind;
+pub use lx_engine::kind::BackendKind;
 
 /// The canonical name of the backend people call `name` (`llama.cpp` is `llama`).
 pub fn canonical(name: &str) -> anyhow::Result<&'static str> {
@@ -120,10 +120,10 @@ pub fn devices() -> Vec<(String, Vec<String>)> {
 /// Serve the worker protocol on stdin/stdout for `backend` (the `worker` subcommand).
 pub fn serve_worker(backend: &str) -> anyhow::Result<()> {
     let kind = BackendKind::parse(backend).map_err(anyhow::Error::msg)?;
-    // Room for a burst of submissions in one read (see `lx_core::worker::serve`).
+    // Room for a burst of submissions in one read (see `lx_worker::process::serve`).
     let stdin = std::io::BufReader::with_capacity(1 << 20, std::io::stdin());
     let stdout = std::io::BufWriter::new(std::io::stdout().lock());
-    lx_core::worker::serve(loader(kind), stdin, stdout)?;
+    lx_worker::process::serve(loader(kind), stdin, stdout)?;
     Ok(())
 }
 
@@ -151,7 +151,7 @@ pub fn serve_if_asked(args: &[String]) {
 /// for the model ([`tune`]: the idle choice to measure, the contended one for live mode).
 /// `untuned_threads` is the thread count when neither the run nor the profile gives one (0:
 /// the backend's own default; the app leaves a core for its window).
-pub fn spawner(usage: profile::Use, untuned_threads: usize) -> lx_core::target::Spawner {
+pub fn spawner(usage: profile::Use, untuned_threads: usize) -> lx_client::target::Spawner {
     let machine = std::sync::OnceLock::new();
     worker_spawner(move |name: &str, spec: &LoadSpec| {
         let machine: &String = machine.get_or_init(|| lx_machine::probe::machine_key(&hardware_report()));
@@ -176,28 +176,28 @@ pub fn measuring_settings(backend: &str, model: &std::path::Path) -> profile::Se
 /// ([`profile::Applied::onto`] the load, which carries them to the worker), once the load is
 /// known to fit in memory ([`memory`]). A first load may compile GPU kernels or page a
 /// large model in from a slow disk, hence the generous timeout.
-pub fn worker_spawner(settings: impl Fn(&str, &LoadSpec) -> profile::Applied + Send + Sync + 'static) -> lx_core::target::Spawner {
-    std::sync::Arc::new(move |name: &str, spec: &LoadSpec, config: &lx_core::scheduler::SchedulerConfig| {
+pub fn worker_spawner(settings: impl Fn(&str, &LoadSpec) -> profile::Applied + Send + Sync + 'static) -> lx_client::target::Spawner {
+    std::sync::Arc::new(move |name: &str, spec: &LoadSpec, config: &lx_engine::scheduler::SchedulerConfig| {
         let applied = settings(name, spec);
-        let spec = applied.onto(spec).map_err(lx_core::coordinator::WorkerError::Load)?;
+        let spec = applied.onto(spec).map_err(lx_client::target::TargetError::Load)?;
         if memory::in_system_memory(&spec) {
             // A model that cannot be read is left to the worker, which says what is wrong with it.
             if let Ok(f) = memory::footprint(name, &spec, 0) {
-                memory::check(&spec, &f, lx_machine::hardware::available_memory_bytes()).map_err(lx_core::coordinator::WorkerError::Load)?;
+                memory::check(&spec, &f, lx_machine::hardware::available_memory_bytes()).map_err(lx_client::target::TargetError::Load)?;
             }
         }
         let mut command = worker_command(name);
-        command.env.push((lx_core::backend::SETTINGS_FROM_ENV.to_string(), applied.from));
-        lx_core::spawn::spawn_workers(&command, &spec, config, std::time::Duration::from_secs(300), lx_machine::hardware::physical_cores())
+        command.env.push((lx_engine::backend::SETTINGS_FROM_ENV.to_string(), applied.from));
+        lx_worker::spawn::spawn_workers(&command, &spec, config, std::time::Duration::from_secs(300), lx_machine::hardware::physical_cores())
     })
 }
 
 /// [`spawner`], and for each of `servers` (by its name) a client of that OpenAI-compatible
 /// server, whose prompts are written and whose streamed text is counted with `codec`.
-pub fn spawner_with_servers(servers: Vec<lx_openai::Server>, codec: std::sync::Arc<dyn lx_openai::TextCodec>, usage: profile::Use, untuned_threads: usize) -> lx_core::target::Spawner {
+pub fn spawner_with_servers(servers: Vec<lx_openai::Server>, codec: std::sync::Arc<dyn lx_openai::TextCodec>, usage: profile::Use, untuned_threads: usize) -> lx_client::target::Spawner {
     let workers = spawner(usage, untuned_threads);
-    std::sync::Arc::new(move |name: &str, spec: &LoadSpec, config: &lx_core::scheduler::SchedulerConfig| match servers.iter().find(|s| s.name == name) {
-        Some(server) => lx_openai::ServerTarget::connect(server.clone(), codec.clone()).map(|t| Box::new(t) as Box<dyn lx_core::target::Target>),
+    std::sync::Arc::new(move |name: &str, spec: &LoadSpec, config: &lx_engine::scheduler::SchedulerConfig| match servers.iter().find(|s| s.name == name) {
+        Some(server) => lx_openai::ServerTarget::connect(server.clone(), codec.clone()).map(|t| Box::new(t) as Box<dyn lx_client::target::Target>),
         None => workers(name, spec, config),
     })
 }

@@ -5,7 +5,7 @@
 use std::io::Write;
 use std::time::{Duration, Instant};
 
-use lx_core::child::{LineChild, Next};
+use lx_worker::child::{LineChild, Next};
 
 use lx_machine::probe::{self, Probe};
 use lx_machine::roofline::Limits;
@@ -145,7 +145,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("lines");
         std::fs::write(&file, lines.iter().map(|l| serde_json::to_string(l).unwrap() + "\n").collect::<String>()).unwrap();
-        let command = lx_core::child::WorkerCommand { program: "sh".into(), args: vec!["-c".into(), format!("cat '{}'; {then}", file.display())], env: Vec::new() };
+        let command = lx_worker::child::WorkerCommand { program: "sh".into(), args: vec!["-c".into(), format!("cat '{}'; {then}", file.display())], env: Vec::new() };
         (dir, LineChild::spawn(&command, false).unwrap())
     }
 

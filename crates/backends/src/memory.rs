@@ -7,8 +7,8 @@
 
 use std::time::{Duration, Instant};
 
-use lx_core::backend::LoadSpec;
-use lx_core::footprint::{mib, Footprint};
+use lx_engine::backend::LoadSpec;
+use lx_engine::footprint::{mib, Footprint};
 use lx_format::gguf::GgufFile;
 
 /// Whether `spec`'s load lives in system memory: a build without discrete-GPU features,
@@ -117,7 +117,7 @@ pub fn check(spec: &LoadSpec, f: &Footprint, available: u64) -> Result<(), Strin
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lx_core::backend::{KvType, KvTypes};
+    use lx_engine::backend::{KvType, KvTypes};
 
     fn spec(slots: usize, ctx: usize) -> LoadSpec {
         LoadSpec { model_path: lx_models::default_model_path(), threads: 0, slots, ctx_per_slot: ctx, max_batch_tokens: 512, gpu_layers: Some(0), ..Default::default() }

@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use anyhow::Context;
 use lx_format::gguf::{GgufFile, ModelFacts};
 use lx_drivers::live::{LiveModel, LiveSettings};
-use lx_core::traffic::RunControl;
+use lx_client::traffic::RunControl;
 use lx_results::results::{ModelRecord, RunFile};
-use lx_core::stamp::FileStamp;
+use lx_engine::stamp::FileStamp;
 use lx_drivers::sweep::SweepContext;
-use lx_core::target::Spawner;
+use lx_client::target::Spawner;
 use lx_format::tokenizer::Tokenizer;
 use lx_format::workload::PromptBuilder;
 
@@ -40,7 +40,7 @@ impl OpenModel {
         let gguf = GgufFile::open(&path).with_context(|| format!("cannot use {} as a model", path.display()))?;
         let facts = ModelFacts::from_gguf(&gguf).with_context(|| format!("cannot use {} as a model", path.display()))?;
         let tokenizer = Tokenizer::from_gguf(&gguf).with_context(|| format!("cannot read the tokenizer of {}", path.display()))?;
-        let context_length = facts.context_length.map_or(lx_core::defaults::CONTEXT_FALLBACK_TOKENS, |c| c as usize);
+        let context_length = facts.context_length.map_or(lx_engine::defaults::CONTEXT_FALLBACK_TOKENS, |c| c as usize);
         Ok(Self { path, facts, sha256, tokenizer, context_length, stamp })
     }
 

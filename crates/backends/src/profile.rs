@@ -6,9 +6,9 @@
 //! `--gpu-layers`), then a setting's environment variable (`LX_CANDLE_WEIGHTS`, ...) given by
 //! the user, then the profile, then the backend's own default; `LX_UNTUNED=1` or
 //! [`Use::Untuned`] leaves the profile out. [`applied`] is the one place the variables are
-//! read: workers get their settings in the load ([`lx_core::backend::LoadSpec::settings`]).
+//! read: workers get their settings in the load ([`lx_engine::backend::LoadSpec::settings`]).
 //! Each run records the settings its backends ran with and where they came from
-//! ([`lx_core::backend::BackendInfo::settings_from`]). Measuring a profile is [`crate::tune`]'s.
+//! ([`lx_engine::backend::BackendInfo::settings_from`]). Measuring a profile is [`crate::tune`]'s.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -29,7 +29,7 @@ pub const UNTUNED_ENV: &str = "LX_UNTUNED";
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Knob {
     pub name: &'static str,
-    /// The environment variable that overrides it (`lx_core::kind::Capabilities::settings`);
+    /// The environment variable that overrides it (`lx_engine::kind::Capabilities::settings`);
     /// `None` for `threads`, which has none.
     pub env: Option<&'static str>,
     pub values: Vec<String>,
@@ -222,7 +222,7 @@ impl Located {
     /// saved.
     pub fn save(&self, mut profile: Profile) -> anyhow::Result<Profile> {
         if let Ok(old) = self.read() {
-            let kept = format!("kept from the tuning of {}", lx_core::date::UtcDate::from_unix(old.measured_unix_ms / 1000).minutes());
+            let kept = format!("kept from the tuning of {}", lx_engine::date::UtcDate::from_unix(old.measured_unix_ms / 1000).minutes());
             for (backend, mut b) in old.backends {
                 if profile.backends.contains_key(&backend) {
                     continue;
@@ -282,11 +282,11 @@ pub fn save_profile(path: &Path, profile: &Profile) -> anyhow::Result<()> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)?;
     }
-    Ok(lx_core::atomic_file::write(path, serde_json::to_string_pretty(profile)?.as_bytes())?)
+    Ok(lx_engine::atomic_file::write(path, serde_json::to_string_pretty(profile)?.as_bytes())?)
 }
 
 /// Of a run's recorded `settings` (by the names results record them under, threads
-/// included), those that are `backend`'s own ([`lx_core::backend::LoadSpec::settings`]): what
+/// included), those that are `backend`'s own ([`lx_engine::backend::LoadSpec::settings`]): what
 /// a saved run's load is predicted with.
 pub fn own_settings(backend: &str, settings: &Settings) -> Settings {
     let Some(kind) = crate::BackendKind::of(backend) else { return Settings::new() };
@@ -297,7 +297,7 @@ pub fn own_settings(backend: &str, settings: &Settings) -> Settings {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Applied {
     /// The backend's own settings (the environment's over the profile's), for
-    /// [`lx_core::backend::LoadSpec::settings`]; `gpu_layers` among them is the load's
+    /// [`lx_engine::backend::LoadSpec::settings`]; `gpu_layers` among them is the load's
     /// `gpu_layers`.
     pub settings: Settings,
     /// Threads, when the profile has them (used unless the run asks for a number).
@@ -310,7 +310,7 @@ impl Applied {
     /// `spec` with these settings where it gives none of its own: its settings over these,
     /// its thread count unless 0, its layer count unless `None` (`all` is llama.cpp's
     /// default).
-    pub fn onto(&self, spec: &lx_core::backend::LoadSpec) -> Result<lx_core::backend::LoadSpec, String> {
+    pub fn onto(&self, spec: &lx_engine::backend::LoadSpec) -> Result<lx_engine::backend::LoadSpec, String> {
         let mut out = spec.clone();
         let mut settings = self.settings.clone();
         if let Some(layers) = settings.remove("gpu_layers") {
@@ -373,7 +373,7 @@ pub fn applied(backend: &str, profile: &Result<Profile, ProfileError>, usage: Us
             }
         }
     }
-    let date = lx_core::date::UtcDate::from_unix(profile.measured_unix_ms / 1000).minutes();
+    let date = lx_engine::date::UtcDate::from_unix(profile.measured_unix_ms / 1000).minutes();
     out.from = said(format!("this machine's tuned profile of {date} ({which})"));
     out
 }

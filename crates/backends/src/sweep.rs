@@ -7,8 +7,8 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use lx_core::target::Spawner;
-use lx_core::traffic::RunControl;
+use lx_client::target::Spawner;
+use lx_client::traffic::RunControl;
 use lx_drivers::sweep::{run_sweep, SweepError, SweepObserver, SweepPlan};
 use lx_format::workload::PromptBuilder;
 use lx_results::printers::Printer;
@@ -40,7 +40,7 @@ impl SweepJob {
         plan.validate(Some(model.context_length))?;
         // The run file says the warm-up the points ran with, not that it was left to the default.
         plan.warmup = Some(plan.warmup());
-        if plan.spec.contains(&lx_core::speculative::Drafter::Draft) && plan.has_workers() {
+        if plan.spec.contains(&lx_engine::speculative::Drafter::Draft) && plan.has_workers() {
             plan.draft_model = Some(crate::draft::resolve(&model.path, plan.draft_model.as_deref())?);
         }
         let run = RunFile::new(command, crate::hardware_report(), model.record(), serde_json::to_value(&plan)?);

@@ -4,7 +4,7 @@
 //! runs inside the measuring process); both binaries read their arguments with
 //! [`WorkerRole::from_args`] before anything else ([`crate::serve_if_asked`]).
 
-use lx_core::child::WorkerCommand;
+use lx_worker::child::WorkerCommand;
 
 static HOST: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
 

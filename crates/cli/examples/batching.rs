@@ -46,16 +46,16 @@ use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
 use lx_backend_llamacpp::KvLayout;
-use lx_core::backend::{choose_greedy, LoadSpec, TokenId};
-use lx_core::child::WorkerCommand;
-use lx_core::coordinator::Worker;
-use lx_core::traffic::{run_closed_loop, PointSpec, Quiet, RunControl};
+use lx_engine::backend::{choose_greedy, LoadSpec, TokenId};
+use lx_worker::child::WorkerCommand;
+use lx_worker::coordinator::Worker;
+use lx_client::traffic::{run_closed_loop, PointSpec, Quiet, RunControl};
 use lx_results::results::PointResult;
-use lx_core::scheduler::{Policy, SchedulerConfig};
-use lx_core::stats::Distribution;
+use lx_engine::scheduler::{Policy, SchedulerConfig};
+use lx_client::stats::Distribution;
 use lx_format::workload::PromptBuilder;
 use serde_json::{json, Value};
-use lx_core::stats::median;
+use lx_client::stats::median;
 
 struct Args {
     tools: PathBuf,
@@ -137,7 +137,7 @@ fn batched_bench(a: &Args, model: &Path, b: usize) -> anyhow::Result<f64> {
 /// arrival order: reversed, every sequence is a micro-batch of its own.)
 fn bare_pass(rt: &LlamaBackend, model: &LlamaModel, a: &Args, prompts: &[Vec<TokenId>], reversed: bool) -> anyhow::Result<f64> {
     let b = prompts.len();
-    let n_batch = lx_core::scheduler::batch_tokens_for(a.prompt, b);
+    let n_batch = lx_engine::scheduler::batch_tokens_for(a.prompt, b);
     let params = LlamaContextParams::default()
         .with_n_ctx(NonZeroU32::new((b * (a.prompt + a.gen)) as u32))
         .with_n_batch(n_batch as u32)
@@ -176,7 +176,7 @@ fn bare_pass(rt: &LlamaBackend, model: &LlamaModel, a: &Args, prompts: &[Vec<Tok
 /// `continuous`.
 fn ours(a: &Args, cmd: &WorkerCommand, model: &Path, prompts: &[Vec<TokenId>], clients: usize, warmup: usize) -> anyhow::Result<PointResult> {
     let settings = [("kv".to_string(), a.kv.name().to_string())].into();
-    let load = LoadSpec { model_path: model.to_path_buf(), threads: a.threads, slots: clients, ctx_per_slot: a.prompt + a.gen, max_batch_tokens: lx_core::scheduler::batch_tokens_for(a.prompt, clients), gpu_layers: None, settings, ..Default::default() };
+    let load = LoadSpec { model_path: model.to_path_buf(), threads: a.threads, slots: clients, ctx_per_slot: a.prompt + a.gen, max_batch_tokens: lx_engine::scheduler::batch_tokens_for(a.prompt, clients), gpu_layers: None, settings, ..Default::default() };
     let sched = SchedulerConfig::new(Policy::Continuous, clients, load.max_batch_tokens);
     let mut worker = Worker::spawn(cmd, &load, &sched, Duration::from_secs(300))?;
     let spec = PointSpec { prompt_tokens: a.prompt as u32, max_tokens: a.gen as u32, concurrency: clients, requests: prompts.len() - warmup, warmup, stop_at_eos: false, top_logprobs: 0 };
@@ -343,7 +343,7 @@ fn main() -> anyhow::Result<()> {
     println!("\nClosed-loop serving, {} requests per client after one warm-up request per client, each side\n", a.requests_per_client);
     println!("{}", table("serving")?.join("\n"));
     if let Some(out) = &a.out {
-        lx_core::atomic_file::write(out, serde_json::to_string_pretty(&doc)?.as_bytes())?;
+        lx_engine::atomic_file::write(out, serde_json::to_string_pretty(&doc)?.as_bytes())?;
         eprintln!("wrote {}", out.display());
     }
     Ok(())

@@ -23,7 +23,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use lx_backend_llamacpp::{KvLayout, LlamaCppBackend};
-use lx_core::backend::{Backend, Batch, Chunk, KvType, KvTypes, LoadSpec, Outputs, Scored, TokenId};
+use lx_engine::backend::{Backend, Batch, Chunk, KvType, KvTypes, LoadSpec, Outputs, Scored, TokenId};
 use lx_format::gguf::GgufFile;
 use lx_format::tokenizer::Tokenizer;
 use lx_format::workload::PromptBuilder;
@@ -46,7 +46,7 @@ fn load(model: &std::path::Path, threads: usize, ctx: usize, t: KvType) -> Llama
     LlamaCppBackend::load_with(&spec, KvLayout::PerSequence).unwrap_or_else(|e| panic!("load with a {} cache: {e}", t.name()))
 }
 
-fn step(b: &mut LlamaCppBackend, pos: usize, tokens: &[TokenId], outputs: Outputs, top: usize) -> Vec<lx_core::backend::Choice> {
+fn step(b: &mut LlamaCppBackend, pos: usize, tokens: &[TokenId], outputs: Outputs, top: usize) -> Vec<lx_engine::backend::Choice> {
     let batch = Batch { chunks: vec![Chunk { slot: 0, pos: pos as u32, tokens: tokens.to_vec(), outputs, score: Vec::new() }], top_logprobs: top };
     b.step(&batch).expect("forward pass").into_iter().flat_map(|o| o.choices).collect()
 }
@@ -178,7 +178,7 @@ fn main() {
     let text = serde_json::to_string_pretty(&study).expect("serialise");
     match out {
         Some(path) => {
-            lx_core::atomic_file::write(std::path::Path::new(&path), text.as_bytes()).expect("write the result file");
+            lx_engine::atomic_file::write(std::path::Path::new(&path), text.as_bytes()).expect("write the result file");
             for line in lx_results::studies::all_tables(&[lx_results::studies::Study::KvCache(study)]).expect("table") {
                 println!("{line}");
             }

@@ -37,10 +37,10 @@ use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
 
 use lx_backend_candle::bare_loop::BareLoop;
-use lx_core::backend::{choose_greedy, LoadSpec, TokenId};
-use lx_core::coordinator::Worker;
-use lx_core::traffic::{run_closed_loop, PointSpec, Quiet, RunControl};
-use lx_core::scheduler::{Policy, SchedulerConfig};
+use lx_engine::backend::{choose_greedy, LoadSpec, TokenId};
+use lx_worker::coordinator::Worker;
+use lx_client::traffic::{run_closed_loop, PointSpec, Quiet, RunControl};
+use lx_engine::scheduler::{Policy, SchedulerConfig};
 use lx_format::workload::PromptBuilder;
 use lx_results::studies::overhead;
 
@@ -300,7 +300,7 @@ fn main() -> anyhow::Result<()> {
     let study = lx_results::studies::Study::Overhead(result.clone());
     println!("{}", lx_results::studies::table(std::slice::from_ref(&study), None)?.join("\n"));
     if let Some(out) = value("--out") {
-        lx_core::atomic_file::write(std::path::Path::new(&out), serde_json::to_string_pretty(&result)?.as_bytes())?;
+        lx_engine::atomic_file::write(std::path::Path::new(&out), serde_json::to_string_pretty(&result)?.as_bytes())?;
         eprintln!("wrote {out}");
     }
     Ok(())

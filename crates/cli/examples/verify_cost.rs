@@ -4,7 +4,7 @@
 //! one-token pass. The difference is the output head: every drafted position needs its own
 //! logits over the whole vocabulary (262,144 tokens for Gemma 3), which on a small CPU costs
 //! most of a pass; on a GPU almost nothing. This is why the scheduler plans drafts from
-//! measured pass costs (`lx_core::speculative::plan`) rather than a fixed length.
+//! measured pass costs (`lx_engine::speculative::plan`) rather than a fixed length.
 //!
 //! ```text
 //! cargo run --release -p lx-cli --example verify_cost -- [--threads 2] [--prompt 320] [--model PATH]

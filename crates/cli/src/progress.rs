@@ -1,9 +1,9 @@
 //! Progress on stderr: model fetches and sweeps.
 
 use indicatif::{ProgressBar, ProgressStyle};
-use lx_core::records::RequestRecord;
-use lx_core::traffic::Observer;
-use lx_core::scheduler::Policy;
+use lx_client::records::RequestRecord;
+use lx_client::traffic::Observer;
+use lx_engine::scheduler::Policy;
 use lx_drivers::sweep::SweepObserver;
 
 /// Draws model-fetch progress as a bar.
@@ -93,13 +93,13 @@ impl SweepObserver for SweepProgress {
     fn loading(&mut self, backend: &str) {
         self.bar.set_message(format!("loading {backend}"));
     }
-    fn loaded(&mut self, backend: &str, info: &lx_core::backend::BackendInfo, load_ms: f64) {
+    fn loaded(&mut self, backend: &str, info: &lx_engine::backend::BackendInfo, load_ms: f64) {
         self.say(format!("{backend}: {} on {} (loaded in {:.0} ms)", info.version, info.device, load_ms));
         if let Some(why) = &info.cpu_fallback {
             self.say(format!("warning: {why}"));
         }
     }
-    fn point_started(&mut self, index: usize, total: usize, backend: &str, policy: Policy, spec: &lx_core::traffic::PointSpec) {
+    fn point_started(&mut self, index: usize, total: usize, backend: &str, policy: Policy, spec: &lx_client::traffic::PointSpec) {
         self.bar.set_message(format!("[{}/{}] {backend} {policy} pp{} tg{} c{}", index + 1, total, spec.prompt_tokens, spec.max_tokens, spec.concurrency));
     }
     fn point_done(&mut self, point: &lx_results::results::PointResult) {

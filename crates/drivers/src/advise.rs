@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use lx_core::scheduler::Policy;
+use lx_engine::scheduler::Policy;
 use lx_results::decision::{clients, duration, Advice, Axis, Bound, DeadlineRecord, SearchRecord, Trial, Verdict};
 
 use crate::capacity::{Bench, Search, Skipped, TrialSpec, TRIAL_REQUESTS};

@@ -16,9 +16,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use lx_core::records::RequestRecord;
-use lx_core::scheduler::Policy;
-use lx_core::traffic::{Arrivals, Observer, PointSpec, RunControl};
+use lx_client::records::RequestRecord;
+use lx_engine::scheduler::Policy;
+use lx_client::traffic::{Arrivals, Observer, PointSpec, RunControl};
 use lx_results::decision::{attainment_interval, clients, duration, fewest_to_hold, misses_allowed, smallest_meeting, verdict, Axis, DeadlineRecord, Objectives, SearchRecord, Trial, Verdict};
 use lx_results::printers::Printer;
 use lx_results::results::{PointResult, RunFile, Slo};
@@ -278,7 +278,7 @@ impl<'a, 'c> Bench<'a, 'c> {
         };
         let mut point = self.plan.points().into_iter().find(|p| p.backend == backend).unwrap_or_else(|| self.plan_point(backend));
         point.policy = policy;
-        point.spec = PointSpec { concurrency, requests, warmup: if first { lx_core::defaults::trial_warmup(concurrency) } else { 0 }, ..point.spec };
+        point.spec = PointSpec { concurrency, requests, warmup: if first { lx_engine::defaults::trial_warmup(concurrency) } else { 0 }, ..point.spec };
         point.traffic.arrivals = arrivals;
         point.traffic.duration_s = None;
         point.traffic.seed = self.plan.seed.wrapping_add(draw);
@@ -545,7 +545,7 @@ impl Watch<'_> {
 }
 
 impl Observer for Watch<'_> {
-    fn token(&mut self, id: u64, index: u32, token: lx_core::backend::TokenId, at_ms: f64) {
+    fn token(&mut self, id: u64, index: u32, token: lx_engine::backend::TokenId, at_ms: f64) {
         self.follow_user();
         self.inner.token(id, index, token, at_ms);
     }
@@ -568,7 +568,7 @@ impl SweepObserver for Watch<'_> {
     fn loading(&mut self, backend: &str) {
         self.inner.loading(backend);
     }
-    fn loaded(&mut self, backend: &str, info: &lx_core::backend::BackendInfo, load_ms: f64) {
+    fn loaded(&mut self, backend: &str, info: &lx_engine::backend::BackendInfo, load_ms: f64) {
         self.inner.loaded(backend, info, load_ms);
     }
     fn point_started(&mut self, index: usize, total: usize, backend: &str, policy: Policy, spec: &PointSpec) {
@@ -589,21 +589,21 @@ mod tests {
     /// An open-loop point whose i-th request arrives at `i × gap` ms and waits `wait(i)` ms
     /// for its first token, in a window of `window_ms`.
     fn open_point(rate: f64, n: usize, gap: f64, wait: impl Fn(usize) -> f64, window_ms: f64) -> PointResult {
-        use lx_core::records::RequestRecord;
+        use lx_client::records::RequestRecord;
         let records = (0..n)
             .map(|i| {
                 let mut r = RequestRecord::new(i as u64, 16, 2, i as f64 * gap);
                 r.token_ms = vec![wait(i), wait(i) + 100.0];
                 r.tokens = vec![1, 2];
                 r.token_steps = vec![1, 2];
-                r.finish = Some(lx_core::scheduler::FinishReason::Length);
+                r.finish = Some(lx_engine::scheduler::FinishReason::Length);
                 r
             })
             .collect();
-        let spec = lx_core::traffic::PointSpec { prompt_tokens: 16, max_tokens: 2, concurrency: 4, requests: n, warmup: 0, stop_at_eos: false, top_logprobs: 0 };
-        let run = lx_core::traffic::PointRun { records, window_ms, ..Default::default() };
-        let traffic = lx_core::traffic::Traffic { arrivals: lx_core::traffic::Arrivals::Poisson { rate }, ..Default::default() };
-        lx_results::results::PointResult::from_run("b", lx_core::scheduler::Policy::Continuous, &spec, run).with_traffic(&traffic)
+        let spec = lx_client::traffic::PointSpec { prompt_tokens: 16, max_tokens: 2, concurrency: 4, requests: n, warmup: 0, stop_at_eos: false, top_logprobs: 0 };
+        let run = lx_client::traffic::PointRun { records, window_ms, ..Default::default() };
+        let traffic = lx_client::traffic::Traffic { arrivals: lx_client::traffic::Arrivals::Poisson { rate }, ..Default::default() };
+        lx_results::results::PointResult::from_run("b", lx_engine::scheduler::Policy::Continuous, &spec, run).with_traffic(&traffic)
     }
 
     #[test]

@@ -9,12 +9,12 @@
 
 use serde::Serialize;
 
-use lx_core::backend::{BackendInfo, KvType, KvTypes};
-use lx_core::traffic::{Arrivals, Traffic, PointSpec, Scripted};
+use lx_engine::backend::{BackendInfo, KvType, KvTypes};
+use lx_client::traffic::{Arrivals, Traffic, PointSpec, Scripted};
 use lx_results::printers::Printer;
 use lx_results::results::{PointResult, RunFile};
-use lx_core::scheduler::Policy;
-use lx_core::speculative::{Drafter, Speculation};
+use lx_engine::scheduler::Policy;
+use lx_engine::speculative::{Drafter, Speculation};
 use lx_format::workload::PromptText;
 use lx_results::speculation::SpecSummary;
 use crate::sweep::{Session, SweepContext, SweepError, SweepObserver, SweepPlan, SweepPoint};
@@ -345,8 +345,8 @@ pub(crate) fn short_requests_max_itl(p: &PointResult) -> f64 {
 
 /// The inter-token gaps of the requests that are not `long_prompt` tokens long (the ones
 /// decoding while long prompts arrive): their distribution, as a sweep's ITL columns have it.
-pub(crate) fn decoders_itl(p: &PointResult, long_prompt: u32) -> lx_core::stats::Distribution {
-    lx_core::stats::Distribution::of(p.samples.iter().filter(|r| r.prompt_tokens < long_prompt).flat_map(|r| r.itl_ms()))
+pub(crate) fn decoders_itl(p: &PointResult, long_prompt: u32) -> lx_client::stats::Distribution {
+    lx_client::stats::Distribution::of(p.samples.iter().filter(|r| r.prompt_tokens < long_prompt).flat_map(|r| r.itl_ms()))
 }
 
 /// The mean transfer of the states of `prompt_tokens`-token prompts a point moved: (ms, MB,
@@ -633,7 +633,7 @@ fn judge_disaggregation(demo: Demo, labels: &[String], points: &[PointResult]) -
 /// it. `None` for a run that is not a demo's.
 pub fn judge_run(run: &RunFile) -> Option<Result<Report, UnknownDemo>> {
     let name = run.settings.get("demo")?.as_str()?;
-    let backend = run.settings.get("backend").and_then(|b| b.as_str()).unwrap_or(lx_core::kind::BackendKind::DEFAULT.name());
+    let backend = run.settings.get("backend").and_then(|b| b.as_str()).unwrap_or(lx_engine::kind::BackendKind::DEFAULT.name());
     let threads = run.settings.get("threads").and_then(|t| t.as_u64()).unwrap_or(0) as usize;
     Some(find(name).map(|demo| {
         // Points past the plan's are its workload sent to servers, named by their backend.
@@ -758,7 +758,7 @@ fn run_plan(demo: Demo, plan: Plan, ctx: &SweepContext<'_>, run: &mut RunFile, o
 /// Forwards only a worker's loading to the demo's observer: the calibration request is not
 /// one of the demo's points.
 struct LoadingOnly<'a>(&'a mut dyn SweepObserver);
-impl lx_core::traffic::Observer for LoadingOnly<'_> {}
+impl lx_client::traffic::Observer for LoadingOnly<'_> {}
 impl SweepObserver for LoadingOnly<'_> {
     fn loading(&mut self, backend: &str) {
         self.0.loading(backend);
@@ -919,9 +919,9 @@ fn with_rate(mut points: Vec<SweepPoint>, rate: f64) -> Vec<SweepPoint> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use lx_core::records::RequestRecord;
-    use lx_core::traffic::PointRun;
-    use lx_core::scheduler::FinishReason;
+    use lx_client::records::RequestRecord;
+    use lx_client::traffic::PointRun;
+    use lx_engine::scheduler::FinishReason;
 
     /// A point of requests of (prompt tokens, each token's time after submit, ms).
     pub(crate) fn result(policy: Policy, samples: Vec<(u32, Vec<f64>)>, window_ms: f64) -> PointResult {
@@ -979,7 +979,7 @@ pub(crate) mod tests {
     fn prompt_length_sizes_its_long_prompt_so_that_prefill_decides_the_ratio() {
         let short = |rate: f64, ttft_ms: f64| {
             let mut p = result(Policy::Continuous, vec![(64, vec![ttft_ms, ttft_ms + 10.0])], 100.0);
-            p.prefill_tps = lx_core::stats::Distribution::of([rate]);
+            p.prefill_tps = lx_client::stats::Distribution::of([rate]);
             p
         };
         // A CPU: 1024 tokens at 800 tok/s take 1.28 s, 14× a 90 ms first token.
@@ -989,7 +989,7 @@ pub(crate) mod tests {
         assert_eq!(long_prompt_for(&short(200_000.0, 10.0)), 4096, "the longest when none is long enough");
         // A server reports no prefill rate: its TTFT stands for it.
         let mut served = short(0.0, 100.0);
-        served.prefill_tps = lx_core::stats::Distribution::of(std::iter::empty());
+        served.prefill_tps = lx_client::stats::Distribution::of(std::iter::empty());
         assert_eq!(long_prompt_for(&served), 1024);
         let p = plan(find("prompt-length").unwrap(), "llama", 2);
         assert_eq!(p.sizing, Sizing::LongPrompt);
@@ -1043,7 +1043,7 @@ pub(crate) mod tests {
         let d = find("kv-cache").unwrap();
         let backend = |kv_cache_bytes: u64, q8: bool| BackendInfo {
             name: "hash".into(),
-            capabilities: lx_core::backend::Capabilities { slots: 4, ..Default::default() },
+            capabilities: lx_engine::backend::Capabilities { slots: 4, ..Default::default() },
             settings: if q8 { [("kv_type_k", "q8_0"), ("kv_type_v", "q8_0")].map(|(k, v)| (k.to_string(), v.to_string())).into() } else { Default::default() },
             kv_cache_bytes: Some(kv_cache_bytes),
             ..Default::default()
@@ -1106,7 +1106,7 @@ pub(crate) mod tests {
         let mut split = point(Policy::Disaggregated, 40.0, 6000.0);
         for r in &mut split.samples {
             let mb = if r.prompt_tokens == DISAGG_LONG_PROMPT { 14_000_000 } else { 1_000_000 };
-            r.transfer = Some(lx_core::records::Transfer { bytes: mb, save_start_ms: 10.0, save_end_ms: 30.0, load_start_ms: 100.0, load_end_ms: 110.0 });
+            r.transfer = Some(lx_client::records::Transfer { bytes: mb, save_start_ms: 10.0, save_end_ms: 30.0, load_start_ms: 100.0, load_end_ms: 110.0 });
         }
         let points = [point(Policy::Continuous, 2000.0, 3000.0), point(Policy::Chunked, 300.0, 3500.0), split];
         let r = judge(d, &labels(d), &points);

@@ -5,7 +5,7 @@
 
 use serde::Serialize;
 
-use lx_core::backend::BackendInfo;
+use lx_engine::backend::BackendInfo;
 use lx_results::report::handout::{Answer, CheckRow, Handout};
 use lx_results::results::{PointResult, RunFile};
 
@@ -333,7 +333,7 @@ mod tests {
     #[test]
     fn a_figure_is_read_from_its_points_only() {
         let l = lesson(demo::find("static-vs-continuous").unwrap());
-        let mut p = demo::tests::result(lx_core::scheduler::Policy::Static, vec![(96, vec![250.0, 260.0])], 300.0);
+        let mut p = demo::tests::result(lx_engine::scheduler::Policy::Static, vec![(96, vec![250.0, 260.0])], 300.0);
         assert_eq!(l.values(0, &p, &[]), vec![None], "the capacity point is not drawn");
         assert_eq!(l.values(1, &p, &[]), vec![Some(p.ttft_ms.p95)]);
         assert!((p.ttft_ms.p95 - 250.0).abs() < 1.0);

@@ -200,7 +200,7 @@ pub fn measure<E>(key: String, threads: usize, compute: &dyn Fn() -> Result<(f64
     let (flops, method) = compute()?;
     Ok(Probe {
         key,
-        measured_unix_ms: lx_core::date::now_unix_ms(),
+        measured_unix_ms: lx_engine::date::now_unix_ms(),
         seconds: started.elapsed().as_secs_f64(),
         devices: vec![Limits { device: format!("CPU ({threads} threads)"), memory_bytes_per_s: memory, compute_flops_per_s: flops, compute_method: method }],
         others_cpu_share: ticks.zip(cpu_ticks()).and_then(|(a, b)| others_share(a, b)),
@@ -214,7 +214,7 @@ pub fn save(path: &Path, probe: &Probe) -> std::io::Result<()> {
     let mut all = kept(path);
     all.retain(|p| p.key != probe.key);
     all.push(probe.clone());
-    lx_core::atomic_file::write(path, &serde_json::to_vec_pretty(&all)?)
+    lx_engine::atomic_file::write(path, &serde_json::to_vec_pretty(&all)?)
 }
 
 #[cfg(test)]

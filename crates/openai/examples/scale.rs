@@ -16,11 +16,11 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lx_core::backend::TokenId;
-use lx_core::traffic::{run_closed_loop, PointSpec, Quiet, RunControl};
+use lx_engine::backend::TokenId;
+use lx_client::traffic::{run_closed_loop, PointSpec, Quiet, RunControl};
 use lx_results::results::PointResult;
-use lx_core::scheduler::Policy;
-use lx_core::stats::Distribution;
+use lx_engine::scheduler::Policy;
+use lx_client::stats::Distribution;
 use lx_test_support::scripted_server::{serve, tokens, Script};
 use lx_openai::{Server, ServerTarget, TextCodec};
 use serde_json::json;
@@ -102,7 +102,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "truth_itl_ms": truth, "ours_itl_ms": mine, "client_cpu_s": client_cpu_s,
             "hardware": lx_machine::hardware::probe(),
         });
-        lx_core::atomic_file::write(&path, serde_json::to_string_pretty(&doc)?.as_bytes())?;
+        lx_engine::atomic_file::write(&path, serde_json::to_string_pretty(&doc)?.as_bytes())?;
         eprintln!("wrote {}", path.display());
     }
     Ok(())

@@ -7,11 +7,11 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lx_core::backend::{BackendInfo, Capabilities, TokenId};
-use lx_core::coordinator::WorkerError;
-use lx_core::protocol::Reply;
-use lx_core::scheduler::{FinishReason, SchedEvent, SchedulerConfig, WorkRequest};
-use lx_core::target::Target;
+use lx_engine::backend::{BackendInfo, Capabilities, TokenId};
+use lx_client::target::TargetError;
+use lx_client::protocol::Reply;
+use lx_engine::scheduler::{FinishReason, SchedEvent, SchedulerConfig, WorkRequest};
+use lx_client::target::Target;
 use lx_format::tokenizer::Tokenizer;
 use serde_json::{json, Value};
 use tokio::runtime::Runtime;
@@ -113,14 +113,14 @@ pub struct ServerTarget {
 
 impl ServerTarget {
     /// Reach the server and settle the model: the one asked for, or the first it lists.
-    pub fn connect(server: Server, codec: Arc<dyn TextCodec>) -> Result<ServerTarget, WorkerError> {
+    pub fn connect(server: Server, codec: Arc<dyn TextCodec>) -> Result<ServerTarget, TargetError> {
         let t0 = Instant::now();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .thread_name("lx-http")
             .enable_all()
             .build()
-            .map_err(|e| WorkerError::Load(format!("cannot start the HTTP client: {e}")))?;
+            .map_err(|e| TargetError::Load(format!("cannot start the HTTP client: {e}")))?;
         // Proxies are bypassed: a proxy's own latency would be measured as the server's.
         let client = reqwest::Client::builder()
             .no_proxy()
@@ -131,17 +131,17 @@ impl ServerTarget {
             .connect_timeout(Duration::from_secs(10))
             .user_agent(concat!("latency-explorer/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| WorkerError::Load(format!("cannot start the HTTP client: {e}")))?;
+            .map_err(|e| TargetError::Load(format!("cannot start the HTTP client: {e}")))?;
         let (listed, server_header) = runtime.block_on(list_models(&client, &server))?;
         let model = match (&server.model, listed.as_slice()) {
             (Some(m), []) => m.clone(),
             (Some(m), list) if list.contains(m) => m.clone(),
             (Some(m), list) => {
-                return Err(WorkerError::Load(format!("{} does not serve model '{m}'; it lists: {}", server.base_url, list.join(", "))))
+                return Err(TargetError::Load(format!("{} does not serve model '{m}'; it lists: {}", server.base_url, list.join(", "))))
             }
             (None, [first, ..]) => first.clone(),
             (None, []) => {
-                return Err(WorkerError::Load(format!("{} lists no models: name one with --target-model", server.base_url)))
+                return Err(TargetError::Load(format!("{} lists no models: name one with --target-model", server.base_url)))
             }
         };
         let version = match server_header {
@@ -169,17 +169,17 @@ impl ServerTarget {
 }
 
 /// The server's model list (empty where it has none) and its `Server` header.
-async fn list_models(client: &reqwest::Client, server: &Server) -> Result<(Vec<String>, Option<String>), WorkerError> {
+async fn list_models(client: &reqwest::Client, server: &Server) -> Result<(Vec<String>, Option<String>), TargetError> {
     let url = format!("{}/models", server.base_url);
     let mut req = client.get(&url).timeout(Duration::from_secs(30));
     if let Some(key) = &server.api_key {
         req = req.bearer_auth(key);
     }
-    let resp = req.send().await.map_err(|e| WorkerError::Load(format!("cannot reach {}: {}", server.base_url, error_chain(&e))))?;
+    let resp = req.send().await.map_err(|e| TargetError::Load(format!("cannot reach {}: {}", server.base_url, error_chain(&e))))?;
     let status = resp.status();
     let header = resp.headers().get(reqwest::header::SERVER).and_then(|v| v.to_str().ok()).map(String::from);
     if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
-        return Err(WorkerError::Load(format!("{} refused us (HTTP {status}): set LX_API_KEY to its API key", server.base_url)));
+        return Err(TargetError::Load(format!("{} refused us (HTTP {status}): set LX_API_KEY to its API key", server.base_url)));
     }
     if !status.is_success() {
         // Some servers have no model list; the model must then be named.
@@ -211,10 +211,10 @@ impl Target for ServerTarget {
     fn schedules_itself(&self) -> bool {
         true
     }
-    fn configure(&mut self, _config: &SchedulerConfig) -> Result<(), WorkerError> {
+    fn configure(&mut self, _config: &SchedulerConfig) -> Result<(), TargetError> {
         Ok(())
     }
-    fn submit(&mut self, request: WorkRequest) -> Result<(), WorkerError> {
+    fn submit(&mut self, request: WorkRequest) -> Result<(), TargetError> {
         let id = request.id;
         let shared = Arc::clone(&self.shared);
         let task = self.runtime().spawn(async move {
@@ -238,7 +238,7 @@ impl Target for ServerTarget {
             let _ = self.shared.replies.send((at, Reply::Event(SchedEvent::Finished { id, reason: FinishReason::Cancelled, t: self.shared.ns(at) })));
         }
     }
-    fn recv(&mut self, timeout: Duration) -> Result<Option<(Instant, Reply)>, WorkerError> {
+    fn recv(&mut self, timeout: Duration) -> Result<Option<(Instant, Reply)>, TargetError> {
         match self.replies.recv_timeout(timeout) {
             Ok((at, reply)) => {
                 if let Reply::Event(SchedEvent::Finished { id, .. } | SchedEvent::Failed { id, .. }) = &reply {
@@ -247,7 +247,7 @@ impl Target for ServerTarget {
                 Ok(Some((at, reply)))
             }
             Err(RecvTimeoutError::Timeout) => Ok(None),
-            Err(RecvTimeoutError::Disconnected) => Err(WorkerError::Died("HTTP client stopped".into())),
+            Err(RecvTimeoutError::Disconnected) => Err(TargetError::Died("HTTP client stopped".into())),
         }
     }
     fn to_local(&self, target_ns: u64) -> Instant {

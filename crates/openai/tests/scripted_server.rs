@@ -7,12 +7,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lx_core::backend::TokenId;
-use lx_core::coordinator::WorkerError;
-use lx_core::traffic::{run_closed_loop, PointRun, PointSpec, Quiet, RunControl};
+use lx_engine::backend::TokenId;
+use lx_client::target::TargetError;
+use lx_client::traffic::{run_closed_loop, PointRun, PointSpec, Quiet, RunControl};
 use lx_results::results::PointResult;
-use lx_core::scheduler::{FinishReason, Policy};
-use lx_core::target::Target;
+use lx_engine::scheduler::{FinishReason, Policy};
+use lx_client::target::Target;
 use lx_test_support::scripted_server::{done, event, serve, text, tokens, usage, Script, Scripted, Step};
 use lx_openai::{Api, Server, ServerTarget, TextCodec};
 use serde_json::json;
@@ -233,9 +233,9 @@ fn unreachable_servers_and_unknown_models_fail_to_connect_clearly() {
     let mut asked = server(&s);
     asked.model = Some("llama-70b".into());
     let err = ServerTarget::connect(asked, Arc::new(Words)).err().unwrap();
-    assert!(matches!(&err, WorkerError::Load(m) if m.contains("does not serve model 'llama-70b'; it lists: tiny")), "{err}");
+    assert!(matches!(&err, TargetError::Load(m) if m.contains("does not serve model 'llama-70b'; it lists: tiny")), "{err}");
     // A port nobody listens on.
     let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
     let err = ServerTarget::connect(Server::parse(&format!("http://127.0.0.1:{port}/v1")).unwrap(), Arc::new(Words)).err().unwrap();
-    assert!(matches!(&err, WorkerError::Load(m) if m.contains("cannot reach")), "{err}");
+    assert!(matches!(&err, TargetError::Load(m) if m.contains("cannot reach")), "{err}");
 }

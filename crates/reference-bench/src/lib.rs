@@ -13,7 +13,7 @@
 use std::time::Instant;
 
 use anyhow::Result;
-use lx_core::backend::{Backend, Batch, Chunk, Outputs, TokenId};
+use lx_engine::backend::{Backend, Batch, Chunk, Outputs, TokenId};
 use serde::Serialize;
 
 /// One prefill and greedy decode of `batch` sequences, as one implementation ran it.
@@ -122,7 +122,7 @@ pub struct Ratio {
     pub same_first_tokens: usize,
 }
 
-pub use lx_core::stats::median;
+pub use lx_client::stats::median;
 
 /// The rounds: every contender at every batch size, once a round, in rotating order. A
 /// contender that fails at a batch size is recorded with the reason and not tried again there.
@@ -211,7 +211,7 @@ pub fn print_table(figures: &[Figures], ratios: &[Ratio]) {
 
 /// Now, as the result files write dates.
 pub fn now() -> String {
-    lx_core::date::UtcDate::from_unix(lx_core::date::now_unix_ms() / 1000).minutes()
+    lx_engine::date::UtcDate::from_unix(lx_engine::date::now_unix_ms() / 1000).minutes()
 }
 
 /// What every bench needs before it loads anything: the model file, its header, its
@@ -244,9 +244,9 @@ impl Setup {
     }
 
     /// The load spec for our backends: room for the largest batch, on the CPU.
-    pub fn load_spec(&self, threads: usize) -> lx_core::backend::LoadSpec {
+    pub fn load_spec(&self, threads: usize) -> lx_engine::backend::LoadSpec {
         let max_batch = self.batches.iter().copied().max().unwrap_or(1);
-        lx_core::backend::LoadSpec {
+        lx_engine::backend::LoadSpec {
             model_path: self.model.clone(),
             threads,
             slots: max_batch,
@@ -315,7 +315,7 @@ impl<A: Serialize> Report<A> {
     /// Writes the report to `out` atomically, when asked to.
     pub fn write(&self, out: Option<&std::path::Path>) -> Result<()> {
         if let Some(out) = out {
-            lx_core::atomic_file::write(out, serde_json::to_string_pretty(self)?.as_bytes())?;
+            lx_engine::atomic_file::write(out, serde_json::to_string_pretty(self)?.as_bytes())?;
             eprintln!("wrote {}", out.display());
         }
         Ok(())

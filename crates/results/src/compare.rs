@@ -10,7 +10,7 @@
 
 use serde::Serialize;
 
-use lx_core::records::RequestRecord;
+use lx_client::records::RequestRecord;
 use crate::repeats::{figures, Spread};
 use crate::results::{PointResult, RunFile};
 
@@ -224,7 +224,7 @@ mod tests {
 
     /// A measurement of 20 requests with TTFT `ttft` ms (± 1%) and throughput `tps`.
     fn measured(ttft: f64, tps: f64, repetition: u32) -> PointResult {
-        let spec = lx_core::traffic::PointSpec { prompt_tokens: 16, max_tokens: 2, concurrency: 1, requests: 20, warmup: 0, stop_at_eos: false, top_logprobs: 0 };
+        let spec = lx_client::traffic::PointSpec { prompt_tokens: 16, max_tokens: 2, concurrency: 1, requests: 20, warmup: 0, stop_at_eos: false, top_logprobs: 0 };
         let records = (0..20)
             .map(|i| {
                 let mut r = RequestRecord::new(i, 16, 2, 0.0);
@@ -232,12 +232,12 @@ mod tests {
                 r.token_ms = vec![t, t + 10.0];
                 r.tokens = vec![1, 1];
                 r.token_steps = vec![1, 2];
-                r.finish = Some(lx_core::scheduler::FinishReason::Length);
+                r.finish = Some(lx_engine::scheduler::FinishReason::Length);
                 r
             })
             .collect();
-        let run = lx_core::traffic::PointRun { records, steps: Vec::new(), window_ms: 1000.0, worker_error: None, stopped: false, opened: None };
-        let mut p = PointResult::from_run("llama", lx_core::scheduler::Policy::Continuous, &spec, run);
+        let run = lx_client::traffic::PointRun { records, steps: Vec::new(), window_ms: 1000.0, worker_error: None, stopped: false, opened: None };
+        let mut p = PointResult::from_run("llama", lx_engine::scheduler::Policy::Continuous, &spec, run);
         p.throughput_tps = tps;
         p.repetition = Some(repetition);
         p

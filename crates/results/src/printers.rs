@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use crate::results::{PointResult, RunFile};
-use lx_core::stats::Distribution;
+use lx_client::stats::Distribution;
 
 /// Output formats of `lx sweep`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -348,7 +348,7 @@ fn limits_lines(run: &RunFile) -> Vec<String> {
 
 /// Under the table: the device each backend ran on, and a warning for any that could have
 /// used a GPU but ran on the CPU, so a CPU figure is never read as a GPU figure.
-fn device_lines(backends: &[lx_core::backend::BackendInfo]) -> Vec<String> {
+fn device_lines(backends: &[lx_engine::backend::BackendInfo]) -> Vec<String> {
     let mut lines = Vec::new();
     for b in backends {
         lines.push(format!("{} ran on {}", b.name, b.device));
@@ -402,9 +402,9 @@ impl Printer for Csv<'_> {
         vals.extend([format!("{:.4}", p.throughput_tps), format!("{:.4}", p.requests_per_min), format!("{:.4}", p.window_s), p.stopped.to_string()]);
         let opt = |x: Option<f64>| x.map_or(String::new(), |v| format!("{v:.4}"));
         let arrivals = match &p.traffic.arrivals {
-            lx_core::traffic::Arrivals::Closed => "closed",
-            lx_core::traffic::Arrivals::Poisson { .. } => "poisson",
-            lx_core::traffic::Arrivals::Script { .. } => "script",
+            lx_client::traffic::Arrivals::Closed => "closed",
+            lx_client::traffic::Arrivals::Poisson { .. } => "poisson",
+            lx_client::traffic::Arrivals::Script { .. } => "script",
         };
         vals.extend([
             arrivals.to_string(),
@@ -475,10 +475,10 @@ impl Printer for Jsonl<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lx_core::traffic::{Arrivals, Traffic, PointRun, PointSpec};
+    use lx_client::traffic::{Arrivals, Traffic, PointRun, PointSpec};
     use crate::results::Slo;
-    use lx_core::scheduler::Policy;
-    use lx_core::stats::Distribution;
+    use lx_engine::scheduler::Policy;
+    use lx_client::stats::Distribution;
 
     fn point() -> PointResult {
         let spec = PointSpec { prompt_tokens: 512, max_tokens: 32, concurrency: 4, requests: 0, warmup: 0, stop_at_eos: false, top_logprobs: 0 };
@@ -499,8 +499,8 @@ mod tests {
 
     #[test]
     fn a_backend_that_fell_back_to_the_cpu_is_flagged_under_the_table() {
-        let caps = lx_core::backend::Capabilities { mixed_position_batches: true, max_batch_tokens: 512, slots: 1, ctx_per_slot: 512, prefix_copy: true };
-        let info = |name: &str, device: &str, fallback: Option<&str>| lx_core::backend::BackendInfo {
+        let caps = lx_engine::backend::Capabilities { mixed_position_batches: true, max_batch_tokens: 512, slots: 1, ctx_per_slot: 512, prefix_copy: true };
+        let info = |name: &str, device: &str, fallback: Option<&str>| lx_engine::backend::BackendInfo {
             name: name.into(),
             version: "test".into(),
             device: device.into(),
@@ -540,7 +540,7 @@ mod tests {
 
     #[test]
     fn the_full_decode_pass_column_is_the_median_pass_in_which_every_sequence_decoded() {
-        let step = |prefill_tokens: u32, decode_tokens: u32, ms: f64| lx_core::records::StepRecord { step: 0, seqs: 4, prefill_tokens, decode_tokens, draft_tokens: 0, start_ms: 100.0, end_ms: 100.0 + ms, compute_ms: None };
+        let step = |prefill_tokens: u32, decode_tokens: u32, ms: f64| lx_client::records::StepRecord { step: 0, seqs: 4, prefill_tokens, decode_tokens, draft_tokens: 0, start_ms: 100.0, end_ms: 100.0 + ms, compute_ms: None };
         let mut p = point();
         // Passes of 4 decode tokens (the point's concurrency) count; a pass with prompt
         // tokens in it, or fewer sequences decoding, does not.

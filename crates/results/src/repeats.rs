@@ -59,7 +59,7 @@ pub fn t975(df: usize) -> f64 {
 /// Figures of one repetition, in the order of [`crate::compare::FIGURES`] (`None` where the point has none:
 /// a server reports no prefill, a failed point has no requests).
 pub fn figures(p: &PointResult) -> [Option<f64>; 4] {
-    let p50 = |d: &lx_core::stats::Distribution| (d.count > 0).then_some(d.p50);
+    let p50 = |d: &lx_client::stats::Distribution| (d.count > 0).then_some(d.p50);
     [p50(&p.ttft_ms), p50(&p.prefill_tps), p50(&p.decode_tps), (p.requests > 0).then_some(p.throughput_tps)]
 }
 

@@ -6,13 +6,13 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use lx_core::backend::BackendInfo;
+use lx_engine::backend::BackendInfo;
 use lx_format::gguf::ModelFacts;
 use lx_machine::hardware::HardwareReport;
-use lx_core::records::{RequestRecord, StepRecord};
-use lx_core::traffic::{Arrivals, Traffic, PointRun, PointSpec};
-use lx_core::scheduler::Policy;
-use lx_core::stats::Distribution;
+use lx_client::records::{RequestRecord, StepRecord};
+use lx_client::traffic::{Arrivals, Traffic, PointRun, PointSpec};
+use lx_engine::scheduler::Policy;
+use lx_client::stats::Distribution;
 
 /// The `schema` field of every run file.
 pub const SCHEMA: &str = "latency-explorer/run";
@@ -30,7 +30,7 @@ pub struct Slo {
     pub decode_tps: Option<f64>,
 }
 
-pub use lx_core::defaults::READING_PACE_TPS;
+pub use lx_engine::defaults::READING_PACE_TPS;
 
 impl Default for Slo {
     /// No TTFT objective; decode at least at reading pace.
@@ -338,7 +338,7 @@ pub struct MemorySample {
 
 impl RunFile {
     pub fn new(command: Vec<String>, hardware: HardwareReport, model: ModelRecord, settings: serde_json::Value) -> Self {
-        let started_unix_ms = lx_core::date::now_unix_ms();
+        let started_unix_ms = lx_engine::date::now_unix_ms();
         Self {
             schema: SCHEMA.into(),
             schema_version: SCHEMA_VERSION,
@@ -408,7 +408,7 @@ impl RunFile {
 
     /// Write atomically (temp file in the same directory, then rename).
     pub fn write_atomic(&self, path: &Path) -> std::io::Result<()> {
-        lx_core::atomic_file::write(path, &serde_json::to_vec_pretty(self)?)
+        lx_engine::atomic_file::write(path, &serde_json::to_vec_pretty(self)?)
     }
 }
 
@@ -438,7 +438,7 @@ mod tests {
         r.tokens = vec![1; token_ms.len()];
         r.token_steps = (1..=token_ms.len() as u64).collect();
         if ok {
-            r.finish = Some(lx_core::scheduler::FinishReason::Length);
+            r.finish = Some(lx_engine::scheduler::FinishReason::Length);
         } else {
             r.error = Some("boom".into());
         }
@@ -486,7 +486,7 @@ mod tests {
         let mut r = sample(1, &[30.0, 45.0], true);
         r.submit_ms = 5.0;
         r.admit_ms = Some(1.0);
-        r.prefill = vec![lx_core::records::PrefillSlice { step: 1, tokens: 16, start_ms: 1.0, end_ms: 20.0 }];
+        r.prefill = vec![lx_client::records::PrefillSlice { step: 1, tokens: 16, start_ms: 1.0, end_ms: 20.0 }];
         r.token_steps = vec![1, 2];
         let steps = vec![
             StepRecord { step: 1, seqs: 3, prefill_tokens: 16, decode_tokens: 2, draft_tokens: 0, start_ms: 6.0, end_ms: 25.0, compute_ms: None },

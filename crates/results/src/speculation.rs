@@ -2,8 +2,8 @@
 //! many drafted tokens the target accepted, how many tokens each pass yielded, and what the
 //! drafting and the verify passes cost beside plain decode passes.
 
-use lx_core::records::RequestRecord;
-use lx_core::stats::median;
+use lx_client::records::RequestRecord;
+use lx_client::stats::median;
 
 use crate::results::PointResult;
 use crate::studies::numbers::fixed;
@@ -43,7 +43,7 @@ impl SpecSummary {
             return None;
         }
         let ok: Vec<&RequestRecord> = p.samples.iter().filter(|r| r.ok()).collect();
-        let tally = |f: fn(&lx_core::records::SpecTally) -> u64| ok.iter().filter_map(|r| r.spec.as_ref()).map(f).sum::<u64>();
+        let tally = |f: fn(&lx_client::records::SpecTally) -> u64| ok.iter().filter_map(|r| r.spec.as_ref()).map(f).sum::<u64>();
         let later_tokens: usize = ok.iter().map(|r| r.tokens.len().saturating_sub(1)).sum();
         let decode_passes: usize = ok.iter().map(|r| distinct(&r.token_steps[r.token_steps.len().min(1)..])).sum();
         let draft_ms: f64 = ok.iter().filter_map(|r| r.spec.as_ref()).map(|s| s.draft_ms).sum();

@@ -4,10 +4,10 @@
 //! worker's current pass to end), and loading it (the decode worker), against the TTFT it is
 //! part of.
 
-use lx_core::records::Transfer;
-use lx_core::stats::median;
+use lx_client::records::Transfer;
+use lx_client::stats::median;
 
-use lx_core::backend::BackendInfo;
+use lx_engine::backend::BackendInfo;
 
 use crate::results::PointResult;
 use crate::studies::numbers::fixed;
@@ -58,8 +58,8 @@ pub fn transfer_table<'a>(runs: impl IntoIterator<Item = (&'a [BackendInfo], &'a
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lx_core::records::RequestRecord;
-    use lx_core::scheduler::FinishReason;
+    use lx_client::records::RequestRecord;
+    use lx_engine::scheduler::FinishReason;
 
     #[test]
     fn a_point_that_moved_states_is_a_row_split_into_its_parts() {
@@ -67,8 +67,8 @@ mod tests {
         info.settings.insert("disaggregated".into(), "prefill 1 thread, decode 1 thread, via file".into());
         let backends = vec![info];
         let mut points = Vec::new();
-        let spec = lx_core::traffic::PointSpec { prompt_tokens: 2048, max_tokens: 4, concurrency: 3, requests: 3, warmup: 0, stop_at_eos: false, top_logprobs: 0 };
-        let mut point = crate::results::PointResult::from_run("llama", lx_core::scheduler::Policy::Disaggregated, &spec, Default::default());
+        let spec = lx_client::traffic::PointSpec { prompt_tokens: 2048, max_tokens: 4, concurrency: 3, requests: 3, warmup: 0, stop_at_eos: false, top_logprobs: 0 };
+        let mut point = crate::results::PointResult::from_run("llama", lx_engine::scheduler::Policy::Disaggregated, &spec, Default::default());
         for (i, carry) in [10.0, 30.0, 20.0].into_iter().enumerate() {
             let mut r = RequestRecord::new(i as u64, 2048, 4, 0.0);
             r.token_ms = vec![200.0, 240.0];

@@ -3,8 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use lx_core::backend::{Backend, Scored, TokenId};
-use lx_core::scheduler::{SchedEvent, Scheduler, WorkRequest};
+use lx_engine::backend::{Backend, Scored, TokenId};
+use lx_engine::scheduler::{SchedEvent, Scheduler, WorkRequest};
 
 /// Per request id: its tokens in order, and the alternatives recorded at each.
 pub type Streams = BTreeMap<u64, (Vec<TokenId>, Vec<Vec<Scored>>)>;

@@ -10,7 +10,7 @@ use llama_cpp_2::llama_batch::LlamaBatch;
 use llama_cpp_2::model::params::LlamaModelParams;
 use llama_cpp_2::model::LlamaModel;
 use llama_cpp_2::token::LlamaToken;
-use lx_core::backend::{choose_greedy, TokenId};
+use lx_engine::backend::{choose_greedy, TokenId};
 use std::num::NonZeroU32;
 use std::path::Path;
 use std::sync::OnceLock;

@@ -9,7 +9,7 @@
 //! reference itself was nearly tied between the two tokens. Where the distribution is
 //! flat, three or more candidates can be that close, and any of them is such a tie.
 
-use lx_core::backend::{Scored, TokenId};
+use lx_engine::backend::{Scored, TokenId};
 
 /// Log-probabilities closer than this to the most likely token's count as a near-tie.
 pub const NEAR_TIE_NATS: f32 = 0.5;

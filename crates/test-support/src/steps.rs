@@ -1,7 +1,7 @@
 //! A backend driven step by step, with no scheduler: load specs, one-chunk steps, and a greedy
 //! prefill-then-decode of one sequence.
 
-use lx_core::backend::{Backend, Batch, Choice, Chunk, LoadSpec, Outputs, Slot, TokenId};
+use lx_engine::backend::{Backend, Batch, Choice, Chunk, LoadSpec, Outputs, Slot, TokenId};
 use std::path::PathBuf;
 
 use crate::models::model_path;

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use lx_backends::advise::AdviseJob;
-use lx_core::scheduler::Policy;
+use lx_engine::scheduler::Policy;
 use lx_drivers::advise::Request;
 use lx_drivers::preset::{Preset, BUILT_IN};
 use lx_drivers::sweep::SweepObserver;
@@ -76,7 +76,7 @@ struct Progress {
     budget_s: f64,
 }
 
-impl lx_core::traffic::Observer for Progress {}
+impl lx_client::traffic::Observer for Progress {}
 
 impl SweepObserver for Progress {
     fn loading(&mut self, backend: &str) {

@@ -99,8 +99,8 @@ pub async fn export_png(app: AppHandle, request: Request<'_>) -> CmdResult<Optio
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lx_core::traffic::{PointRun, PointSpec};
-    use lx_core::scheduler::Policy;
+    use lx_client::traffic::{PointRun, PointSpec};
+    use lx_engine::scheduler::Policy;
 
     #[test]
     fn csv_has_the_cli_columns_and_one_row_per_point() {

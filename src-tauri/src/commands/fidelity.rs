@@ -74,7 +74,7 @@ pub async fn fidelity_start(state: State<'_, AppState>, backends: Vec<String>, c
     }
     let backends = backends.iter().map(|b| lx_backends::canonical(b).map(str::to_string)).collect::<anyhow::Result<Vec<_>>>().map_err(|e| CmdError::Sweep(format!("{e:#}")))?;
     let model = state.model.locked().clone().ok_or(CmdError::NoModel)?;
-    let path: PathBuf = state.runs_dir.join(run_file_name("fidelity", lx_core::date::now_unix_ms() / 1000));
+    let path: PathBuf = state.runs_dir.join(run_file_name("fidelity", lx_engine::date::now_unix_ms() / 1000));
     let out = path.clone();
     let plan = Plan { chunks: Some(chunks.unwrap_or(QUICK_CHUNKS)), ..Plan::default() };
     let mut command = vec!["latency-explorer".to_string(), "fidelity".into(), "--chunks".into(), plan.chunks.unwrap_or(QUICK_CHUNKS).to_string()];
@@ -84,7 +84,7 @@ pub async fn fidelity_start(state: State<'_, AppState>, backends: Vec<String>, c
     let asked = Asked { backends, ..Asked::default() };
     // Building the job reads the text and may make the draft model (seconds): on the run's
     // thread, so that the stop flag exists before it starts and a failure is an event.
-    let control = lx_core::traffic::RunControl::default();
+    let control = lx_client::traffic::RunControl::default();
     let stop = Arc::clone(&control.stop);
     let thread = std::thread::Builder::new()
         .name("lx-fidelity".into())

@@ -8,10 +8,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lx_core::backend::BackendInfo;
-use lx_core::records::RequestRecord;
-use lx_core::scheduler::Policy;
-use lx_core::traffic::{Observer, PointSpec, RunControl};
+use lx_engine::backend::BackendInfo;
+use lx_client::records::RequestRecord;
+use lx_engine::scheduler::Policy;
+use lx_client::traffic::{Observer, PointSpec, RunControl};
 use lx_drivers::demo::{self, Report};
 use lx_drivers::lesson::{self, Lesson};
 use lx_drivers::sweep::SweepObserver;
@@ -278,7 +278,7 @@ fn handout(paths: &[String]) -> CmdResult<String> {
     }
     let page = lesson::handout(&runs).map_err(CmdError::Io)?.html();
     let out = std::path::Path::new(first).with_extension("html");
-    lx_core::atomic_file::write(&out, page.as_bytes()).map_err(|e| CmdError::Io(format!("cannot write the handout {}: {e:#}", out.display())))?;
+    lx_engine::atomic_file::write(&out, page.as_bytes()).map_err(|e| CmdError::Io(format!("cannot write the handout {}: {e:#}", out.display())))?;
     Ok(out.display().to_string())
 }
 

@@ -41,7 +41,7 @@ pub fn open_run(path: &Path) -> CmdResult<OpenedRun> {
         return Err(CmdError::Io(format!("cannot open this run: {} holds no measured point", path.display())));
     }
     let machine = run.hardware.gpus.first().cloned().unwrap_or_else(|| run.hardware.cpu.clone());
-    let when = lx_core::date::UtcDate::from_unix(run.started_unix_ms / 1000).minutes();
+    let when = lx_engine::date::UtcDate::from_unix(run.started_unix_ms / 1000).minutes();
     Ok(OpenedRun {
         path: path.display().to_string(),
         label: format!("{}, {when}", machine.trim()),

@@ -2,7 +2,7 @@
 //! sweeps beside the embedded backends, under its own name, by the same client loop
 //! (`lx sweep --target` and `lx live --target` in the CLI).
 
-use lx_core::target::Target;
+use lx_client::target::Target;
 use serde::Deserialize;
 use tauri::State;
 
@@ -47,7 +47,7 @@ impl ServerSpec {
 }
 
 /// The line under a server's name: where it is and which model it serves.
-fn describe(info: &lx_core::backend::BackendInfo) -> Vec<String> {
+fn describe(info: &lx_engine::backend::BackendInfo) -> Vec<String> {
     vec![info.version.clone(), info.device.clone()]
 }
 

@@ -6,12 +6,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lx_core::backend::BackendInfo;
-use lx_core::records::RequestRecord;
-use lx_core::traffic::{Observer, PointSpec};
+use lx_engine::backend::BackendInfo;
+use lx_client::records::RequestRecord;
+use lx_client::traffic::{Observer, PointSpec};
 use lx_results::printers::Printer;
 use lx_results::results::{PointResult, RunFile};
-use lx_core::scheduler::Policy;
+use lx_engine::scheduler::Policy;
 use lx_backends::sweep::SweepJob;
 use lx_drivers::sweep::{SweepObserver, SweepPlan};
 use serde::Deserialize;
@@ -28,7 +28,7 @@ use crate::state::{run_file_name, AppState, Locked, Sweep, Throttle};
 #[serde(rename_all = "camelCase", default)]
 pub struct SweepOptions {
     /// Seconds of silence before a worker is given up, as `--hang-timeout` (default
-    /// [`lx_core::defaults::HANG_TIMEOUT_S`]).
+    /// [`lx_engine::defaults::HANG_TIMEOUT_S`]).
     pub hang_timeout_s: Option<f64>,
     /// Leave out the ceilings and their probe, as `--no-ceilings`.
     pub no_ceilings: bool,
@@ -213,7 +213,7 @@ mod tests {
         .unwrap();
         let plan = with_backends(plan, &[]).unwrap();
         assert_eq!(plan.backends, vec!["llama"]);
-        assert_eq!(plan.chunk_tokens, lx_core::defaults::CHUNK_TOKENS);
+        assert_eq!(plan.chunk_tokens, lx_engine::defaults::CHUNK_TOKENS);
         assert_eq!(plan.threads, 0, "auto stays auto: the spawner takes the tuned choice, else leaves the window a core");
         assert_eq!(plan.points().len(), 2 * 2 * 2);
         assert_eq!(plan, SweepPlan { backends: vec!["llama".into()], policies: vec![Policy::Serial, Policy::Continuous], prompt_tokens: vec![Length::fixed(64), Length::fixed(256)], max_tokens: vec![Length::fixed(32)], ..SweepPlan::default() });

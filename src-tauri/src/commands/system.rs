@@ -96,7 +96,7 @@ pub struct FitPlan {
     /// The most sequences that fit at the full context.
     pub most_at_full: usize,
     /// One sequence at the full context, split into what holds it.
-    pub one_at_full: Option<lx_core::footprint::Footprint>,
+    pub one_at_full: Option<lx_engine::footprint::Footprint>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]

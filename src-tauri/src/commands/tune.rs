@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use lx_backends::profile::{self, ProfileError};
 use lx_backends::tune::{self, text, Event};
-use lx_core::traffic::RunControl;
+use lx_client::traffic::RunControl;
 use serde::Serialize;
 use tauri::ipc::Channel;
 use tauri::State;

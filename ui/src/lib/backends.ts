@@ -1,4 +1,4 @@
-/** What the UI knows of each backend, all of it from Rust (lx_core::kind, generated into
+/** What the UI knows of each backend, all of it from Rust (lx_engine::kind, generated into
  *  defaults.ts): no component compares a backend's name with a string of its own. A name
  *  that is not a backend is a server's. */
 import { BACKENDS } from "../ipc/generated/defaults";

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use lx_results::printers::{printer, Format};
 use lx_results::results::RunFile;
 use lx_drivers::sweep::{run_points, Length, SweepObserver, SweepPlan};
-use lx_core::traffic::{Observer, RunControl};
+use lx_client::traffic::{Observer, RunControl};
 use lx_format::workload::PromptBuilder;
 
 use super::{search, search_contended, Budget, CompetingLoad};
@@ -124,7 +124,7 @@ pub fn tune(request: &Request<'_>, on: &mut dyn FnMut(Event<'_>)) -> anyhow::Res
         schema: PROFILE_SCHEMA,
         machine,
         model: model_key(&request.model.path),
-        measured_unix_ms: lx_core::date::now_unix_ms(),
+        measured_unix_ms: lx_engine::date::now_unix_ms(),
         seconds: budget.elapsed().as_secs_f64(),
         budget_s: budget.total().as_secs_f64(),
         workload: format!(

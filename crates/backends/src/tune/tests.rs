@@ -256,7 +256,7 @@ fn workers_take_the_profile_unless_the_environment_or_lx_untuned_says_otherwise(
 #[test]
 fn applied_settings_go_onto_the_load_under_its_own() {
     let applied = Applied { settings: s(&[("weights", "dual"), ("gpu_layers", "12")]), threads: Some(2), from: String::new() };
-    let mut spec = lx_core::backend::LoadSpec::default();
+    let mut spec = lx_engine::backend::LoadSpec::default();
     let on = applied.onto(&spec).unwrap();
     assert_eq!((on.settings, on.gpu_layers, on.threads), (s(&[("weights", "dual")]), Some(12), 2));
     spec.settings = s(&[("weights", "f16")]);
@@ -264,9 +264,9 @@ fn applied_settings_go_onto_the_load_under_its_own() {
     let on = applied.onto(&spec).unwrap();
     assert_eq!((on.settings, on.gpu_layers, on.threads), (s(&[("weights", "f16")]), Some(0), 1));
     let all = Applied { settings: s(&[("gpu_layers", "all")]), ..Applied::default() };
-    assert_eq!(all.onto(&lx_core::backend::LoadSpec::default()).unwrap().gpu_layers, None);
+    assert_eq!(all.onto(&lx_engine::backend::LoadSpec::default()).unwrap().gpu_layers, None);
     let bad = Applied { settings: s(&[("gpu_layers", "most")]), ..Applied::default() };
-    assert!(bad.onto(&lx_core::backend::LoadSpec::default()).unwrap_err().contains("gpu_layers \"most\": a number of layers, or all"));
+    assert!(bad.onto(&lx_engine::backend::LoadSpec::default()).unwrap_err().contains("gpu_layers \"most\": a number of layers, or all"));
 }
 
 #[test]

@@ -26,7 +26,7 @@ pub fn trial_text(t: &Trial) -> String {
 /// trials behind them.
 pub fn describe(p: &Profile, path: &str) -> String {
     let mut out = String::new();
-    let date = lx_core::date::UtcDate::from_unix(p.measured_unix_ms / 1000).minutes();
+    let date = lx_engine::date::UtcDate::from_unix(p.measured_unix_ms / 1000).minutes();
     out.push_str(&format!("# Tuned profile ({path})\n\n"));
     out.push_str(&format!("machine: {}\nmodel: {}\nmeasured: {date}, {:.0} s of a {:.0} s budget\n", p.machine, p.model, p.seconds, p.budget_s));
     out.push_str(&format!("workload: {}\ncompeting load: {}\n", p.workload, p.competing_load));

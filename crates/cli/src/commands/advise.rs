@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::Args;
-use lx_core::scheduler::Policy;
+use lx_engine::scheduler::Policy;
 use lx_backends::advise::AdviseJob;
 use lx_drivers::advise::{lines, Request};
 use lx_drivers::preset::{parse_duration, Job, Preset};
@@ -57,7 +57,7 @@ pub struct AdviseArgs {
     #[arg(long)]
     out: Option<PathBuf>,
     /// Seconds without any sign of life before a worker is declared hung and killed.
-    #[arg(long, default_value_t = lx_core::defaults::HANG_TIMEOUT_S)]
+    #[arg(long, default_value_t = lx_engine::defaults::HANG_TIMEOUT_S)]
     hang_timeout: u64,
 }
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use lx_drivers::demo::{find, run_demo, run_demo_on_server, Report, DEMOS, ON_A_SERVER, WITH_SERVERS};
-use lx_core::traffic::RunControl;
+use lx_client::traffic::RunControl;
 use lx_results::results::RunFile;
 use lx_format::workload::PromptBuilder;
 
@@ -19,7 +19,7 @@ pub struct DemoArgs {
     #[arg(long)]
     list: bool,
     /// Backend to measure (llama, candle, mlx).
-    #[arg(long, default_value = lx_core::kind::BackendKind::DEFAULT.name())]
+    #[arg(long, default_value = lx_engine::kind::BackendKind::DEFAULT.name())]
     backend: String,
     /// Model: a catalog name (default), a .gguf path, or hf:OWNER/REPO/FILE.gguf.
     #[arg(long, default_value = "default")]

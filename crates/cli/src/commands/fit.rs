@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 use lx_backends::fit::{self, Question, SEQUENCES};
-use lx_core::footprint::{mib, Footprint};
+use lx_engine::footprint::{mib, Footprint};
 use lx_results::results::RunFile;
 use lx_results::studies::memory_fit::{self, FitPoint, MemoryFit};
 
@@ -98,7 +98,7 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
     println!();
     println!("KV cache and weights are counted from the file as each backend holds them; buffers are estimated, the process measured. `lx fit --check RUN.json` sets the prediction beside measured peaks.");
     if let Some(out) = &args.out {
-        lx_core::atomic_file::write(out, &serde_json::to_vec_pretty(&plans)?)?;
+        lx_engine::atomic_file::write(out, &serde_json::to_vec_pretty(&plans)?)?;
     }
     Ok(0)
 }
@@ -117,7 +117,7 @@ fn check(model: &std::path::Path, runs: &[PathBuf], out: Option<&std::path::Path
                 // The point's largest step: its warm-up's requests (each its whole prompt,
                 // a depth included, before the depth is cached) together, within the load's.
                 let step = (p.warmup.min(p.concurrency).max(1) * p.prompt_tokens as usize).min(c.max_batch_tokens);
-                let spec = lx_core::backend::LoadSpec { max_batch_tokens: step, settings: settings.clone(), ..fit::load(model, c.slots, c.ctx_per_slot, run_kv(&info.settings)) };
+                let spec = lx_engine::backend::LoadSpec { max_batch_tokens: step, settings: settings.clone(), ..fit::load(model, c.slots, c.ctx_per_slot, run_kv(&info.settings)) };
                 let predicted = lx_backends::memory::footprint(&info.name, &spec, runtime).map_err(anyhow::Error::msg)?;
                 points.push(FitPoint { run: name.clone(), backend: info.name.clone(), test: p.test_name(), slots: c.slots, ctx_per_slot: c.ctx_per_slot, predicted, measured_peak_mib });
             }
@@ -136,13 +136,13 @@ fn check(model: &std::path::Path, runs: &[PathBuf], out: Option<&std::path::Path
     println!();
     println!("{} points; the prediction is at most {:.1}% from the measured peak", file.points.len(), file.worst() * 100.0);
     if let Some(out) = out {
-        lx_core::atomic_file::write(out, &serde_json::to_vec_pretty(&file)?)?;
+        lx_engine::atomic_file::write(out, &serde_json::to_vec_pretty(&file)?)?;
     }
     Ok(0)
 }
 
 /// The KV cache types a run's llama.cpp settings record (f16 where they say none).
-fn run_kv(settings: &std::collections::BTreeMap<String, String>) -> lx_core::backend::KvTypes {
+fn run_kv(settings: &std::collections::BTreeMap<String, String>) -> lx_engine::backend::KvTypes {
     let of = |k: &str| settings.get(k).and_then(|t| t.parse().ok()).unwrap_or_default();
-    lx_core::backend::KvTypes { k: of("kv_type_k"), v: of("kv_type_v") }
+    lx_engine::backend::KvTypes { k: of("kv_type_k"), v: of("kv_type_v") }
 }

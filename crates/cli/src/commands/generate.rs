@@ -3,9 +3,9 @@
 
 use std::io::Write;
 use clap::Args;
-use lx_core::backend::TokenId;
-use lx_core::traffic::{run_closed_loop, Observer, PointSpec, RunControl};
-use lx_core::scheduler::{Policy, SchedulerConfig};
+use lx_engine::backend::TokenId;
+use lx_client::traffic::{run_closed_loop, Observer, PointSpec, RunControl};
+use lx_engine::scheduler::{Policy, SchedulerConfig};
 use lx_format::tokenizer::PieceDecoder;
 
 #[derive(Args)]
@@ -83,7 +83,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<i32> {
             model.context_length
         );
     }
-    let load = lx_core::backend::LoadSpec {
+    let load = lx_engine::backend::LoadSpec {
         model_path: model.path.clone(),
         threads: args.threads,
         slots: 1,

@@ -2,7 +2,7 @@
 //! cache types, part of what each worker loads.
 
 use clap::Args;
-use lx_core::backend::{KvType, KvTypes};
+use lx_engine::backend::{KvType, KvTypes};
 
 #[derive(Args, Debug, Clone)]
 pub struct KvArgs {

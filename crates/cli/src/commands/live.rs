@@ -32,18 +32,18 @@ pub struct LiveArgs {
     #[arg(long, conflicts_with_all = ["prompt_tokens", "max_tokens", "concurrency"])]
     preset: Option<String>,
     /// Prompt length in tokens, BOS included.
-    #[arg(long, default_value_t = lx_core::defaults::LIVE_PROMPT_TOKENS)]
+    #[arg(long, default_value_t = lx_engine::defaults::LIVE_PROMPT_TOKENS)]
     prompt_tokens: u32,
     /// Clients kept busy (closed loop).
     #[arg(long, default_value_t = 1)]
     concurrency: usize,
     /// Output tokens per request (EOS ignored).
-    #[arg(long, default_value_t = lx_core::defaults::LIVE_MAX_TOKENS)]
+    #[arg(long, default_value_t = lx_engine::defaults::LIVE_MAX_TOKENS)]
     max_tokens: u32,
     #[command(flatten)]
     engine: crate::commands::EngineArgs,
     /// With several backends: seconds each is measured before the next takes over.
-    #[arg(long, default_value_t = lx_core::defaults::LIVE_ROTATE_AFTER_S)]
+    #[arg(long, default_value_t = lx_engine::defaults::LIVE_ROTATE_AFTER_S)]
     rotate_after: f64,
     /// Stop after this many completed requests (default: run until Ctrl-C or --duration).
     #[arg(long)]
@@ -55,7 +55,7 @@ pub struct LiveArgs {
     #[arg(long, default_value_t = 5.0)]
     every: f64,
     /// Seconds without any sign of life before a worker is declared hung and killed.
-    #[arg(long, default_value_t = lx_core::defaults::HANG_TIMEOUT_S as f64)]
+    #[arg(long, default_value_t = lx_engine::defaults::HANG_TIMEOUT_S as f64)]
     hang_timeout: f64,
     /// Table format on stdout at the end: md, csv, json, jsonl.
     #[arg(long, default_value = "md")]
@@ -113,7 +113,7 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
     let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
     settings.validate(model.context_length)?;
 
-    let control = lx_core::traffic::RunControl::default();
+    let control = lx_client::traffic::RunControl::default();
     crate::commands::stop_on_ctrl_c(&control);
     let mut run = model.live_run_file(std::env::args().collect(), &settings);
     run.preset = preset.as_ref().map(lx_drivers::preset::Preset::record);
@@ -252,7 +252,7 @@ impl Watch {
                     self.failed += 1;
                     eprintln!("request failed: {why}");
                 }
-                (Some(lx_core::scheduler::FinishReason::Cancelled), None) => {}
+                (Some(lx_engine::scheduler::FinishReason::Cancelled), None) => {}
                 (_, None) => self.completed += 1,
             },
             LiveEvent::Tick { backend, throughput_tps, in_flight, ttft_p50_ms, ttft_p95_ms, .. } => {

@@ -32,9 +32,9 @@ pub struct EngineArgs {
     /// Scheduling policy: serial, static, continuous, chunked, disaggregated (a prefill
     /// worker and a decode worker; `lx serve` takes the options after --prefill-threads).
     #[arg(long, default_value = "continuous")]
-    pub policy: lx_core::scheduler::Policy,
+    pub policy: lx_engine::scheduler::Policy,
     /// Prompt tokens per pass for the chunked policy.
-    #[arg(long, default_value_t = lx_core::defaults::CHUNK_TOKENS)]
+    #[arg(long, default_value_t = lx_engine::defaults::CHUNK_TOKENS)]
     pub chunk_tokens: usize,
     /// Compute threads (default: physical cores).
     #[arg(long, default_value_t = 0)]
@@ -94,7 +94,7 @@ impl TargetArgs {
 /// What `--backend` names (default: llama, or none when servers are named) followed by the
 /// servers, each name once.
 pub fn backends_and_servers(backend: Option<&str>, servers: &[lx_openai::Server]) -> anyhow::Result<Vec<String>> {
-    let default_backend = if servers.is_empty() { lx_core::kind::BackendKind::DEFAULT.name() } else { "" };
+    let default_backend = if servers.is_empty() { lx_engine::kind::BackendKind::DEFAULT.name() } else { "" };
     let mut names = backend
         .unwrap_or(default_backend)
         .split(',')
@@ -124,7 +124,7 @@ where
 
 /// First Ctrl-C: ask `control`'s run to stop after its bookkeeping, so what was measured is
 /// written. Second: leave at once (exit 130).
-pub fn stop_on_ctrl_c(control: &lx_core::traffic::RunControl) {
+pub fn stop_on_ctrl_c(control: &lx_client::traffic::RunControl) {
     let stop = control.stop.clone();
     let _ = ctrlc::set_handler(move || {
         if stop.swap(true, std::sync::atomic::Ordering::SeqCst) {

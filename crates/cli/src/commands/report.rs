@@ -7,7 +7,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use lx_core::atomic_file;
+use lx_engine::atomic_file;
 use lx_results::results::RunFile;
 
 #[derive(Args)]

@@ -5,14 +5,14 @@ use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 
 use clap::Args;
-use lx_core::backend::LoadSpec;
-use lx_core::scheduler::SchedulerConfig;
+use lx_engine::backend::LoadSpec;
+use lx_engine::scheduler::SchedulerConfig;
 use lx_openai::server::{ChatTemplate, Served};
 
 #[derive(Args)]
 pub struct ServeArgs {
     /// The backend that runs the model (llama, candle, mlx).
-    #[arg(long, default_value = lx_core::kind::BackendKind::DEFAULT.name())]
+    #[arg(long, default_value = lx_engine::kind::BackendKind::DEFAULT.name())]
     backend: String,
     /// Model: a catalog name (default), a .gguf path, or hf:OWNER/REPO/FILE.gguf.
     #[arg(long, default_value = "default")]
@@ -63,7 +63,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
         threads: args.engine.threads,
         slots: args.slots,
         ctx_per_slot,
-        max_batch_tokens: lx_core::scheduler::batch_tokens_for(ctx_per_slot, args.slots),
+        max_batch_tokens: lx_engine::scheduler::batch_tokens_for(ctx_per_slot, args.slots),
         gpu_layers: args.engine.gpu_layers,
         ..Default::default()
     };

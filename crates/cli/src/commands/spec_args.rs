@@ -1,7 +1,7 @@
 //! Speculative decoding's options, the same for `lx sweep`, `lx generate` and `lx live`.
 
 use clap::Args;
-use lx_core::speculative::{Drafter, Speculation};
+use lx_engine::speculative::{Drafter, Speculation};
 
 fn drafters(s: &str) -> Result<Vec<Drafter>, String> {
     s.split(',').map(|d| d.trim().parse()).collect()

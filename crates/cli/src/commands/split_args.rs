@@ -1,8 +1,8 @@
 //! The `disaggregated` policy's two workers, the same for `lx sweep` and `lx serve`.
 
 use clap::Args;
-use lx_core::split::{Device, Split};
-use lx_core::handoff::TransferVia;
+use lx_engine::split::{Device, Split};
+use lx_engine::handoff::TransferVia;
 
 #[derive(Args, Debug, Clone)]
 pub struct SplitArgs {

@@ -6,7 +6,7 @@ use std::time::Duration;
 use clap::Args;
 use lx_results::printers::{printer, Format};
 use lx_results::results::{Slo, READING_PACE_TPS};
-use lx_core::scheduler::Policy;
+use lx_engine::scheduler::Policy;
 use lx_backends::sweep::SweepJob;
 use lx_drivers::sweep::{Length, SweepPlan};
 
@@ -114,7 +114,7 @@ pub struct SweepArgs {
     #[arg(long, default_value_t = 0)]
     threads: usize,
     /// Prompt tokens per pass for the chunked policy.
-    #[arg(long, default_value_t = lx_core::defaults::CHUNK_TOKENS)]
+    #[arg(long, default_value_t = lx_engine::defaults::CHUNK_TOKENS)]
     chunk_tokens: usize,
     /// Stop at end-of-sequence instead of always generating --max-tokens.
     #[arg(long)]
@@ -129,7 +129,7 @@ pub struct SweepArgs {
     #[arg(long)]
     out: Option<PathBuf>,
     /// Seconds without any sign of life before a worker is declared hung and killed.
-    #[arg(long, default_value_t = lx_core::defaults::HANG_TIMEOUT_S)]
+    #[arg(long, default_value_t = lx_engine::defaults::HANG_TIMEOUT_S)]
     hang_timeout: u64,
     /// Leave out the ceilings (the "% of ceiling" columns), and so the probe of this
     /// machine's limits that a first run on a machine and build takes a few seconds for.
@@ -155,7 +155,7 @@ fn plan(args: &SweepArgs, servers: &[lx_openai::Server]) -> anyhow::Result<Sweep
     if concurrency.is_empty() {
         concurrency = vec![1, 4];
     }
-    if args.spec.spec_draft_model.is_some() && !args.spec.drafters().contains(&lx_core::speculative::Drafter::Draft) {
+    if args.spec.spec_draft_model.is_some() && !args.spec.drafters().contains(&lx_engine::speculative::Drafter::Draft) {
         anyhow::bail!("--spec-draft-model is the draft model of --spec draft, which was not asked for");
     }
     Ok(SweepPlan {
@@ -202,7 +202,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
         if args.requests.is_none() && args.duration.is_none() {
             plan.requests = lx_drivers::capacity::TRIAL_REQUESTS;
         }
-        plan.warmup = args.warmup.or(Some(lx_core::defaults::trial_warmup(lx_core::defaults::sweep_warmup(&plan.concurrency))));
+        plan.warmup = args.warmup.or(Some(lx_engine::defaults::trial_warmup(lx_engine::defaults::sweep_warmup(&plan.concurrency))));
     }
     // Cheap checks first, so a typo never waits for a model load; then against the model.
     plan.validate(None)?;

@@ -7,7 +7,7 @@ use clap::Args;
 use lx_backends::tune::text::{describe, settings_text, trial_text};
 use lx_backends::profile::{self, ProfileError};
 use lx_backends::tune::{self, Event};
-use lx_core::traffic::RunControl;
+use lx_client::traffic::RunControl;
 
 #[derive(Args)]
 pub struct TuneArgs {
@@ -30,7 +30,7 @@ pub struct TuneArgs {
     #[arg(long)]
     json: bool,
     /// Seconds without any sign of life before a worker is declared hung and killed.
-    #[arg(long, default_value_t = lx_core::defaults::HANG_TIMEOUT_S)]
+    #[arg(long, default_value_t = lx_engine::defaults::HANG_TIMEOUT_S)]
     hang_timeout: u64,
 }
 

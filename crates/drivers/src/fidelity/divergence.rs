@@ -7,7 +7,7 @@
 //! distributions coarsened alike: never above the whole-vocabulary figure, and equal to it
 //! but for the reference's mass outside its best `top` (which runs report as `uncovered`).
 
-use lx_core::backend::{Choice, Scored, TokenId};
+use lx_engine::backend::{Choice, Scored, TokenId};
 use lx_results::studies::fidelity::Fidelity;
 
 /// What the reference gave one position: the log-probability of the text's next token, and

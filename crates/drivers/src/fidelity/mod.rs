@@ -23,13 +23,13 @@ use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use lx_core::backend::{Choice, KvTypes, LoadSpec, Scored, TokenId};
-use lx_core::client::{Clients, Heard};
-use lx_core::records::RequestRecord;
-use lx_core::scheduler::{Policy, PromptScore, SchedulerConfig, WorkRequest};
-use lx_core::speculative::Speculation;
-use lx_core::target::{Spawner, Target};
-use lx_core::traffic::RunControl;
+use lx_engine::backend::{Choice, KvTypes, LoadSpec, Scored, TokenId};
+use lx_client::client::{Clients, Heard};
+use lx_client::records::RequestRecord;
+use lx_engine::scheduler::{Policy, PromptScore, SchedulerConfig, WorkRequest};
+use lx_engine::speculative::Speculation;
+use lx_client::target::{Spawner, Target};
+use lx_client::traffic::RunControl;
 use lx_results::studies::fidelity::{Against, Candidate, FidelityRun, FileId, ReferenceRecord, TextRecord};
 
 use divergence::{Position, RefRow};
@@ -159,7 +159,7 @@ pub fn run(job: &Job, watch: &mut dyn Watch) -> Result<FidelityRun, String> {
     let mut file = FidelityRun {
         kind: lx_results::studies::fidelity::KIND.into(),
         tool_version: env!("CARGO_PKG_VERSION").into(),
-        started_unix_ms: lx_core::date::now_unix_ms(),
+        started_unix_ms: lx_engine::date::now_unix_ms(),
         command: job.command.clone(),
         hardware: job.hardware.clone(),
         model: job.model.clone(),
@@ -218,7 +218,7 @@ fn opening(tokens: &[TokenId]) -> Vec<TokenId> {
 fn save(job: &Job, file: &FidelityRun) -> Result<(), String> {
     let Some(path) = &job.out else { return Ok(()) };
     let json = serde_json::to_vec_pretty(file).map_err(|e| e.to_string())?;
-    lx_core::atomic_file::write(path, &json).map_err(|e| format!("cannot write {}: {e}", path.display()))
+    lx_engine::atomic_file::write(path, &json).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
 fn spawn(entry: &Entry, plan: &Plan, opening: usize) -> Result<Box<dyn Target>, String> {

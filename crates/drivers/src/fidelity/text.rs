@@ -1,7 +1,7 @@
 //! The text a fidelity run scores, and how it is cut into chunks: as llama.cpp's
 //! `llama-perplexity` cuts it, so that our figures and its own can be held side by side.
 
-use lx_core::backend::TokenId;
+use lx_engine::backend::TokenId;
 use sha2::{Digest, Sha256};
 
 /// A text to score, with where it comes from.

@@ -4,9 +4,9 @@
 use serde::{Deserialize, Serialize};
 
 use super::settings::{Capacity, LiveSettings, SettingKey};
-use lx_core::backend::BackendInfo;
-use lx_core::scheduler::{FinishReason, Policy};
-use lx_core::stats::Distribution;
+use lx_engine::backend::BackendInfo;
+use lx_engine::scheduler::{FinishReason, Policy};
+use lx_client::stats::Distribution;
 
 /// Lifecycle of one backend's worker, as [`LiveEvent::BackendStatus`] reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]

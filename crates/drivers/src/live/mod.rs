@@ -1,12 +1,11 @@
 //! Live mode: keep N clients busy on one backend at a time and report what happens as it
 //! happens, while the settings change under it.
 //!
-//! A [`LiveSession`] runs on a thread of its own. It owns one worker process per selected
-//! backend (reusing [`lx_core::coordinator::Worker`]) and measures them **in turn, never at the
-//! same time**: the active backend gets a closed loop of `concurrency` clients (each sends its
-//! next request when its previous one completes, through the same [`lx_core::client`] loop as
-//! a sweep's); after
-//! [`LiveSettings::rotate_after_s`] seconds (and at least one completed request) the session
+//! A [`LiveSession`] runs on a thread of its own. It owns one target (a worker process, or
+//! a server) per selected backend and measures them **in turn, never at the same time**: the
+//! active backend gets a closed loop of `concurrency` clients (each sends its next request
+//! when its previous one completes, through the same [`lx_client::client`] loop as a
+//! sweep's); after [`LiveSettings::rotate_after_s`] seconds (and at least one completed request) the session
 //! stops submitting, lets the requests in flight finish, and hands over to the next backend.
 //! With one backend selected it never rotates.
 //!
@@ -20,7 +19,7 @@
 //! happens rarely, and the requests in flight are then cancelled (reported, not counted).
 //!
 //! **What counts.** Every completed request is reported ([`LiveEvent::RequestDone`]) with its
-//! figures, as defined in [`lx_core::records::RequestRecord`]. A request is *settled* when nothing
+//! figures, as defined in [`lx_client::records::RequestRecord`]. A request is *settled* when nothing
 //! from another setting, backend or worker load overlapped it: it was not the first request
 //! after a load, every request in flight at its submit had the same setting, and the setting
 //! did not change while it ran. Only settled requests enter the per-setting summaries
@@ -29,7 +28,7 @@
 //! over every stretch the setting was live (the same definition as a sweep's measured window).
 //!
 //! **Events** are serde-tagged ([`LiveEvent`]) and delivered in batches ([`EventBatcher`]) at
-//! most every [`LiveSettings::batch_ms`] ([`lx_core::defaults::LIVE_BATCH_MS`] by default), so
+//! most every [`LiveSettings::batch_ms`] ([`lx_engine::defaults::LIVE_BATCH_MS`] by default), so
 //! a front end is never asked to render one event per token. Tokens are streamed for one
 //! *preview* request at a time only, as decoded text pieces.
 //!
@@ -41,9 +40,9 @@ use std::sync::mpsc::{self, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use lx_core::backend::TokenId;
+use lx_engine::backend::TokenId;
 use lx_results::results::PointResult;
-use lx_core::target::Spawner;
+use lx_client::target::Spawner;
 
 // The parts: `settings` (what a session runs, and what a worker is loaded for), `events`
 // (what it reports), `batcher` (how reports reach the front end), `session` (the session
@@ -109,7 +108,7 @@ enum Control {
 #[derive(Debug, thiserror::Error)]
 pub enum LiveError {
     #[error(transparent)]
-    Invalid(#[from] lx_core::invalid::Invalid),
+    Invalid(#[from] lx_engine::invalid::Invalid),
     #[error("cannot start the live session thread: {0}")]
     Thread(std::io::Error),
     #[error("the live session has ended")]

@@ -4,10 +4,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use lx_core::backend::{KvTypes, LoadSpec};
-use lx_core::scheduler::{Policy, SchedulerConfig};
-use lx_core::invalid::Invalid;
-use lx_core::speculative::{Drafter, Speculation};
+use lx_engine::backend::{KvTypes, LoadSpec};
+use lx_engine::scheduler::{Policy, SchedulerConfig};
+use lx_engine::invalid::Invalid;
+use lx_engine::speculative::{Drafter, Speculation};
 
 /// What live mode runs. Every field can change while it runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
@@ -44,17 +44,17 @@ pub struct LiveSettings {
 impl Default for LiveSettings {
     fn default() -> Self {
         Self {
-            backends: vec![lx_core::kind::BackendKind::DEFAULT.name().into()],
-            prompt_tokens: lx_core::defaults::LIVE_PROMPT_TOKENS,
+            backends: vec![lx_engine::kind::BackendKind::DEFAULT.name().into()],
+            prompt_tokens: lx_engine::defaults::LIVE_PROMPT_TOKENS,
             concurrency: 1,
-            max_tokens: lx_core::defaults::LIVE_MAX_TOKENS,
+            max_tokens: lx_engine::defaults::LIVE_MAX_TOKENS,
             policy: Policy::Continuous,
-            chunk_tokens: lx_core::defaults::CHUNK_TOKENS,
+            chunk_tokens: lx_engine::defaults::CHUNK_TOKENS,
             threads: 0,
             gpu_layers: None,
-            rotate_after_s: lx_core::defaults::LIVE_ROTATE_AFTER_S,
-            batch_ms: lx_core::defaults::LIVE_BATCH_MS,
-            hang_timeout_s: lx_core::defaults::HANG_TIMEOUT_S as f64,
+            rotate_after_s: lx_engine::defaults::LIVE_ROTATE_AFTER_S,
+            batch_ms: lx_engine::defaults::LIVE_BATCH_MS,
+            hang_timeout_s: lx_engine::defaults::HANG_TIMEOUT_S as f64,
             spec: Speculation::default(),
             kv: KvTypes::default(),
         }
@@ -62,7 +62,7 @@ impl Default for LiveSettings {
 }
 
 /// Most concurrent clients live mode accepts.
-pub const MAX_CONCURRENCY: usize = lx_core::defaults::LIVE_MAX_CONCURRENCY;
+pub const MAX_CONCURRENCY: usize = lx_engine::defaults::LIVE_MAX_CONCURRENCY;
 
 impl LiveSettings {
     /// The run file a session with these settings is saved as: the settings under
@@ -124,7 +124,7 @@ impl LiveSettings {
     /// sweep point with the same setting gets (see `SweepPlan::load_spec_for`), within what the
     /// loaded context allows.
     fn step_budget(&self, capacity: &Capacity) -> usize {
-        lx_core::scheduler::batch_tokens_for(self.prompt_tokens as usize, self.concurrency).min(capacity.max_batch_tokens)
+        lx_engine::scheduler::batch_tokens_for(self.prompt_tokens as usize, self.concurrency).min(capacity.max_batch_tokens)
     }
 
     pub(super) fn scheduler(&self, capacity: &Capacity) -> SchedulerConfig {
@@ -211,12 +211,12 @@ impl Capacity {
         Capacity {
             slots,
             ctx_per_slot: ctx,
-            max_batch_tokens: lx_core::scheduler::batch_tokens_for(ctx, slots),
+            max_batch_tokens: lx_engine::scheduler::batch_tokens_for(ctx, slots),
             threads: s.threads,
             gpu_layers: s.gpu_layers,
             draft,
             kv: s.kv,
-            disaggregated: s.policy == lx_core::scheduler::Policy::Disaggregated,
+            disaggregated: s.policy == lx_engine::scheduler::Policy::Disaggregated,
             kv_cache_bytes: None,
         }
     }
@@ -228,7 +228,7 @@ impl Capacity {
 
     /// What a worker loaded with this capacity lacks to serve `s`, as the reload says it.
     pub fn misfit(&self, s: &LiveSettings) -> Option<&'static str> {
-        let disaggregated = s.policy == lx_core::scheduler::Policy::Disaggregated;
+        let disaggregated = s.policy == lx_engine::scheduler::Policy::Disaggregated;
         if self.slots < s.concurrency {
             Some("more clients")
         } else if self.ctx_per_slot < s.prompt_tokens as usize + s.max_tokens as usize {

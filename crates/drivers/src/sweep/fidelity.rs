@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
-use lx_core::backend::KvTypes;
-use lx_core::speculative::{Drafter, Speculation};
-use lx_core::target::Spawner;
+use lx_engine::backend::KvTypes;
+use lx_engine::speculative::{Drafter, Speculation};
+use lx_client::target::Spawner;
 use lx_results::results::PointResult;
 use lx_results::studies::fidelity::{FidelityRun, Measured};
 
@@ -83,7 +83,7 @@ pub fn of_point(run: &FidelityRun, point: &PointResult) -> Option<Measured> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lx_core::backend::KvType;
+    use lx_engine::backend::KvType;
 
     #[test]
     fn a_configuration_is_named_by_what_sets_it_apart() {
@@ -97,7 +97,7 @@ mod tests {
     /// without drafts, which is measured even where no point runs it; servers left out.
     #[test]
     fn every_configuration_of_the_points_is_one_entry() {
-        let spawn: Spawner = std::sync::Arc::new(|_: &str, _: &lx_core::backend::LoadSpec, _: &lx_core::scheduler::SchedulerConfig| Err(lx_core::coordinator::WorkerError::Load("not started in this test".into())));
+        let spawn: Spawner = std::sync::Arc::new(|_: &str, _: &lx_engine::backend::LoadSpec, _: &lx_engine::scheduler::SchedulerConfig| Err(lx_client::target::TargetError::Load("not started in this test".into())));
         let plan = SweepPlan { servers: vec!["vllm".into()], ..SweepPlan::default() };
         let lookup = Speculation { drafter: Drafter::Lookup, ..Speculation::default() };
         let q8 = KvTypes { k: KvType::Q8_0, v: KvType::Q8_0 };

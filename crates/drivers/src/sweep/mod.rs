@@ -15,16 +15,16 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use lx_core::backend::{KvTypes, LoadSpec, TokenId};
-use lx_core::traffic::{run_point, Arrivals, Draw, Observer, Traffic, PointRun, PointSpec, RunControl};
+use lx_engine::backend::{KvTypes, LoadSpec, TokenId};
+use lx_client::traffic::{run_point, Arrivals, Draw, Observer, Traffic, PointRun, PointSpec, RunControl};
 use lx_results::printers::Printer;
 use lx_results::results::{PointResult, RunFile, Slo};
-use lx_core::split::Split;
-use lx_core::scheduler::{Policy, SchedulerConfig};
-use lx_core::speculative::{Drafter, Speculation};
+use lx_engine::split::Split;
+use lx_engine::scheduler::{Policy, SchedulerConfig};
+use lx_engine::speculative::{Drafter, Speculation};
 use lx_format::workload::{PromptBuilder, PromptText};
-use lx_core::invalid::Invalid;
-use lx_core::target::{Spawner, Target};
+use lx_engine::invalid::Invalid;
+use lx_client::target::{Spawner, Target};
 
 /// A prompt or output length in tokens: fixed (`64`), or drawn for each request uniformly
 /// from a range (`64..512`, with the sweep's seed).
@@ -107,7 +107,7 @@ pub struct SweepPlan {
     /// Measured requests per point.
     pub requests: usize,
     /// Unmeasured requests before each point; `None`: one per client of the busiest point
-    /// ([`lx_core::defaults::sweep_warmup`]).
+    /// ([`lx_engine::defaults::sweep_warmup`]).
     pub warmup: Option<usize>,
     /// Each point measured this many times: the whole grid once per repetition, backend by
     /// backend, so that the machine's drift spreads over every point alike.
@@ -144,7 +144,7 @@ impl Default for SweepPlan {
     /// `lx sweep`'s defaults, on the llama.cpp backend.
     fn default() -> Self {
         SweepPlan {
-            backends: vec![lx_core::kind::BackendKind::DEFAULT.name().into()],
+            backends: vec![lx_engine::kind::BackendKind::DEFAULT.name().into()],
             servers: Vec::new(),
             policies: vec![Policy::Continuous],
             prompt_tokens: [64, 256, 1024].map(Length::fixed).to_vec(),
@@ -163,7 +163,7 @@ impl Default for SweepPlan {
             repetitions: 1,
             threads: 0,
             stop_at_eos: false,
-            chunk_tokens: lx_core::defaults::CHUNK_TOKENS,
+            chunk_tokens: lx_engine::defaults::CHUNK_TOKENS,
             gpu_layers: None,
             max_in_flight: None,
             seed: 0,
@@ -285,7 +285,7 @@ impl SweepPlan {
     /// per policy or prefix-cache setting.
     /// Unmeasured requests before each point.
     pub fn warmup(&self) -> usize {
-        self.warmup.unwrap_or_else(|| lx_core::defaults::sweep_warmup(&self.concurrency))
+        self.warmup.unwrap_or_else(|| lx_engine::defaults::sweep_warmup(&self.concurrency))
     }
 
     pub fn points(&self) -> Vec<SweepPoint> {
@@ -355,7 +355,7 @@ impl SweepPlan {
         };
         let ctx_per_slot = points.iter().map(longest).map(|(a, b)| (a + b) as usize).max().unwrap_or(1);
         let longest_prompt = points.iter().map(|p| longest(p).0 as usize).max().unwrap_or(1);
-        let max_batch_tokens = self.max_batch_tokens.unwrap_or(lx_core::scheduler::batch_tokens_for(longest_prompt, slots));
+        let max_batch_tokens = self.max_batch_tokens.unwrap_or(lx_engine::scheduler::batch_tokens_for(longest_prompt, slots));
         if points.iter().any(|p| p.traffic.prefix_cache) {
             slots += 1;
         }
@@ -386,7 +386,7 @@ impl SweepPlan {
 pub struct SweepContext<'a> {
     pub model_path: PathBuf,
     /// The model file as it was when it was opened: a run stops measuring once it differs.
-    pub model_stamp: lx_core::stamp::FileStamp,
+    pub model_stamp: lx_engine::stamp::FileStamp,
     /// Exact-length prompts of the model's tokenizer.
     pub prompts: &'a PromptBuilder,
     pub stop_tokens: Vec<TokenId>,
@@ -406,7 +406,7 @@ pub type FidelityBasis = std::sync::Arc<dyn Fn(usize) -> Result<crate::fidelity:
 /// Sees a sweep progress.
 pub trait SweepObserver: Observer {
     fn loading(&mut self, _backend: &str) {}
-    fn loaded(&mut self, _backend: &str, _info: &lx_core::backend::BackendInfo, _load_ms: f64) {}
+    fn loaded(&mut self, _backend: &str, _info: &lx_engine::backend::BackendInfo, _load_ms: f64) {}
     fn point_started(&mut self, _index: usize, _total: usize, _backend: &str, _policy: Policy, _spec: &PointSpec) {}
     fn point_done(&mut self, _point: &PointResult) {}
     /// This machine's limits are being measured for the ceilings (a first run on a machine
@@ -586,7 +586,7 @@ impl Session {
                     }
                     Err(e) => {
                         let why = format!("{loads}: {e}");
-                        if matches!(e, lx_core::coordinator::WorkerError::Load(_)) {
+                        if matches!(e, lx_client::target::TargetError::Load(_)) {
                             load_failures.insert(loads.clone(), why.clone());
                         }
                         failed_points += 1;

@@ -8,11 +8,11 @@ use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lx_core::backend::TokenId;
-use lx_core::coordinator::WorkerError;
-use lx_core::protocol::Reply;
-use lx_core::scheduler::{FinishReason, SchedEvent, WorkRequest};
-use lx_core::target::Target;
+use lx_engine::backend::TokenId;
+use lx_client::target::TargetError;
+use lx_client::protocol::Reply;
+use lx_engine::scheduler::{FinishReason, SchedEvent, WorkRequest};
+use lx_client::target::Target;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::metrics::Metrics;
@@ -31,7 +31,7 @@ enum Cmd {
 }
 
 /// Starts the target, again after it died.
-pub type Start = Box<dyn Fn() -> Result<Box<dyn Target>, WorkerError> + Send>;
+pub type Start = Box<dyn Fn() -> Result<Box<dyn Target>, TargetError> + Send>;
 
 /// The handle the HTTP side holds.
 pub struct Engine {

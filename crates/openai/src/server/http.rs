@@ -12,9 +12,9 @@ use http_body_util::combinators::BoxBody;
 use http_body_util::{BodyExt, Full, Limited};
 use hyper::body::{Body, Frame, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
-use lx_core::backend::TokenId;
+use lx_engine::backend::TokenId;
 use lx_format::tokenizer::PieceDecoder;
-use lx_core::scheduler::{FinishReason, WorkRequest};
+use lx_engine::scheduler::{FinishReason, WorkRequest};
 use serde_json::{json, Value};
 use tokio::sync::mpsc::{unbounded_channel, UnboundedReceiver};
 

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use lx_core::target::Target;
+use lx_client::target::Target;
 use lx_format::tokenizer::Tokenizer;
 
 pub use chat::{ChatTemplate, Message};

@@ -16,7 +16,7 @@ use candle_core::quantized::gguf_file;
 use candle_core::{Device, IndexOp, Tensor};
 use clap::Parser;
 use lx_backend_candle::{set_thread_env, CandleBackend, DeviceChoice, Options, WeightFormat};
-use lx_core::backend::TokenId;
+use lx_engine::backend::TokenId;
 use lx_reference_bench::{Contender, Ours, Setup, Steps, Stepwise};
 use serde::Serialize;
 

@@ -23,7 +23,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use lx_backend_mlx::{MlxBackend, Options, WeightMode};
-use lx_core::backend::TokenId;
+use lx_engine::backend::TokenId;
 use lx_reference_bench::{Contender, Ours, Run, Setup, Stepwise};
 use serde::Serialize;
 use serde_json::{json, Value};
@@ -147,7 +147,7 @@ fn main() -> Result<()> {
 
     let t = Instant::now();
     let ours = MlxBackend::load_with(&spec, &Options { weights: WeightMode::Mlx4, cpu: true })?;
-    let ours_version = lx_core::backend::Backend::info(&ours).version.clone();
+    let ours_version = lx_engine::backend::Backend::info(&ours).version.clone();
     let mut contenders: Vec<(String, Box<dyn Contender>)> = vec![("ours q4".to_string(), Box::new(Stepwise(Ours(ours))))];
     eprintln!("loaded ours in {:.1} s", t.elapsed().as_secs_f64());
     let (mut about, mut conversions) = (Value::Null, Vec::new());

@@ -12,7 +12,7 @@ use std::fmt::Write;
 use crate::printers::{column, column_cell, notes, repetitions_table, table_columns};
 use crate::results::{PointResult, RunFile};
 use crate::studies::fidelity;
-use lx_core::traffic::Arrivals;
+use lx_client::traffic::Arrivals;
 
 use chart::{escape, Chart, Series};
 
@@ -174,7 +174,7 @@ pub fn charts(points: &[PointResult]) -> Vec<Chart> {
 
 /// A Unix time in ms as a UTC date and time (`2026-12-02 03:14 UTC`).
 pub(crate) fn utc(unix_ms: u64) -> String {
-    lx_core::date::UtcDate::from_unix(unix_ms / 1000).minutes()
+    lx_engine::date::UtcDate::from_unix(unix_ms / 1000).minutes()
 }
 
 pub(crate) const STYLE: &str = "body{font:15px/1.45 system-ui,sans-serif;color:#1a1a1a;background:#fff;max-width:1100px;margin:2em auto;padding:0 1em}\

@@ -5,9 +5,9 @@
 use std::path::Path;
 
 use super::*;
-use lx_core::records::RequestRecord;
-use lx_core::scheduler::Policy;
-use lx_core::traffic::{PointRun, PointSpec, Traffic};
+use lx_client::records::RequestRecord;
+use lx_engine::scheduler::Policy;
+use lx_client::traffic::{PointRun, PointSpec, Traffic};
 
 const RUN: &[u8] = include_bytes!("../../../../docs/results/ceilings-llama-candle-pp64-512-c1-16.json");
 
@@ -23,7 +23,7 @@ fn point(backend: &str, prompt: u32, concurrency: usize, ttft: f64) -> PointResu
             let mut r = RequestRecord::new(i, prompt, 4, 0.0);
             r.token_ms = vec![ttft, ttft + 10.0, ttft + 20.0, ttft + 30.0];
             r.tokens = vec![1, 2, 3, 4];
-            r.finish = Some(lx_core::scheduler::FinishReason::Length);
+            r.finish = Some(lx_engine::scheduler::FinishReason::Length);
             r
         })
         .collect();

@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use lx_core::backend::KvType;
+use lx_engine::backend::KvType;
 
 use super::numbers::{fixed, median, paired_ratio, row};
 

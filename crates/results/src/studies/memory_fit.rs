@@ -4,7 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use lx_core::footprint::{mib, Footprint};
+use lx_engine::footprint::{mib, Footprint};
 
 use super::numbers::{fixed, row};
 

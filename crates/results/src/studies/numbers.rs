@@ -1,7 +1,7 @@
 //! How the study tables compute and write their figures: medians over rounds, ratios taken
 //! per round, and numbers rounded for a table.
 
-pub use lx_core::stats::median;
+pub use lx_client::stats::median;
 
 /// Each round's `ours ÷ theirs`, in round order (as many as both sides have).
 pub fn per_round(ours: &[f64], theirs: &[f64]) -> Vec<f64> {

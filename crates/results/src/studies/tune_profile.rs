@@ -76,7 +76,7 @@ fn change_text(first: &BTreeMap<String, String>, s: &BTreeMap<String, String>) -
 impl TuneProfile {
     pub fn rows(&self, _table: &str) -> Vec<String> {
         // Profiles of one machine differ by when they were measured.
-        let date = lx_core::date::UtcDate::from_unix(self.measured_unix_ms / 1000).minutes();
+        let date = lx_engine::date::UtcDate::from_unix(self.measured_unix_ms / 1000).minutes();
         let fields: Vec<&str> = self.machine.split('|').map(str::trim).collect();
         // The build's GPU API, where it has one: its profile tunes the GPU against the CPU.
         let gpu = fields.last().into_iter().flat_map(|f| f.split(',')).find(|f| matches!(*f, "cuda" | "metal" | "vulkan"));

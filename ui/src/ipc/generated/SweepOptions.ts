@@ -7,7 +7,7 @@
 export type SweepOptions = { 
 /**
  * Seconds of silence before a worker is given up, as `--hang-timeout` (default
- * [`lx_core::defaults::HANG_TIMEOUT_S`]).
+ * [`lx_engine::defaults::HANG_TIMEOUT_S`]).
  */
 hangTimeoutS: number | null, 
 /**

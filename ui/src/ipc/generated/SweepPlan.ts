@@ -59,7 +59,7 @@ prompts: PromptText,
 requests: number, 
 /**
  * Unmeasured requests before each point; `None`: one per client of the busiest point
- * ([`lx_core::defaults::sweep_warmup`]).
+ * ([`lx_engine::defaults::sweep_warmup`]).
  */
 warmup: number | null, 
 /**

@@ -8,10 +8,10 @@ use std::time::{Duration, Instant};
 use super::rotation::Phase;
 use super::Session;
 use crate::live::{LiveEvent, SettingKey, SettingSummary, THROUGHPUT_WINDOW, TICK_EVERY};
-use lx_core::records::RequestRecord;
-use lx_core::traffic::{PointRun, PointSpec};
+use lx_client::records::RequestRecord;
+use lx_client::traffic::{PointRun, PointSpec};
 use lx_results::results::PointResult;
-use lx_core::stats::Distribution;
+use lx_client::stats::Distribution;
 
 /// Per-setting accumulation.
 #[derive(Default)]
@@ -107,7 +107,7 @@ impl Session {
                     stopped: false,
                 };
                 let mut point = PointResult::from_run(&key.backend, key.policy, &spec, run);
-                point.traffic.spec = lx_core::speculative::Speculation { drafter: key.drafter, adaptive: !key.spec_fixed, shared_cache: key.shared_cache, ..self.settings.spec };
+                point.traffic.spec = lx_engine::speculative::Speculation { drafter: key.drafter, adaptive: !key.spec_fixed, shared_cache: key.shared_cache, ..self.settings.spec };
                 point.traffic.kv = key.kv;
                 point.throughput_tps = summary.throughput_tps;
                 point.scheduled_by_server = self.servers.contains(&key.backend);

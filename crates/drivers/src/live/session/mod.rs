@@ -12,8 +12,8 @@ use crate::live::{
     BackendState, Control, EventBatcher, EventSink, LiveEvent, LiveModel, LiveSettings, SettingKey,
     LOOP_TICK,
 };
-use lx_core::client::Clients;
-use lx_core::target::Spawner;
+use lx_client::client::Clients;
+use lx_client::target::Spawner;
 
 mod accounting;
 mod requests;

@@ -1,5 +1,5 @@
 //! The closed loop on the backend being measured: keep `concurrency` requests in flight
-//! through the shared client loop ([`lx_core::client`]), and report each request as it goes
+//! through the shared client loop ([`lx_client::client`]), and report each request as it goes
 //! and when it ends.
 
 use std::time::{Duration, Instant};
@@ -7,11 +7,11 @@ use std::time::{Duration, Instant};
 use super::accounting::Stint;
 use super::rotation::Phase;
 use super::Session;
-use lx_core::client::{Flight, Heard};
-use lx_core::coordinator::WorkerError;
+use lx_client::client::{Flight, Heard};
+use lx_client::target::TargetError;
 use crate::live::{LiveEvent, PrefillSpan, SettingKey, TransferSpan, KEEP_PER_SETTING, LOOP_TICK};
-use lx_core::records::RequestRecord;
-use lx_core::scheduler::{FinishReason, SchedEvent, WorkRequest};
+use lx_client::records::RequestRecord;
+use lx_engine::scheduler::{FinishReason, SchedEvent, WorkRequest};
 use lx_format::tokenizer::PieceDecoder;
 
 /// What live mode keeps beside a request's record while it is in flight.
@@ -93,9 +93,9 @@ impl Session {
         true
     }
 
-    fn submit(&mut self, i: usize) -> Result<(), WorkerError> {
+    fn submit(&mut self, i: usize) -> Result<(), TargetError> {
         if self.slots[i].endpoint.is_none() {
-            return Err(WorkerError::Died("is gone".into()));
+            return Err(TargetError::Died("is gone".into()));
         }
         let id = self.next_id;
         self.next_id += 1;
@@ -252,7 +252,7 @@ impl Session {
 
 /// When each verify pass that accepted drafted tokens reached the client: a pass's tokens
 /// arrive together, so one time per pass.
-fn verified_at(r: &lx_core::records::RequestRecord) -> Vec<f64> {
+fn verified_at(r: &lx_client::records::RequestRecord) -> Vec<f64> {
     let mut at: Vec<f64> = r.drafted.iter().filter_map(|&i| r.token_ms.get(i as usize)).map(|t| r.submit_ms + t).collect();
     at.dedup();
     at

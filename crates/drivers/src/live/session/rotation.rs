@@ -7,10 +7,10 @@ use std::time::Instant;
 
 use super::Session;
 use crate::live::{BackendState, Capacity, LiveEvent};
-use lx_core::target::Target;
+use lx_client::target::Target;
 
 /// One backend taking its turn in live mode, and its worker once loaded (not a KV lane:
-/// that is [`lx_core::backend::Slot`]).
+/// that is [`lx_engine::backend::Slot`]).
 pub(super) struct LiveBackend {
     pub(super) name: String,
     pub(super) endpoint: Option<Box<dyn Target>>,

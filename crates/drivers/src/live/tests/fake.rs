@@ -8,14 +8,14 @@ use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lx_core::backend::{
+use lx_engine::backend::{
     Backend, BackendError, BackendInfo, Batch, Capabilities, Choice, ChunkOutput, LoadSpec, Outputs,
 };
-use lx_core::coordinator::WorkerError;
+use lx_client::target::TargetError;
 use crate::live::LiveModel;
-use lx_core::protocol::{Command, Reply};
-use lx_core::scheduler::{SchedulerConfig, WorkRequest};
-use lx_core::target::{Spawner, Target};
+use lx_client::protocol::{Command, Reply};
+use lx_engine::scheduler::{SchedulerConfig, WorkRequest};
+use lx_client::target::{Spawner, Target};
 
 // -- a fake model that takes time like a real one: per prompt token and per pass --------
 
@@ -39,8 +39,8 @@ impl Backend for SlowModel {
             .map(|c| ChunkOutput { slot: c.slot, choices: vec![Choice { token: 65 + (c.pos % 26), ..Default::default() }] })
             .collect())
     }
-    fn clear(&mut self, _slot: lx_core::backend::Slot) {}
-    fn truncate(&mut self, _slot: lx_core::backend::Slot, _len: u32) -> Result<(), BackendError> {
+    fn clear(&mut self, _slot: lx_engine::backend::Slot) {}
+    fn truncate(&mut self, _slot: lx_engine::backend::Slot, _len: u32) -> Result<(), BackendError> {
         Ok(())
     }
 }
@@ -100,14 +100,14 @@ struct FakeWorker {
 }
 
 impl FakeWorker {
-    fn send(&mut self, cmd: &Command) -> Result<(), WorkerError> {
+    fn send(&mut self, cmd: &Command) -> Result<(), TargetError> {
         if self.gone || self.crash.load(Ordering::SeqCst) {
             self.gone = true;
-            return Err(WorkerError::Died("exited on signal 9 (test)".into()));
+            return Err(TargetError::Died("exited on signal 9 (test)".into()));
         }
         let mut line = serde_json::to_vec(cmd).unwrap();
         line.push(b'\n');
-        self.to_worker.send(line).map_err(|_| WorkerError::Died("exited".into()))
+        self.to_worker.send(line).map_err(|_| TargetError::Died("exited".into()))
     }
 }
 
@@ -118,10 +118,10 @@ impl Target for FakeWorker {
     fn load_ms(&self) -> f64 {
         1.0
     }
-    fn configure(&mut self, config: &SchedulerConfig) -> Result<(), WorkerError> {
+    fn configure(&mut self, config: &SchedulerConfig) -> Result<(), TargetError> {
         self.send(&Command::Configure { scheduler: config.clone() })
     }
-    fn submit(&mut self, request: WorkRequest) -> Result<(), WorkerError> {
+    fn submit(&mut self, request: WorkRequest) -> Result<(), TargetError> {
         self.send(&Command::Submit { request })
     }
     fn cancel(&mut self, id: u64) {
@@ -130,10 +130,10 @@ impl Target for FakeWorker {
     fn close(&mut self) {
         let _ = self.send(&Command::Shutdown);
     }
-    fn recv(&mut self, timeout: Duration) -> Result<Option<(Instant, Reply)>, WorkerError> {
+    fn recv(&mut self, timeout: Duration) -> Result<Option<(Instant, Reply)>, TargetError> {
         if self.gone || self.crash.load(Ordering::SeqCst) {
             self.gone = true;
-            return Err(WorkerError::Died("exited on signal 9 (test)".into()));
+            return Err(TargetError::Died("exited on signal 9 (test)".into()));
         }
         match self.from_worker.recv_timeout(timeout) {
             Ok(r) => Ok(Some(r)),
@@ -141,7 +141,7 @@ impl Target for FakeWorker {
             Err(RecvTimeoutError::Disconnected) => {
                 self.gone = true;
                 let killed = self.crash.load(Ordering::SeqCst);
-                Err(WorkerError::Died(if killed { "exited on signal 9 (test)" } else { "exited" }.into()))
+                Err(TargetError::Died(if killed { "exited on signal 9 (test)" } else { "exited" }.into()))
             }
         }
     }
@@ -169,7 +169,7 @@ pub(super) fn fakes(prefill_us_per_token: u64, step_us: u64) -> (Spawner, Fakes)
     let spawner: Spawner = Arc::new(move |backend: &str, spec: &LoadSpec, config: &SchedulerConfig| {
         loads.fetch_add(1, Ordering::SeqCst);
         if fail_loads.load(Ordering::SeqCst) {
-            return Err(WorkerError::Load("cannot load model: test".into()));
+            return Err(TargetError::Load("cannot load model: test".into()));
         }
         let info = BackendInfo {
             name: backend.into(),
@@ -194,20 +194,20 @@ pub(super) fn fakes(prefill_us_per_token: u64, step_us: u64) -> (Spawner, Fakes)
         let epoch = Instant::now();
         let writer = ChanWriter { tx: tx_out, line: Vec::new(), crash: dead.clone() };
         std::thread::spawn(move || {
-            let loader: lx_core::worker::Loader = Box::new(move |_spec: &LoadSpec| {
+            let loader: lx_worker::process::Loader = Box::new(move |_spec: &LoadSpec| {
                 Ok(Box::new(SlowModel { info: model_info.clone(), prefill_us_per_token, step_us }) as Box<dyn Backend>)
             });
             let input = BufReader::new(ChanReader { rx: rx_in, buf: Vec::new() });
-            let _ = lx_core::worker::serve(loader, input, writer);
+            let _ = lx_worker::process::serve(loader, input, writer);
         });
         let mut w = FakeWorker { info, to_worker, from_worker, epoch, crash: dead, gone: false };
         w.send(&Command::Load { spec: spec.clone(), scheduler: config.clone() }).unwrap();
         // Hello, then Loaded.
         for _ in 0..2 {
             match w.recv(Duration::from_secs(5))? {
-                Some((_, Reply::LoadFailed { error })) => return Err(WorkerError::Load(error)),
+                Some((_, Reply::LoadFailed { error })) => return Err(TargetError::Load(error)),
                 Some(_) => {}
-                None => return Err(WorkerError::Unexpected("fake worker did not answer".into())),
+                None => return Err(TargetError::Unexpected("fake worker did not answer".into())),
             }
         }
         Ok(Box::new(w) as Box<dyn Target>)

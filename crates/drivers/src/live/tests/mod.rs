@@ -7,8 +7,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::{BackendState, Capacity, EventBatcher, EventSink, LiveError, LiveEvent, LiveSession, LiveSettings};
-use lx_core::scheduler::Policy;
-use lx_core::speculative::{Drafter, Speculation};
+use lx_engine::scheduler::Policy;
+use lx_engine::speculative::{Drafter, Speculation};
 
 mod fake;
 
@@ -92,7 +92,7 @@ fn capacity_grows_in_powers_of_two_and_never_shrinks() {
 
 #[test]
 fn a_draft_model_another_cache_type_or_two_workers_need_a_reload_and_a_draft_stays_loaded() {
-    use lx_core::backend::{KvType, KvTypes};
+    use lx_engine::backend::{KvType, KvTypes};
     let plain = LiveSettings::default();
     let c = Capacity::for_settings(&plain, None, 32768);
     let drafting = LiveSettings { spec: Speculation { drafter: Drafter::Draft, ..Speculation::default() }, ..plain.clone() };
@@ -105,7 +105,7 @@ fn a_draft_model_another_cache_type_or_two_workers_need_a_reload_and_a_draft_sta
     let q8 = LiveSettings { kv: KvTypes { k: KvType::Q8_0, v: KvType::Q8_0 }, ..plain.clone() };
     assert_eq!(c.misfit(&q8), Some("another KV cache type"));
     // Two workers, or one again: each is a reload, and says which.
-    let split = LiveSettings { policy: lx_core::scheduler::Policy::Disaggregated, ..plain.clone() };
+    let split = LiveSettings { policy: lx_engine::scheduler::Policy::Disaggregated, ..plain.clone() };
     assert_eq!(c.misfit(&split), Some("a prefill worker and a decode worker"));
     let two = Capacity::for_settings(&split, Some(&c), 32768);
     assert!(two.disaggregated && two.fits(&split));

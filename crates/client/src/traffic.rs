@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{KvTypes, TokenId};
+use lx_engine::backend::{KvTypes, TokenId};
 use crate::client::{Clients, Heard};
-use crate::coordinator::WorkerError;
+use crate::target::TargetError;
 use crate::records::{is_zero, RequestRecord, StepRecord};
-use crate::scheduler::{SchedEvent, WorkRequest};
-use crate::speculative::Speculation;
+use lx_engine::scheduler::{SchedEvent, WorkRequest};
+use lx_engine::speculative::Speculation;
 use lx_format::workload::PromptText;
 use crate::target::Target;
 
@@ -198,7 +198,7 @@ pub struct RunControl {
 
 impl Default for RunControl {
     fn default() -> Self {
-        Self { hang_timeout: Duration::from_secs(crate::defaults::HANG_TIMEOUT_S), stop: Default::default() }
+        Self { hang_timeout: Duration::from_secs(lx_engine::defaults::HANG_TIMEOUT_S), stop: Default::default() }
     }
 }
 
@@ -263,7 +263,7 @@ fn run_phase(
     let mut cancelling = false;
     let stop_list: Vec<TokenId> = if spec.stop_at_eos { stop_tokens.to_vec() } else { Vec::new() };
 
-    let submit = |worker: &mut dyn Target, i: usize, submitted: Instant, clients: &mut Clients<()>| -> Result<(), WorkerError> {
+    let submit = |worker: &mut dyn Target, i: usize, submitted: Instant, clients: &mut Clients<()>| -> Result<(), TargetError> {
         let id = NEXT_ID.fetch_add(1, Ordering::Relaxed);
         let draw = traffic.draw(spec, i);
         let prompt_ids = prompt(&draw, i);
@@ -371,7 +371,7 @@ fn run_phase(
 mod tests {
     use super::*;
     use crate::protocol::Reply;
-    use crate::scheduler::FinishReason;
+    use lx_engine::scheduler::FinishReason;
 
 
     /// A remote-style target: it schedules each request itself (no passes, no admit stamps)
@@ -391,7 +391,7 @@ mod tests {
     }
 
     impl Target for ScriptedServer {
-        fn info(&self) -> &crate::backend::BackendInfo {
+        fn info(&self) -> &lx_engine::backend::BackendInfo {
             unimplemented!("the client loop does not ask")
         }
         fn load_ms(&self) -> f64 {
@@ -400,10 +400,10 @@ mod tests {
         fn schedules_itself(&self) -> bool {
             true
         }
-        fn configure(&mut self, _config: &crate::scheduler::SchedulerConfig) -> Result<(), WorkerError> {
+        fn configure(&mut self, _config: &lx_engine::scheduler::SchedulerConfig) -> Result<(), TargetError> {
             Ok(())
         }
-        fn submit(&mut self, r: WorkRequest) -> Result<(), WorkerError> {
+        fn submit(&mut self, r: WorkRequest) -> Result<(), TargetError> {
             let now = Instant::now();
             self.submitted.push(now);
             for i in 0..r.max_tokens {
@@ -416,7 +416,7 @@ mod tests {
             Ok(())
         }
         fn cancel(&mut self, _id: u64) {}
-        fn recv(&mut self, timeout: Duration) -> Result<Option<(Instant, Reply)>, WorkerError> {
+        fn recv(&mut self, timeout: Duration) -> Result<Option<(Instant, Reply)>, TargetError> {
             let Some(i) = (0..self.due.len()).min_by_key(|&i| self.due[i].0) else {
                 std::thread::sleep(timeout);
                 return Ok(None);

@@ -8,8 +8,8 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::TokenId;
-use crate::scheduler::{FinishReason, SchedEvent};
+use lx_engine::backend::TokenId;
+use lx_engine::scheduler::{FinishReason, SchedEvent};
 
 /// A slice of one request's prompt processed in one forward pass.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -44,11 +44,11 @@ pub struct RequestRecord {
     pub tokens: Vec<TokenId>,
     /// Top alternatives per token, when asked for (parity checks).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub top_logprobs: Vec<Vec<crate::backend::Scored>>,
+    pub top_logprobs: Vec<Vec<lx_engine::backend::Scored>>,
     /// Its prompt scored teacher-forced, position by position from the first scored one,
-    /// when asked for ([`crate::scheduler::WorkRequest::score`]).
+    /// when asked for ([`lx_engine::scheduler::WorkRequest::score`]).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub scored: Vec<crate::backend::Choice>,
+    pub scored: Vec<lx_engine::backend::Choice>,
     pub finish: Option<FinishReason>,
     pub error: Option<String>,
     /// What its figures should be read with (see `SchedEvent::Warning`).

@@ -1,7 +1,7 @@
 //! Disaggregated prefill and decode: two worker processes behind one [`Target`].
 //!
 //! The prefill worker computes each prompt and its first token, saves the sequence's state
-//! and hands it over ([`crate::handoff`]); this target passes it to the decode worker, which
+//! and hands it over ([`lx_engine::handoff`]); this target passes it to the decode worker, which
 //! loads it into a slot and decodes everything it holds together, one pass per step. The
 //! decoders never wait for a long prompt, since no prompt is computed where they run; the
 //! price is the transfer, which every request's record carries, and the compute of one
@@ -16,14 +16,15 @@ use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 
-use crate::backend::{BackendInfo, LoadSpec};
+use lx_engine::backend::{BackendInfo, LoadSpec};
 use crate::child::WorkerCommand;
-use crate::coordinator::{Worker, WorkerError};
-use crate::handoff::{self, Route, TransferVia};
-use crate::split::Device;
-use crate::protocol::Reply;
-use crate::scheduler::{Handoff, Policy, SchedEvent, SchedulerConfig, WorkRequest};
-use crate::target::Target;
+use crate::coordinator::Worker;
+use lx_client::target::TargetError;
+use lx_engine::handoff::{self, Route, TransferVia};
+use lx_engine::split::Device;
+use lx_client::protocol::Reply;
+use lx_engine::scheduler::{Handoff, Policy, SchedEvent, SchedulerConfig, WorkRequest};
+use lx_client::target::Target;
 
 impl Disaggregated {
     /// The two workers' process ids (prefill, decode), where they run.
@@ -75,12 +76,12 @@ pub struct Disaggregated {
 impl Disaggregated {
     /// Start both workers with `spec` loaded, each with its share of the threads and its
     /// device (`config.split`). `cores` is what a thread count of 0 means.
-    pub fn spawn(command: &WorkerCommand, spec: &LoadSpec, config: &SchedulerConfig, load_timeout: Duration, cores: usize) -> Result<Disaggregated, WorkerError> {
+    pub fn spawn(command: &WorkerCommand, spec: &LoadSpec, config: &SchedulerConfig, load_timeout: Duration, cores: usize) -> Result<Disaggregated, TargetError> {
         let split = config.split;
         let threads = split.threads(spec.threads, cores);
         let files = match split.via {
             TransferVia::Pipe => None,
-            TransferVia::File => Some(handoff::file_dir().map_err(|e| WorkerError::Load(format!("cannot make a directory for the transferred states: {e}")))?),
+            TransferVia::File => Some(handoff::file_dir().map_err(|e| TargetError::Load(format!("cannot make a directory for the transferred states: {e}")))?),
         };
         let route = match &files {
             Some(dir) => Route::File { dir: dir.path().to_path_buf() },
@@ -129,11 +130,11 @@ impl Disaggregated {
     }
 
     /// Start worker `k`, configured for its role.
-    fn start(&mut self, k: usize) -> Result<(), WorkerError> {
+    fn start(&mut self, k: usize) -> Result<(), TargetError> {
         let config = role_config(self.parts[k].stage, &self.config);
         let part = &mut self.parts[k];
         let worker = Worker::spawn(&self.command, &part.spec, &config, self.load_timeout).map_err(|e| match e {
-            WorkerError::Load(why) => WorkerError::Load(format!("{} worker: {why}", stage_name(part.stage))),
+            TargetError::Load(why) => TargetError::Load(format!("{} worker: {why}", stage_name(part.stage))),
             other => other,
         })?;
         part.worker = Some(worker);
@@ -142,7 +143,7 @@ impl Disaggregated {
     }
 
     /// Worker `k`, started again if it died.
-    fn worker(&mut self, k: usize) -> Result<&mut Worker, WorkerError> {
+    fn worker(&mut self, k: usize) -> Result<&mut Worker, TargetError> {
         if self.parts[k].worker.as_mut().is_none_or(|w| w.is_gone()) {
             self.parts[k].worker = None;
             self.start(k)?;
@@ -235,7 +236,7 @@ impl Disaggregated {
             Ok(None) => None,
             Err(e) => {
                 let why = match e {
-                    WorkerError::Died(why) => why,
+                    TargetError::Died(why) => why,
                     other => other.to_string(),
                 };
                 self.lose(k, &why);
@@ -275,7 +276,7 @@ impl Target for Disaggregated {
     fn pid(&self) -> Option<u32> {
         self.parts[0].worker.as_ref().map(Worker::pid)
     }
-    fn configure(&mut self, config: &SchedulerConfig) -> Result<(), WorkerError> {
+    fn configure(&mut self, config: &SchedulerConfig) -> Result<(), TargetError> {
         self.config = config.clone();
         for part in &mut self.parts {
             if let Some(w) = part.worker.as_mut() {
@@ -284,7 +285,7 @@ impl Target for Disaggregated {
         }
         Ok(())
     }
-    fn submit(&mut self, mut request: WorkRequest) -> Result<(), WorkerError> {
+    fn submit(&mut self, mut request: WorkRequest) -> Result<(), TargetError> {
         request.handoff = Handoff::Out { route: self.route.clone() };
         let id = request.id;
         self.requests.insert(id, (Stage::Prefill, request.clone()));
@@ -300,10 +301,10 @@ impl Target for Disaggregated {
         let Some((stage, _)) = self.requests.get(&id) else { return };
         let k = if *stage == Stage::Prefill { 0 } else { 1 };
         if let Some(w) = self.parts[k].worker.as_mut() {
-            let _ = w.send(&crate::protocol::Command::Cancel { id });
+            let _ = w.send(&lx_client::protocol::Command::Cancel { id });
         }
     }
-    fn recv(&mut self, timeout: Duration) -> Result<Option<(Instant, Reply)>, WorkerError> {
+    fn recv(&mut self, timeout: Duration) -> Result<Option<(Instant, Reply)>, TargetError> {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(reply) = self.pending.pop_front() {
@@ -341,7 +342,7 @@ impl Target for Disaggregated {
     fn close(&mut self) {
         for part in &mut self.parts {
             if let Some(w) = part.worker.as_mut() {
-                let _ = w.send(&crate::protocol::Command::Shutdown);
+                let _ = w.send(&lx_client::protocol::Command::Shutdown);
             }
         }
     }

@@ -11,10 +11,27 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use crate::backend::{BackendInfo, LoadSpec};
-use crate::coordinator::{Worker, WorkerError};
-use crate::protocol::{Command, Reply};
-use crate::scheduler::{SchedulerConfig, WorkRequest};
+use lx_engine::backend::{BackendInfo, LoadSpec};
+use crate::protocol::{Reply, PROTOCOL_VERSION};
+use lx_engine::scheduler::{SchedulerConfig, WorkRequest};
+
+/// Why talking to a target failed: our worker process (it could not start, speaks another
+/// protocol, died or hung) or a server (the same words for its connection).
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error("could not start worker {program}: {source}")]
+    Spawn { program: String, source: std::io::Error },
+    #[error("worker speaks protocol {0}, this build speaks {PROTOCOL_VERSION}: rebuild both from the same tree")]
+    Protocol(u32),
+    #[error("{0}")]
+    Load(String),
+    #[error("worker {0}")]
+    Died(String),
+    #[error("worker stopped answering for {0:?}; it was killed")]
+    Hung(Duration),
+    #[error("unexpected reply from worker: {0}")]
+    Unexpected(String),
+}
 
 pub trait Target: Send {
     /// What runs behind it: backend, version, device.
@@ -31,12 +48,12 @@ pub trait Target: Send {
         false
     }
     /// Apply scheduler settings to requests admitted from now on.
-    fn configure(&mut self, config: &SchedulerConfig) -> Result<(), WorkerError>;
-    fn submit(&mut self, request: WorkRequest) -> Result<(), WorkerError>;
+    fn configure(&mut self, config: &SchedulerConfig) -> Result<(), TargetError>;
+    fn submit(&mut self, request: WorkRequest) -> Result<(), TargetError>;
     /// Ask for a request to end early; it still ends with a `Finished` or `Failed` event.
     fn cancel(&mut self, id: u64);
     /// The next reply within `timeout`, with the instant it was received.
-    fn recv(&mut self, timeout: Duration) -> Result<Option<(Instant, Reply)>, WorkerError>;
+    fn recv(&mut self, timeout: Duration) -> Result<Option<(Instant, Reply)>, TargetError>;
     /// A stamp on the target's clock (nanoseconds), as an instant on ours.
     fn to_local(&self, target_ns: u64) -> Instant;
     /// Give up on a target that stopped answering.
@@ -56,50 +73,7 @@ pub trait Target: Send {
     }
 }
 
-impl Target for Worker {
-    fn info(&self) -> &BackendInfo {
-        Worker::info(self)
-    }
-    fn load_ms(&self) -> f64 {
-        Worker::load_ms(self)
-    }
-    fn pid(&self) -> Option<u32> {
-        Some(Worker::pid(self))
-    }
-    fn configure(&mut self, config: &SchedulerConfig) -> Result<(), WorkerError> {
-        Worker::configure(self, config.clone())
-    }
-    fn submit(&mut self, request: WorkRequest) -> Result<(), WorkerError> {
-        Worker::submit(self, request)
-    }
-    fn cancel(&mut self, id: u64) {
-        // A worker that is gone cannot cancel; its exit ends the request anyway.
-        let _ = self.send(&Command::Cancel { id });
-    }
-    fn recv(&mut self, timeout: Duration) -> Result<Option<(Instant, Reply)>, WorkerError> {
-        Worker::recv(self, timeout)
-    }
-    fn to_local(&self, target_ns: u64) -> Instant {
-        Worker::to_local(self, target_ns)
-    }
-    fn kill(&mut self) {
-        Worker::kill(self)
-    }
-    fn is_gone(&mut self) -> bool {
-        Worker::is_gone(self)
-    }
-    fn close(&mut self) {
-        let _ = self.send(&Command::Shutdown);
-    }
-    fn reset_peak_rss(&self) {
-        Worker::reset_peak_rss(self)
-    }
-    fn peak_rss_mib(&self) -> Option<f64> {
-        Worker::peak_rss_mib(self)
-    }
-}
-
 /// Starts a target for a name (a backend, or a server's address), loaded as asked. Sweeps
 /// and live mode both start targets through one of these; live mode calls it on a helper
 /// thread, so a long load never holds up its commands.
-pub type Spawner = Arc<dyn Fn(&str, &LoadSpec, &SchedulerConfig) -> Result<Box<dyn Target>, WorkerError> + Send + Sync>;
+pub type Spawner = Arc<dyn Fn(&str, &LoadSpec, &SchedulerConfig) -> Result<Box<dyn Target>, TargetError> + Send + Sync>;

@@ -7,27 +7,11 @@
 
 use std::time::{Duration, Instant};
 
-use crate::backend::{BackendInfo, LoadSpec};
+use lx_engine::backend::{BackendInfo, LoadSpec};
 use crate::child::{LineChild, Next, WorkerCommand};
-use crate::protocol::{Command, Reply, PROTOCOL_VERSION};
-use crate::scheduler::{SchedulerConfig, WorkRequest};
-
-/// Why talking to a worker failed.
-#[derive(Debug, thiserror::Error)]
-pub enum WorkerError {
-    #[error("could not start worker {program}: {source}")]
-    Spawn { program: String, source: std::io::Error },
-    #[error("worker speaks protocol {0}, this build speaks {PROTOCOL_VERSION}: rebuild both from the same tree")]
-    Protocol(u32),
-    #[error("{0}")]
-    Load(String),
-    #[error("worker {0}")]
-    Died(String),
-    #[error("worker stopped answering for {0:?}; it was killed")]
-    Hung(Duration),
-    #[error("unexpected reply from worker: {0}")]
-    Unexpected(String),
-}
+use lx_client::protocol::{Command, Reply, PROTOCOL_VERSION};
+use lx_client::target::{Target, TargetError};
+use lx_engine::scheduler::{SchedulerConfig, WorkRequest};
 
 /// A live worker process with one loaded model.
 pub struct Worker {
@@ -42,14 +26,14 @@ pub struct Worker {
 impl Worker {
     /// Start a worker, load `spec` into it and synchronise clocks. `load_timeout` bounds
     /// the whole start (a model load can take a while on a cold disk).
-    pub fn spawn(cmd: &WorkerCommand, spec: &LoadSpec, scheduler: &SchedulerConfig, load_timeout: Duration) -> Result<Worker, WorkerError> {
-        let child = LineChild::spawn(cmd, true).map_err(|source| WorkerError::Spawn { program: cmd.program.display().to_string(), source })?;
+    pub fn spawn(cmd: &WorkerCommand, spec: &LoadSpec, scheduler: &SchedulerConfig, load_timeout: Duration) -> Result<Worker, TargetError> {
+        let child = LineChild::spawn(cmd, true).map_err(|source| TargetError::Spawn { program: cmd.program.display().to_string(), source })?;
         let mut w = Worker { child, info: BackendInfo::default(), load_ms: 0.0, offset_ns: 0, epoch: Instant::now() };
         let deadline = Instant::now() + load_timeout;
         match w.expect_reply(deadline)? {
             Reply::Hello { protocol, .. } if protocol == PROTOCOL_VERSION => {}
-            Reply::Hello { protocol, .. } => return Err(WorkerError::Protocol(protocol)),
-            other => return Err(WorkerError::Unexpected(format!("{other:?}"))),
+            Reply::Hello { protocol, .. } => return Err(TargetError::Protocol(protocol)),
+            other => return Err(TargetError::Unexpected(format!("{other:?}"))),
         }
         w.send(&Command::Load { spec: spec.clone(), scheduler: scheduler.clone() })?;
         match w.expect_reply(deadline)? {
@@ -59,9 +43,9 @@ impl Worker {
             }
             Reply::LoadFailed { error } => {
                 w.shutdown();
-                return Err(WorkerError::Load(error));
+                return Err(TargetError::Load(error));
             }
-            other => return Err(WorkerError::Unexpected(format!("{other:?}"))),
+            other => return Err(TargetError::Unexpected(format!("{other:?}"))),
         }
         w.sync_clock(deadline)?;
         Ok(w)
@@ -98,21 +82,21 @@ impl Worker {
         Some(kib / 1024.0)
     }
 
-    fn expect_reply(&mut self, deadline: Instant) -> Result<Reply, WorkerError> {
+    fn expect_reply(&mut self, deadline: Instant) -> Result<Reply, TargetError> {
         let left = deadline.saturating_duration_since(Instant::now());
         match self.recv(left)? {
-            Some((_, Reply::Error { error })) => Err(WorkerError::Unexpected(error)),
+            Some((_, Reply::Error { error })) => Err(TargetError::Unexpected(error)),
             Some((_, reply)) => Ok(reply),
             None => {
                 self.kill();
                 // How long this wait lasted (not what is left of the deadline: nothing).
-                Err(WorkerError::Hung(left.max(Duration::from_millis(1))))
+                Err(TargetError::Hung(left.max(Duration::from_millis(1))))
             }
         }
     }
 
     /// Estimate the worker-clock offset from the ping with the shortest round trip.
-    fn sync_clock(&mut self, deadline: Instant) -> Result<(), WorkerError> {
+    fn sync_clock(&mut self, deadline: Instant) -> Result<(), TargetError> {
         let mut best: Option<(Duration, i128)> = None;
         for nonce in 0..7u64 {
             let sent = Instant::now();
@@ -126,7 +110,7 @@ impl Worker {
                         best = Some((rtt, mid - t as i128));
                     }
                 }
-                other => return Err(WorkerError::Unexpected(format!("{other:?}"))),
+                other => return Err(TargetError::Unexpected(format!("{other:?}"))),
             }
         }
         self.offset_ns = best.map(|(_, o)| o).unwrap_or(0);
@@ -143,34 +127,34 @@ impl Worker {
         }
     }
 
-    pub fn send(&mut self, cmd: &Command) -> Result<(), WorkerError> {
-        let line = serde_json::to_string(cmd).map_err(|e| WorkerError::Unexpected(format!("a command that cannot be written: {e}")))?;
-        self.child.write_line(&line).map_err(|_| WorkerError::Died(self.child.exit_reason()))
+    pub fn send(&mut self, cmd: &Command) -> Result<(), TargetError> {
+        let line = serde_json::to_string(cmd).map_err(|e| TargetError::Unexpected(format!("a command that cannot be written: {e}")))?;
+        self.child.write_line(&line).map_err(|_| TargetError::Died(self.child.exit_reason()))
     }
 
     /// Queue a request: it goes to the worker, with every request queued beside it, when the
     /// coordinator next waits for a reply ([`recv`](Self::recv)) or sends another command.
     /// Requests submitted together (a burst of clients, arrivals due at once) so reach the
     /// worker in one read, and its scheduler admits them to one pass.
-    pub fn submit(&mut self, request: WorkRequest) -> Result<(), WorkerError> {
-        let line = serde_json::to_string(&Command::Submit { request }).map_err(|e| WorkerError::Unexpected(format!("a command that cannot be written: {e}")))?;
-        self.child.queue_line(&line).map_err(|_| WorkerError::Died(self.child.exit_reason()))
+    pub fn submit(&mut self, request: WorkRequest) -> Result<(), TargetError> {
+        let line = serde_json::to_string(&Command::Submit { request }).map_err(|e| TargetError::Unexpected(format!("a command that cannot be written: {e}")))?;
+        self.child.queue_line(&line).map_err(|_| TargetError::Died(self.child.exit_reason()))
     }
 
-    pub fn configure(&mut self, scheduler: SchedulerConfig) -> Result<(), WorkerError> {
+    pub fn configure(&mut self, scheduler: SchedulerConfig) -> Result<(), TargetError> {
         self.send(&Command::Configure { scheduler })
     }
 
     /// Next reply, waiting at most `timeout`. `Ok(None)` on timeout. A line that is not a
     /// reply comes back as [`Reply::Error`], with the line.
-    pub fn recv(&mut self, timeout: Duration) -> Result<Option<(Instant, Reply)>, WorkerError> {
-        self.child.flush().map_err(|_| WorkerError::Died(self.child.exit_reason()))?;
+    pub fn recv(&mut self, timeout: Duration) -> Result<Option<(Instant, Reply)>, TargetError> {
+        self.child.flush().map_err(|_| TargetError::Died(self.child.exit_reason()))?;
         match self.child.next(timeout) {
             Next::Line(at, line) => Ok(Some((
                 at,
                 serde_json::from_str::<Reply>(&line).unwrap_or_else(|e| Reply::Error { error: format!("unreadable line from worker ({e}): {line}") }),
             ))),
-            Next::Closed => Err(WorkerError::Died(self.child.exit_reason())),
+            Next::Closed => Err(TargetError::Died(self.child.exit_reason())),
             Next::Quiet => Ok(None),
         }
     }
@@ -202,5 +186,48 @@ impl Drop for Worker {
         if !self.child.is_gone() {
             self.shutdown();
         }
+    }
+}
+
+impl Target for Worker {
+    fn info(&self) -> &BackendInfo {
+        Worker::info(self)
+    }
+    fn load_ms(&self) -> f64 {
+        Worker::load_ms(self)
+    }
+    fn pid(&self) -> Option<u32> {
+        Some(Worker::pid(self))
+    }
+    fn configure(&mut self, config: &SchedulerConfig) -> Result<(), TargetError> {
+        Worker::configure(self, config.clone())
+    }
+    fn submit(&mut self, request: WorkRequest) -> Result<(), TargetError> {
+        Worker::submit(self, request)
+    }
+    fn cancel(&mut self, id: u64) {
+        // A worker that is gone cannot cancel; its exit ends the request anyway.
+        let _ = self.send(&Command::Cancel { id });
+    }
+    fn recv(&mut self, timeout: Duration) -> Result<Option<(Instant, Reply)>, TargetError> {
+        Worker::recv(self, timeout)
+    }
+    fn to_local(&self, target_ns: u64) -> Instant {
+        Worker::to_local(self, target_ns)
+    }
+    fn kill(&mut self) {
+        Worker::kill(self)
+    }
+    fn is_gone(&mut self) -> bool {
+        Worker::is_gone(self)
+    }
+    fn close(&mut self) {
+        let _ = self.send(&Command::Shutdown);
+    }
+    fn reset_peak_rss(&self) {
+        Worker::reset_peak_rss(self)
+    }
+    fn peak_rss_mib(&self) -> Option<f64> {
+        Worker::peak_rss_mib(self)
     }
 }

@@ -8,10 +8,10 @@
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
-use crate::coordinator::WorkerError;
+use crate::target::TargetError;
 use crate::records::RequestRecord;
 use crate::protocol::Reply;
-use crate::scheduler::{FinishReason, SchedEvent, WorkRequest};
+use lx_engine::scheduler::{FinishReason, SchedEvent, WorkRequest};
 use crate::target::Target;
 
 /// One request in flight: its record, and whatever its driver keeps beside it (`T`).
@@ -81,7 +81,7 @@ impl<T> Clients<T> {
 
     /// Send `request`; it is in flight from `submitted` on, booked on `record`. A target that
     /// was idle starts its hang clock now, not when it last spoke.
-    pub fn submit(&mut self, target: &mut dyn Target, request: WorkRequest, submitted: Instant, record: RequestRecord, tag: T) -> Result<(), WorkerError> {
+    pub fn submit(&mut self, target: &mut dyn Target, request: WorkRequest, submitted: Instant, record: RequestRecord, tag: T) -> Result<(), TargetError> {
         if self.flights.is_empty() {
             self.last_heard = Instant::now();
         }
@@ -93,13 +93,13 @@ impl<T> Clients<T> {
     /// received. `Ok(None)` when nothing came.
     /// A target silent for longer than `hang_timeout` while requests are in flight is killed
     /// and reported as hung (the requests stay in flight: end them with [`Clients::end_all`]).
-    pub fn receive(&mut self, target: &mut dyn Target, wait: Duration, hang_timeout: Duration) -> Result<Option<(Instant, Heard<T>)>, WorkerError> {
+    pub fn receive(&mut self, target: &mut dyn Target, wait: Duration, hang_timeout: Duration) -> Result<Option<(Instant, Heard<T>)>, TargetError> {
         let (at, reply) = match target.recv(wait)? {
             Some(x) => x,
             None => {
                 if !self.flights.is_empty() && self.last_heard.elapsed() > hang_timeout {
                     target.kill();
-                    return Err(WorkerError::Hung(hang_timeout));
+                    return Err(TargetError::Hung(hang_timeout));
                 }
                 return Ok(None);
             }
@@ -150,8 +150,8 @@ mod tests {
     use std::collections::VecDeque;
 
     use super::*;
-    use crate::backend::BackendInfo;
-    use crate::scheduler::SchedulerConfig;
+    use lx_engine::backend::BackendInfo;
+    use lx_engine::scheduler::SchedulerConfig;
 
     /// A target that answers with a fixed list of replies, one per `recv`, then nothing.
     #[derive(Default)]
@@ -168,15 +168,15 @@ mod tests {
         fn load_ms(&self) -> f64 {
             0.0
         }
-        fn configure(&mut self, _config: &SchedulerConfig) -> Result<(), WorkerError> {
+        fn configure(&mut self, _config: &SchedulerConfig) -> Result<(), TargetError> {
             Ok(())
         }
-        fn submit(&mut self, request: WorkRequest) -> Result<(), WorkerError> {
+        fn submit(&mut self, request: WorkRequest) -> Result<(), TargetError> {
             self.submitted.push(request.id);
             Ok(())
         }
         fn cancel(&mut self, _id: u64) {}
-        fn recv(&mut self, timeout: Duration) -> Result<Option<(Instant, Reply)>, WorkerError> {
+        fn recv(&mut self, timeout: Duration) -> Result<Option<(Instant, Reply)>, TargetError> {
             match self.replies.pop_front() {
                 Some(reply) => Ok(Some((Instant::now(), reply))),
                 None => {
@@ -254,7 +254,7 @@ mod tests {
         assert!(clients.receive(&mut target, Duration::from_millis(1), hang).unwrap().is_none());
         std::thread::sleep(hang);
         match clients.receive(&mut target, Duration::from_millis(1), hang) {
-            Err(WorkerError::Hung(t)) => assert_eq!(t, hang),
+            Err(TargetError::Hung(t)) => assert_eq!(t, hang),
             other => panic!("expected a hang, got {:?}", other.map(|h| h.is_some())),
         }
         assert!(target.killed);

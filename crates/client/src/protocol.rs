@@ -8,8 +8,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::backend::{BackendInfo, LoadSpec};
-use crate::scheduler::{SchedEvent, SchedulerConfig, WorkRequest};
+use lx_engine::backend::{BackendInfo, LoadSpec};
+use lx_engine::scheduler::{SchedEvent, SchedulerConfig, WorkRequest};
 
 /// Bumped on any incompatible change to [`Command`] or [`Reply`].
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -49,7 +49,7 @@ pub enum Reply {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::scheduler::Policy;
+    use lx_engine::scheduler::Policy;
 
     #[test]
     fn lines_round_trip() {

@@ -8,9 +8,9 @@ use std::io::{BufRead, BufReader, Read, Write};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::time::Instant;
 
-use crate::backend::{Backend, BackendError, LoadSpec};
-use crate::protocol::{Command, Reply, PROTOCOL_VERSION};
-use crate::scheduler::{Scheduler, SchedulerConfig};
+use lx_engine::backend::{Backend, BackendError, LoadSpec};
+use lx_client::protocol::{Command, Reply, PROTOCOL_VERSION};
+use lx_engine::scheduler::{Scheduler, SchedulerConfig};
 
 /// Makes a backend from a load spec; the binary maps a backend name to one of these. Called
 /// once for the model, and once more for a draft model when the spec names one.
@@ -110,7 +110,7 @@ pub fn serve<R: Read + Send + 'static>(loader: Loader, mut input: BufReader<R>, 
                         match load_with_draft(&load, &spec, config, epoch) {
                             Ok(s) => {
                                 let mut info = s.backend().info().clone();
-                                info.settings_from = std::env::var(crate::backend::SETTINGS_FROM_ENV).ok();
+                                info.settings_from = std::env::var(lx_engine::backend::SETTINGS_FROM_ENV).ok();
                                 info.draft = s.draft_name().map(str::to_string);
                                 scheduler = Some(s);
                                 events.push(Reply::Loaded { info, load_ms: t0.elapsed().as_secs_f64() * 1e3 });

@@ -32,7 +32,7 @@ pub enum Policy {
     Chunked,
     /// Prefill and decode in two workers: one computes each prompt and its first token, the
     /// sequence's state moves to the other, which decodes everything it holds in one pass per
-    /// step ([`crate::disaggregated`]). Inside each worker it schedules as `continuous`.
+    /// step ([`lx_worker::disaggregated`]). Inside each worker it schedules as `continuous`.
     Disaggregated,
 }
 

@@ -4,17 +4,18 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::backend::LoadSpec;
+use lx_engine::backend::LoadSpec;
 use crate::child::WorkerCommand;
-use crate::coordinator::{Worker, WorkerError};
-use crate::scheduler::SchedulerConfig;
-use crate::target::{Spawner, Target};
+use crate::coordinator::Worker;
+use lx_client::target::TargetError;
+use lx_engine::scheduler::SchedulerConfig;
+use lx_client::target::{Spawner, Target};
 
 /// Starts the worker process `cmd` with `spec` loaded, or, for the `disaggregated` policy,
 /// a prefill worker and a decode worker behind one target. `cores` is what a thread count
 /// of 0 means when two workers share the machine.
-pub fn spawn_workers(cmd: &WorkerCommand, spec: &LoadSpec, config: &SchedulerConfig, load_timeout: Duration, cores: usize) -> Result<Box<dyn Target>, WorkerError> {
-    if config.policy == crate::scheduler::Policy::Disaggregated {
+pub fn spawn_workers(cmd: &WorkerCommand, spec: &LoadSpec, config: &SchedulerConfig, load_timeout: Duration, cores: usize) -> Result<Box<dyn Target>, TargetError> {
+    if config.policy == lx_engine::scheduler::Policy::Disaggregated {
         return crate::disaggregated::Disaggregated::spawn(cmd, spec, config, load_timeout, cores).map(|t| Box::new(t) as Box<dyn Target>);
     }
     Worker::spawn(cmd, spec, config, load_timeout).map(|w| Box::new(w) as Box<dyn Target>)
