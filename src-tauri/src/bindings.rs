@@ -15,8 +15,8 @@ pub const GENERATED_DIR: &str = "ui/src/ipc/generated";
 /// Every type a command takes or returns, or a channel carries; each brings the types it
 /// contains.
 fn export_all(cfg: &Config) -> Result<(), ExportError> {
-    lx_drivers::live::LiveSettings::export_all(cfg)?;
-    lx_drivers::live::LiveEvent::export_all(cfg)?;
+    lx_run::live::LiveSettings::export_all(cfg)?;
+    lx_run::live::LiveEvent::export_all(cfg)?;
     lx_machine::hardware::HardwareReport::export_all(cfg)?;
     lx_models::Progress::export_all(cfg)?;
     lx_backends::check::CheckRow::export_all(cfg)?;
@@ -26,7 +26,7 @@ fn export_all(cfg: &Config) -> Result<(), ExportError> {
     crate::commands::models::ModelInfo::export_all(cfg)?;
     crate::commands::runs::OpenedRun::export_all(cfg)?;
     crate::commands::servers::ServerSpec::export_all(cfg)?;
-    lx_drivers::sweep::SweepPlan::export_all(cfg)?;
+    lx_run::sweep::SweepPlan::export_all(cfg)?;
     crate::commands::sweep::SweepOptions::export_all(cfg)?;
     crate::commands::system::BackendAvailability::export_all(cfg)?;
     crate::commands::system::MachineSpeed::export_all(cfg)?;
@@ -36,7 +36,7 @@ fn export_all(cfg: &Config) -> Result<(), ExportError> {
     crate::commands::fidelity::FidelityEvent::export_all(cfg)?;
     crate::commands::advise::AdviseEvent::export_all(cfg)?;
     crate::commands::lessons::LessonEvent::export_all(cfg)?;
-    lx_drivers::lesson::Lesson::export_all(cfg)?;
+    lx_teach::lesson::Lesson::export_all(cfg)?;
     crate::commands::export::ExportSource::export_all(cfg)?;
     Ok(())
 }
@@ -52,7 +52,7 @@ pub fn write(dir: &Path) -> Result<(), ExportError> {
 /// `lx_engine::defaults` and live mode's default settings, as the UI reads them.
 fn defaults_ts() -> std::io::Result<String> {
     use lx_engine::defaults as d;
-    let live = serde_json::to_string_pretty(&lx_drivers::live::LiveSettings::default()).map_err(std::io::Error::other)?;
+    let live = serde_json::to_string_pretty(&lx_run::live::LiveSettings::default()).map_err(std::io::Error::other)?;
     let spec = serde_json::to_string_pretty(&lx_engine::speculative::Speculation::default()).map_err(std::io::Error::other)?;
     let backends: serde_json::Map<String, serde_json::Value> = lx_engine::kind::BackendKind::ALL
         .iter()
@@ -90,7 +90,7 @@ fn defaults_ts() -> std::io::Result<String> {
         d::HANG_TIMEOUT_S,
         d::READING_PACE_TPS,
         d::CHUNK_TOKENS,
-        lx_drivers::sweep::fidelity::DEFAULT_CHUNKS,
+        lx_run::sweep::fidelity::DEFAULT_CHUNKS,
         d::LIVE_MAX_CONCURRENCY,
         d::APP_BATCH_MS,
         d::CONTEXT_FALLBACK_TOKENS,

@@ -1,5 +1,5 @@
 //! Payloads streamed to the UI over `tauri::ipc::Channel`s, besides live mode's own
-//! [`lx_drivers::live::LiveEvent`] batches and a model fetch's [`lx_models::Progress`].
+//! [`lx_run::live::LiveEvent`] batches and a model fetch's [`lx_models::Progress`].
 //! Every enum is tagged by `type` (camelCase), and every field is camelCase.
 
 use std::path::PathBuf;

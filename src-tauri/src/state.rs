@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use lx_backends::model::OpenModel;
 use lx_engine::backend::BackendInfo;
-use lx_drivers::live::{LiveSession, LiveSettings};
+use lx_run::live::{LiveSession, LiveSettings};
 use lx_results::results::PointResult;
 use lx_format::workload::PromptBuilder;
 

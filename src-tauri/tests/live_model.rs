@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use lx_backends::model::OpenModel;
 use lx_worker::child::WorkerCommand;
 use lx_worker::spawn::process_spawner;
-use lx_drivers::live::{BackendState, LiveEvent, LiveSession, LiveSettings};
+use lx_run::live::{BackendState, LiveEvent, LiveSession, LiveSettings};
 
 type Log = Arc<Mutex<Vec<LiveEvent>>>;
 

@@ -5,7 +5,7 @@
 
 use integration_tests::{heavy, lx, model_path};
 use lx_engine::backend::{Choice, LoadSpec, TokenId};
-use lx_drivers::fidelity::divergence;
+use lx_run::fidelity::divergence;
 use lx_engine::scheduler::{Policy, PromptScore, SchedEvent, Scheduler, SchedulerConfig, WorkRequest};
 use serde_json::Value;
 
@@ -82,7 +82,7 @@ fn lx_fidelity_measures_every_setting_against_the_reference() {
     .ok();
     let run: Value = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(run["kind"], "fidelity");
-    assert_eq!(run["text"]["sha256"], lx_drivers::fidelity::text::Text::shipped().sha256());
+    assert_eq!(run["text"]["sha256"], lx_run::fidelity::text::Text::shipped().sha256());
     assert_eq!(run["text"]["positions"], 2 * 63, "two chunks, each scored over its second half");
     let reference_ppl = run["reference"]["perplexity"].as_f64().unwrap();
     assert!(reference_ppl > 1.0 && reference_ppl.is_finite(), "{}", r.dump());

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use lx_client::target::Spawner;
 use lx_client::traffic::RunControl;
-use lx_drivers::advise::{advise, Request};
-use lx_drivers::capacity::{Bench, TRIAL_REQUESTS};
-use lx_drivers::sweep::{Session, SweepError, SweepObserver, SweepPlan};
+use lx_decide::advise::{advise, Request};
+use lx_decide::capacity::{Bench, TRIAL_REQUESTS};
+use lx_run::sweep::{Session, SweepError, SweepObserver, SweepPlan};
 use lx_format::workload::PromptBuilder;
 use lx_results::decision::Advice;
 use lx_results::printers::Printer;

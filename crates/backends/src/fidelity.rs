@@ -1,4 +1,4 @@
-//! A fidelity run of this build ([`lx_drivers::fidelity`]): the reference, and every backend
+//! A fidelity run of this build ([`lx_run::fidelity`]): the reference, and every backend
 //! with every setting that changes what it computes, as workers of this binary start them.
 //!
 //! Per backend: llama.cpp's KV cache types (f16, q8_0, q4_0); candle's weight formats; MLX's
@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use lx_engine::backend::KvTypes;
 use lx_engine::speculative::{Drafter, Speculation};
-use lx_drivers::fidelity::{text::Text, Compared, Entry, Job, Plan};
+use lx_run::fidelity::{text::Text, Compared, Entry, Job, Plan};
 use lx_format::gguf::GgufFile;
 use lx_format::tokenizer::Tokenizer;
 use lx_results::studies::fidelity::FileId;
@@ -93,7 +93,7 @@ pub fn basis(model: &OpenModel, text: Option<&Path>, reference_model: Option<&Pa
 
 /// How a sweep or demo on `model` makes its fidelity run (`--fidelity`): the shipped text
 /// against llama.cpp's f16 cache on the model's file, in chunks of the default context.
-pub fn sweep_basis(model: std::sync::Arc<OpenModel>, command: Vec<String>) -> lx_drivers::sweep::FidelityBasis {
+pub fn sweep_basis(model: std::sync::Arc<OpenModel>, command: Vec<String>) -> lx_run::sweep::FidelityBasis {
     std::sync::Arc::new(move |chunks| {
         let plan = Plan { chunks: Some(chunks), ..Plan::default() };
         basis(&model, None, None, plan, command.clone()).map_err(|e| format!("{e:#}"))

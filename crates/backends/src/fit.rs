@@ -6,7 +6,7 @@
 use lx_engine::backend::{KvType, KvTypes, LoadSpec};
 use lx_engine::footprint::Footprint;
 use lx_engine::scheduler::Policy;
-use lx_drivers::live::{Capacity, LiveSettings, MAX_CONCURRENCY};
+use lx_run::live::{Capacity, LiveSettings, MAX_CONCURRENCY};
 use lx_format::gguf::{GgufFile, ModelConfig};
 use serde::{Deserialize, Serialize};
 

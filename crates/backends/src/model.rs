@@ -4,11 +4,11 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use lx_format::gguf::{GgufFile, ModelFacts};
-use lx_drivers::live::{LiveModel, LiveSettings};
+use lx_run::live::{LiveModel, LiveSettings};
 use lx_client::traffic::RunControl;
 use lx_results::results::{ModelRecord, RunFile};
 use lx_engine::stamp::FileStamp;
-use lx_drivers::sweep::SweepContext;
+use lx_run::sweep::SweepContext;
 use lx_client::target::Spawner;
 use lx_format::tokenizer::Tokenizer;
 use lx_format::workload::PromptBuilder;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use lx_client::target::Spawner;
 use lx_client::traffic::RunControl;
-use lx_drivers::sweep::{run_sweep, SweepError, SweepObserver, SweepPlan};
+use lx_run::sweep::{run_sweep, SweepError, SweepObserver, SweepPlan};
 use lx_format::workload::PromptBuilder;
 use lx_results::printers::Printer;
 use lx_results::results::RunFile;

@@ -4,7 +4,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use lx_client::records::RequestRecord;
 use lx_client::traffic::Observer;
 use lx_engine::scheduler::Policy;
-use lx_drivers::sweep::SweepObserver;
+use lx_run::sweep::SweepObserver;
 
 /// Draws model-fetch progress as a bar.
 pub fn fetch_reporter() -> impl FnMut(lx_models::Progress) {

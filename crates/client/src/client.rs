@@ -1,5 +1,5 @@
 //! The client side of a measurement, shared by sweeps ([`crate::load`]) and live mode
-//! (`lx_drivers::live`): the requests in flight on one [`Target`], how each is submitted, how
+//! (`lx_run::live`): the requests in flight on one [`Target`], how each is submitted, how
 //! every reply is booked on its request's [`RequestRecord`], and when a silent target is
 //! given up as hung. The two differ only in when they submit (a point's fixed count and
 //! arrival times; live mode's changing settings) and in what they do with each request once

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 
 use lx_backends::advise::AdviseJob;
 use lx_engine::scheduler::Policy;
-use lx_drivers::advise::Request;
-use lx_drivers::preset::{Preset, BUILT_IN};
-use lx_drivers::sweep::SweepObserver;
+use lx_decide::advise::Request;
+use lx_decide::preset::{Preset, BUILT_IN};
+use lx_run::sweep::SweepObserver;
 use lx_results::decision::{Advice, Axis, DeadlineRecord, PresetRecord, SearchRecord};
 use lx_results::printers::Printer;
 use lx_results::results::PointResult;
@@ -114,7 +114,7 @@ pub async fn advise_start(state: State<'_, AppState>, preset: String, backends: 
     let preset = Preset::load(&preset).map_err(|e| CmdError::Sweep(e.to_string()))?;
     let model = state.model.locked().clone().ok_or(CmdError::NoModel)?;
     let servers: Vec<String> = state.servers.locked().iter().map(|s| s.name.clone()).collect();
-    let plan = super::sweep::with_backends(lx_drivers::sweep::SweepPlan { backends, ..Default::default() }, &servers)?;
+    let plan = super::sweep::with_backends(lx_run::sweep::SweepPlan { backends, ..Default::default() }, &servers)?;
     let request = Request {
         preset,
         candidates: plan.backends,
@@ -136,7 +136,7 @@ pub async fn advise_start(state: State<'_, AppState>, preset: String, backends: 
         .name("lx-advise".into())
         .spawn(move || match job.run(&mut NoTable, &mut progress) {
             (run, Ok(advice)) => drop(on_event.send(AdviseEvent::Finished {
-                lines: lx_drivers::advise::lines(&advice),
+                lines: lx_decide::advise::lines(&advice),
                 advice,
                 searches: run.decisions.searches,
                 deadlines: run.decisions.deadlines,

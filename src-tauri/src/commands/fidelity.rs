@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use lx_backends::fidelity::Asked;
-use lx_drivers::fidelity::{Plan, Watch};
+use lx_run::fidelity::{Plan, Watch};
 use lx_results::studies::fidelity::{Candidate, FidelityRun};
 use serde::Serialize;
 use tauri::ipc::Channel;
@@ -97,7 +97,7 @@ pub async fn fidelity_start(state: State<'_, AppState>, backends: Vec<String>, c
             job.out = Some(out.clone());
             job.control = control;
             let mut watch = ToChannel { channel: on_event.clone(), done: 0, of: job.entries.len() + 1 };
-            match lx_drivers::fidelity::run(&job, &mut watch) {
+            match lx_run::fidelity::run(&job, &mut watch) {
                 Ok(run) => send(FidelityEvent::Finished { run, path: out.display().to_string() }),
                 Err(message) => send(FidelityEvent::Failed { message }),
             }

@@ -1,4 +1,4 @@
-//! Lessons: the engine's teaching demos (`lx_drivers::lesson`, the same as `lx demo`) run by
+//! Lessons: the engine's teaching demos (`lx_teach::lesson`, the same as `lx demo`) run by
 //! the app on a thread of its own. Each point is announced before it runs (so the UI can move
 //! its controls to it), its output streams as text, its figures arrive as it settles, and
 //! the demo's own judgement ends the lesson. The run file is written after every point and
@@ -12,9 +12,9 @@ use lx_engine::backend::BackendInfo;
 use lx_client::records::RequestRecord;
 use lx_engine::scheduler::Policy;
 use lx_client::traffic::{Observer, PointSpec, RunControl};
-use lx_drivers::demo::{self, Report};
-use lx_drivers::lesson::{self, Lesson};
-use lx_drivers::sweep::SweepObserver;
+use lx_teach::demo::{self, Report};
+use lx_teach::lesson::{self, Lesson};
+use lx_run::sweep::SweepObserver;
 use lx_format::tokenizer::{PieceDecoder, TokenId, Tokenizer};
 use lx_results::results::{PointResult, RunFile};
 use serde::Serialize;

@@ -4,7 +4,7 @@
 use std::sync::{Arc, Mutex};
 
 use lx_engine::backend::BackendInfo;
-use lx_drivers::live::{LiveEvent, LiveSession, LiveSettings};
+use lx_run::live::{LiveEvent, LiveSession, LiveSettings};
 use lx_machine::roofline::PointCeiling;
 use tauri::ipc::Channel;
 use tauri::State;
@@ -19,7 +19,7 @@ use crate::state::{run_file_name, AppState, Live, Locked};
 /// `settings.batchMs`; the app asks for `lx_engine::defaults::APP_BATCH_MS`): `settingsApplied`, `backendStatus`,
 /// `requestStarted`, `requestAdmitted`, `requestPrefill`, `previewTokens`, `requestDone`,
 /// `summary`, `tick`, `workerCrashed`, `paused`, `rejected`, `stopped`. See
-/// `lx_drivers::live::LiveEvent` for every field.
+/// `lx_run::live::LiveEvent` for every field.
 #[tauri::command]
 pub async fn live_start(state: State<'_, AppState>, settings: LiveSettings, on_event: Channel<Vec<LiveEvent>>) -> CmdResult<()> {
     if state.sweep_running() {
@@ -54,7 +54,7 @@ pub async fn live_start(state: State<'_, AppState>, settings: LiveSettings, on_e
     Ok(())
 }
 
-/// Apply new settings to the next requests (within a few ms; see `lx_drivers::live`).
+/// Apply new settings to the next requests (within a few ms; see `lx_run::live`).
 #[tauri::command]
 pub async fn live_update(state: State<'_, AppState>, settings: LiveSettings) -> CmdResult<()> {
     let mut live = state.live.locked();

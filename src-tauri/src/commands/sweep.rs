@@ -13,7 +13,7 @@ use lx_results::printers::Printer;
 use lx_results::results::{PointResult, RunFile};
 use lx_engine::scheduler::Policy;
 use lx_backends::sweep::SweepJob;
-use lx_drivers::sweep::{SweepObserver, SweepPlan};
+use lx_run::sweep::{SweepObserver, SweepPlan};
 use serde::Deserialize;
 use tauri::ipc::Channel;
 use tauri::State;
@@ -201,7 +201,7 @@ pub(crate) fn last_run_points(state: &AppState) -> CmdResult<Vec<PointResult>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use lx_drivers::sweep::Length;
+    use lx_run::sweep::Length;
     use lx_results::results::Slo;
 
     #[test]

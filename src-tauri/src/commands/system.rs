@@ -140,7 +140,7 @@ pub async fn memory_fit(state: tauri::State<'_, crate::state::AppState>) -> CmdR
 /// backend, and how far the prompt and the clients can go before a load no longer fits:
 /// the controls show it beside the sliders. `None` without a model.
 #[tauri::command]
-pub async fn settings_fit(state: tauri::State<'_, crate::state::AppState>, settings: lx_drivers::live::LiveSettings) -> CmdResult<Option<Vec<lx_backends::fit::SettingsFit>>> {
+pub async fn settings_fit(state: tauri::State<'_, crate::state::AppState>, settings: lx_run::live::LiveSettings) -> CmdResult<Option<Vec<lx_backends::fit::SettingsFit>>> {
     let Some(path) = state.model.locked().as_ref().map(|m| m.open.path.clone()) else { return Ok(None) };
     blocking(move || {
         use lx_backends::fit;

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use lx_drivers::fidelity::{self as measure, Plan};
+use lx_run::fidelity::{self as measure, Plan};
 
 use crate::profile::Settings;
 use crate::model::OpenModel;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use lx_results::printers::{printer, Format};
 use lx_results::results::RunFile;
-use lx_drivers::sweep::{run_points, Length, SweepObserver, SweepPlan};
+use lx_run::sweep::{run_points, Length, SweepObserver, SweepPlan};
 use lx_client::traffic::{Observer, RunControl};
 use lx_format::workload::PromptBuilder;
 

@@ -7,8 +7,8 @@ use std::time::Duration;
 use clap::Args;
 use lx_engine::scheduler::Policy;
 use lx_backends::advise::AdviseJob;
-use lx_drivers::advise::{lines, Request};
-use lx_drivers::preset::{parse_duration, Job, Preset};
+use lx_decide::advise::{lines, Request};
+use lx_decide::preset::{parse_duration, Job, Preset};
 use lx_results::decision::Axis;
 use lx_results::printers::{printer, Format};
 

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use lx_drivers::demo::{find, run_demo, run_demo_on_server, Report, DEMOS, ON_A_SERVER, WITH_SERVERS};
+use lx_teach::demo::{find, run_demo, run_demo_on_server, Report, DEMOS, ON_A_SERVER, WITH_SERVERS};
 use lx_client::traffic::RunControl;
 use lx_results::results::RunFile;
 use lx_format::workload::PromptBuilder;

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use lx_drivers::fidelity::{Plan, Watch, DEFAULT_COVERAGE, DEFAULT_TOP};
+use lx_run::fidelity::{Plan, Watch, DEFAULT_COVERAGE, DEFAULT_TOP};
 use lx_results::studies::fidelity::{self, Candidate, FidelityRun};
 
 #[derive(Args)]
@@ -90,7 +90,7 @@ pub fn run(args: FidelityArgs) -> anyhow::Result<i32> {
     let out = args.out.unwrap_or_else(|| PathBuf::from(format!("fidelity-{stem}.json")));
     job.out = Some(out.clone());
     crate::commands::stop_on_ctrl_c(&job.control);
-    let file = lx_drivers::fidelity::run(&job, &mut Progress).map_err(anyhow::Error::msg)?;
+    let file = lx_run::fidelity::run(&job, &mut Progress).map_err(anyhow::Error::msg)?;
     print(&file);
     eprintln!("wrote {}", out.display());
     Ok(if file.stopped { 130 } else { 0 })

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use clap::Args;
 use lx_machine::hardware::resident_bytes;
-use lx_drivers::live::{BackendState, LiveEvent, LiveSession, LiveSettings};
+use lx_run::live::{BackendState, LiveEvent, LiveSession, LiveSettings};
 use lx_results::printers::{printer, Format};
 use lx_results::results::{MemorySample, RunFile};
 
@@ -88,8 +88,8 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
     let servers = args.targets.servers(false)?;
     let backends = crate::commands::backends_and_servers(args.backend.as_deref(), &servers)?;
     let kv = args.kv.types_for(&backends)?;
-    let preset = args.preset.as_deref().map(lx_drivers::preset::Preset::load).transpose()?;
-    let middle = |l: lx_drivers::sweep::Length| (l.shortest() + l.to) / 2;
+    let preset = args.preset.as_deref().map(lx_decide::preset::Preset::load).transpose()?;
+    let middle = |l: lx_run::sweep::Length| (l.shortest() + l.to) / 2;
     let settings = LiveSettings {
         backends,
         prompt_tokens: preset.as_ref().map_or(args.prompt_tokens, |p| middle(p.prompt_tokens)),
@@ -116,7 +116,7 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
     let control = lx_client::traffic::RunControl::default();
     crate::commands::stop_on_ctrl_c(&control);
     let mut run = model.live_run_file(std::env::args().collect(), &settings);
-    run.preset = preset.as_ref().map(lx_drivers::preset::Preset::record);
+    run.preset = preset.as_ref().map(lx_decide::preset::Preset::record);
     // Before any request: the probe (when this machine and build have none yet) never runs
     // beside a measurement.
     if !args.no_ceilings && !settings.backends.iter().all(|b| servers.iter().any(|s| &s.name == b)) {

@@ -74,12 +74,12 @@ pub fn run(args: ShowArgs) -> anyhow::Result<i32> {
         }
         return Ok(0);
     }
-    let demos = runs.iter().filter(|r| lx_drivers::demo::judge_run(r).is_some()).count();
+    let demos = runs.iter().filter(|r| lx_teach::demo::judge_run(r).is_some()).count();
     let as_demo = match args.table.as_deref() {
         Some("demo") => true,
         Some("report") => {
             for run in &runs {
-                let report = lx_drivers::demo::judge_run(run).ok_or_else(|| anyhow::anyhow!("--table report: not every file is a demo's run (`lx demo NAME --out FILE`)"))??;
+                let report = lx_teach::demo::judge_run(run).ok_or_else(|| anyhow::anyhow!("--table report: not every file is a demo's run (`lx demo NAME --out FILE`)"))??;
                 for line in report.table() {
                     println!("{line}");
                 }
@@ -122,7 +122,7 @@ pub fn run(args: ShowArgs) -> anyhow::Result<i32> {
                     println!("{line}");
                 }
                 if let Some(advice) = &run.decisions.advice {
-                    for line in lx_drivers::advise::lines(advice) {
+                    for line in lx_decide::advise::lines(advice) {
                         println!("{line}");
                     }
                 }
@@ -136,8 +136,8 @@ pub fn run(args: ShowArgs) -> anyhow::Result<i32> {
         if demos < runs.len() {
             bail!("--table demo: not every file is a demo's run (`lx demo NAME --out FILE`)");
         }
-        let reports = runs.iter().filter_map(lx_drivers::demo::judge_run).collect::<Result<Vec<_>, _>>()?;
-        for line in lx_drivers::demo::checks_table(&reports) {
+        let reports = runs.iter().filter_map(lx_teach::demo::judge_run).collect::<Result<Vec<_>, _>>()?;
+        for line in lx_teach::demo::checks_table(&reports) {
             println!("{line}");
         }
         return Ok(0);

@@ -8,7 +8,7 @@ use lx_results::printers::{printer, Format};
 use lx_results::results::{Slo, READING_PACE_TPS};
 use lx_engine::scheduler::Policy;
 use lx_backends::sweep::SweepJob;
-use lx_drivers::sweep::{Length, SweepPlan};
+use lx_run::sweep::{Length, SweepPlan};
 
 use crate::commands::list;
 
@@ -189,18 +189,18 @@ fn plan(args: &SweepArgs, servers: &[lx_openai::Server]) -> anyhow::Result<Sweep
         max_batch_tokens: args.max_batch_tokens,
         slo: Slo { ttft_ms: args.slo_ttft_ms, decode_tps: Some(args.slo_decode_tps) },
         split: args.split.split(),
-        fidelity_chunks: args.fidelity.map(|n| n.unwrap_or(lx_drivers::sweep::fidelity::DEFAULT_CHUNKS)),
+        fidelity_chunks: args.fidelity.map(|n| n.unwrap_or(lx_run::sweep::fidelity::DEFAULT_CHUNKS)),
     })
 }
 
 pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     let servers = args.targets.servers(args.stop_at_eos)?;
     let mut plan = plan(&args, &servers)?;
-    let preset = args.preset.as_deref().map(lx_drivers::preset::Preset::load).transpose()?;
+    let preset = args.preset.as_deref().map(lx_decide::preset::Preset::load).transpose()?;
     if let Some(p) = &preset {
         p.apply(&mut plan, !args.rate.is_empty() || !args.concurrency.is_empty());
         if args.requests.is_none() && args.duration.is_none() {
-            plan.requests = lx_drivers::capacity::TRIAL_REQUESTS;
+            plan.requests = lx_decide::capacity::TRIAL_REQUESTS;
         }
         plan.warmup = args.warmup.or(Some(lx_engine::defaults::trial_warmup(lx_engine::defaults::sweep_warmup(&plan.concurrency))));
     }
@@ -214,7 +214,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     crate::commands::stop_on_ctrl_c(&job.control);
     job.out = args.out.clone();
     job.ceilings = !args.no_ceilings;
-    job.run.preset = preset.as_ref().map(lx_drivers::preset::Preset::record);
+    job.run.preset = preset.as_ref().map(lx_decide::preset::Preset::record);
     let points = job.total_points();
     let total = if args.duration.is_some() && args.requests.is_none() { 0 } else { (points * job.plan.requests) as u64 };
     let mut progress = crate::progress::SweepProgress::new(total);
@@ -276,7 +276,7 @@ mod tests {
         assert_eq!((p.concurrency, p.rates, p.prefix_cache), (vec![2, 8], vec![1.5, 3.0], vec![false, true]));
         assert_eq!(p.policies, [Policy::Serial, Policy::Chunked]);
         assert_eq!(plan_of(&["--depth", "0,512,4096"]).depths, [0, 512, 4096]);
-        let chunks = lx_drivers::sweep::fidelity::DEFAULT_CHUNKS;
+        let chunks = lx_run::sweep::fidelity::DEFAULT_CHUNKS;
         assert_eq!((plan_of(&["--fidelity"]).fidelity_chunks, plan_of(&["--fidelity", "5"]).fidelity_chunks), (Some(chunks), Some(5)));
         assert!(cli_help().contains(&format!("[default CHUNKS: {chunks}]")), "the help says the default the plan takes");
     }

@@ -474,7 +474,7 @@ pub fn run_points(
 }
 
 /// The fidelity run of `points`' backends and settings, `chunks` chunks of the text each.
-pub(crate) fn measure_fidelity(plan: &SweepPlan, chunks: usize, points: &[SweepPoint], ctx: &SweepContext<'_>, observer: &mut dyn SweepObserver) -> Result<lx_results::studies::fidelity::FidelityRun, SweepError> {
+pub fn measure_fidelity(plan: &SweepPlan, chunks: usize, points: &[SweepPoint], ctx: &SweepContext<'_>, observer: &mut dyn SweepObserver) -> Result<lx_results::studies::fidelity::FidelityRun, SweepError> {
     struct Status<'o>(&'o mut dyn SweepObserver);
     impl crate::fidelity::Watch for Status<'_> {
         fn status(&mut self, what: &str) {

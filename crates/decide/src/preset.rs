@@ -1,6 +1,6 @@
 //! Workload presets: a named workload (its prompt and output lengths, arrivals, shared prefix)
 //! and the objectives that decide whether it is served well. Each built-in preset is a TOML
-//! file in `crates/drivers/presets/` that says where its numbers come from; a user's own
+//! file in `crates/decide/presets/` that says where its numbers come from; a user's own
 //! file in the same format is read the same way, and a bad one is refused with the line and
 //! the reason.
 
@@ -9,7 +9,7 @@ use serde::{Deserialize, Deserializer};
 use lx_format::workload::PromptText;
 use lx_results::decision::{Bound, Objectives, PresetRecord};
 
-use crate::sweep::{Length, SweepPlan};
+use lx_run::sweep::{Length, SweepPlan};
 
 /// The built-in presets, by name: TTFT-bound, throughput-bound, then mixed.
 pub const BUILT_IN: [(&str, &str); 7] = [

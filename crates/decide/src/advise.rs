@@ -11,7 +11,7 @@ use lx_results::decision::{clients, duration, Advice, Axis, Bound, DeadlineRecor
 
 use crate::capacity::{Bench, Search, Skipped, TrialSpec, TRIAL_REQUESTS};
 use crate::preset::{Job, Preset};
-use crate::sweep::SweepError;
+use lx_run::sweep::SweepError;
 
 /// What to advise on.
 #[derive(Debug, Clone)]

@@ -2,7 +2,7 @@
 //! and checks that the trade-off showed up, as a ratio between points of the same run (so a
 //! busy or slow machine shifts both sides alike).
 //!
-//! A demo is a hand-made list of sweep points ([`plan`]) run by a [`crate::sweep::Session`]
+//! A demo is a hand-made list of sweep points ([`plan`]) run by a [`lx_run::sweep::Session`]
 //! like any sweep, then judged ([`judge`]). The CLI's `lx demo` and the app both go through
 //! [`run_demo`]; the thresholds are the ones the project promises (docs/SERVING.md, "Teaching demos"), not
 //! tuned to pass.
@@ -17,7 +17,7 @@ use lx_engine::scheduler::Policy;
 use lx_engine::speculative::{Drafter, Speculation};
 use lx_format::workload::PromptText;
 use lx_results::speculation::SpecSummary;
-use crate::sweep::{Session, SweepContext, SweepError, SweepObserver, SweepPlan, SweepPoint};
+use lx_run::sweep::{Session, SweepContext, SweepError, SweepObserver, SweepPlan, SweepPoint};
 
 /// A demo's name and what it shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -281,7 +281,7 @@ pub fn plan(demo: Demo, backend: &str, threads: usize) -> Plan {
         "disaggregation" => Sizing::ChatsOutlast { long_prompt: DISAGG_LONG_PROMPT },
         _ => Sizing::Fixed,
     };
-    let sweep = SweepPlan { fidelity_chunks: (demo.name == "fidelity").then_some(crate::sweep::fidelity::DEFAULT_CHUNKS), ..sweep };
+    let sweep = SweepPlan { fidelity_chunks: (demo.name == "fidelity").then_some(lx_run::sweep::fidelity::DEFAULT_CHUNKS), ..sweep };
     Plan { sweep, points, labels: labels.into_iter().map(String::from).collect(), sizing }
 }
 
@@ -726,7 +726,7 @@ fn run_plan(demo: Demo, plan: Plan, ctx: &SweepContext<'_>, run: &mut RunFile, o
         _ => {}
     }
     if let (Some(chunks), None) = (plan.sweep.fidelity_chunks, &run.fidelity) {
-        run.fidelity = Some(crate::sweep::measure_fidelity(&plan.sweep, chunks, &points, ctx, observer)?);
+        run.fidelity = Some(lx_run::sweep::measure_fidelity(&plan.sweep, chunks, &points, ctx, observer)?);
     }
     let mut session = Session::new(plan.sweep.load_spec_for(ctx.model_path.clone(), &largest));
     let mut sizing = None;

@@ -13,7 +13,7 @@ pub struct Text {
 }
 
 impl Text {
-    /// The text shipped with Latency Explorer (crates/drivers/texts/README.md says what it is).
+    /// The text shipped with Latency Explorer (crates/run/texts/README.md says what it is).
     pub fn shipped() -> Text {
         Text {
             name: "The Devil's Dictionary (preface, ABASEMENT to BAAL)".into(),

@@ -23,7 +23,7 @@ use lx_results::decision::{attainment_interval, clients, duration, fewest_to_hol
 use lx_results::printers::Printer;
 use lx_results::results::{PointResult, RunFile, Slo};
 
-use crate::sweep::{Session, SweepContext, SweepError, SweepObserver, SweepPlan, SweepPoint};
+use lx_run::sweep::{Session, SweepContext, SweepError, SweepObserver, SweepPlan, SweepPoint};
 
 /// Requests a trial sends at least: with all 20 on time, the 90% interval's low end is 0.924,
 /// enough to hold a 95% target within the indifference margin.
