@@ -13,7 +13,7 @@ use lx_client::records::RequestRecord;
 use lx_engine::scheduler::Policy;
 use lx_client::traffic::{Observer, PointSpec, RunControl};
 use lx_teach::demo::{self, Report};
-use lx_teach::lesson::{self, Lesson};
+use lx_teach::lesson::Lesson;
 use lx_run::sweep::SweepObserver;
 use lx_format::tokenizer::{PieceDecoder, TokenId, Tokenizer};
 use lx_results::results::{PointResult, RunFile};
@@ -74,7 +74,7 @@ pub enum LessonEvent {
 /// Every demo as a lesson, in `lx demo --list`'s order.
 #[tauri::command]
 pub async fn lessons() -> CmdResult<Vec<Lesson>> {
-    Ok(lesson::lessons())
+    Ok(demo::lessons())
 }
 
 /// Follows the run for the UI: points, streamed text, figures.
@@ -197,7 +197,7 @@ pub async fn lesson_start(state: State<'_, AppState>, name: String, backend: Str
         return Err(CmdError::Busy("a sweep, tuning, advice or lesson is already running".into()));
     }
     let demo = demo::find(&name).map_err(|e| CmdError::Sweep(e.to_string()))?;
-    let lesson = lesson::lesson(demo);
+    let lesson = demo.lesson();
     let model = state.model.locked().clone().ok_or(CmdError::NoModel)?;
     let on_server = state.servers.locked().iter().any(|s| s.name == backend);
     let backend = if on_server {
@@ -213,9 +213,9 @@ pub async fn lesson_start(state: State<'_, AppState>, name: String, backend: Str
     // output four times a second), and on two cores live mode's contended choice (one
     // thread) left batching no arithmetic to spare, so four clients got less than one (docs/APP.md).
     let spawn = state.spawner(&model, lx_backends::profile::Use::Measure);
-    let settings = serde_json::json!({ "demo": demo.name, "backend": backend, "threads": 0 });
-    let mut run = RunFile::new(vec!["latency-explorer".into(), "lesson".into(), demo.name.into()], lx_backends::hardware_report(), model.open.record(), settings);
-    let path: PathBuf = state.runs_dir.join(run_file_name(&format!("lesson-{}", demo.name), run.started_unix_ms / 1000));
+    let settings = serde_json::json!({ "demo": demo.name(), "backend": backend, "threads": 0 });
+    let mut run = RunFile::new(vec!["latency-explorer".into(), "lesson".into(), demo.name().into()], lx_backends::hardware_report(), model.open.record(), settings);
+    let path: PathBuf = state.runs_dir.join(run_file_name(&format!("lesson-{}", demo.name()), run.started_unix_ms / 1000));
     let control = RunControl::default();
     let stop = Arc::clone(&control.stop);
     let plan = demo::plan(demo, &backend, 0);
@@ -276,7 +276,7 @@ fn handout(paths: &[String]) -> CmdResult<String> {
         let run = RunFile::read(path).map_err(|e| CmdError::Io(format!("{e:#}")))?;
         runs.push((run, path.file_name().map_or_else(|| p.clone(), |f| f.to_string_lossy().into_owned())));
     }
-    let page = lesson::handout(&runs).map_err(CmdError::Io)?.html();
+    let page = lx_teach::handout::handout(&runs).map_err(CmdError::Io)?.html();
     let out = std::path::Path::new(first).with_extension("html");
     lx_engine::atomic_file::write(&out, page.as_bytes()).map_err(|e| CmdError::Io(format!("cannot write the handout {}: {e:#}", out.display())))?;
     Ok(out.display().to_string())

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use lx_teach::demo::{find, run_demo, run_demo_on_server, Report, DEMOS, ON_A_SERVER, WITH_SERVERS};
+use lx_teach::demo::{find, run_demo, run_demo_on_server, Report, Servers, DEMOS};
 use lx_client::traffic::RunControl;
 use lx_results::results::RunFile;
 use lx_format::workload::PromptBuilder;
@@ -43,23 +43,23 @@ pub struct DemoArgs {
 pub fn run(args: DemoArgs) -> anyhow::Result<i32> {
     if args.list {
         for d in DEMOS {
-            println!("{:<22} {}", d.name, d.shows);
+            println!("{:<22} {}", d.name(), d.shows());
         }
         return Ok(0);
     }
     let demo = find(args.name.as_deref().unwrap_or_default())?;
     let servers = args.targets.servers(false)?;
     // A demo whose point does not depend on our scheduler measures the server alone.
-    let alone = !servers.is_empty() && ON_A_SERVER.contains(&demo.name);
+    let alone = !servers.is_empty() && demo.servers() == Servers::Alone;
     if alone && servers.len() > 1 {
-        anyhow::bail!("demo {} measures one server at a time (got {} --target)", demo.name, servers.len());
+        anyhow::bail!("demo {} measures one server at a time (got {} --target)", demo.name(), servers.len());
     }
-    if !servers.is_empty() && !alone && !WITH_SERVERS.contains(&demo.name) {
+    if !servers.is_empty() && !alone && demo.servers() != Servers::Beside {
         anyhow::bail!(
             "demo {} shows how our scheduler runs requests, so it measures a backend, not a server; --target works with: {} (the server alone), {} (servers beside the backend)",
-            demo.name,
-            ON_A_SERVER.join(", "),
-            WITH_SERVERS.join(", ")
+            demo.name(),
+            Servers::Alone.demos().join(", "),
+            Servers::Beside.demos().join(", ")
         );
     }
     let backend = if alone { servers[0].name.clone() } else { lx_backends::canonical(args.backend.trim())?.to_string() };
@@ -68,13 +68,13 @@ pub fn run(args: DemoArgs) -> anyhow::Result<i32> {
     let control = RunControl::default();
     crate::commands::stop_on_ctrl_c(&control);
     let hardware = lx_backends::hardware_report();
-    let settings = serde_json::json!({ "demo": demo.name, "backend": backend, "threads": args.threads });
+    let settings = serde_json::json!({ "demo": demo.name(), "backend": backend, "threads": args.threads });
     let mut run = RunFile::new(std::env::args().collect(), hardware, model.record(), settings);
     let names: Vec<String> = servers.iter().map(|s| s.name.clone()).collect();
     let spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::profile::Use::Measure, 0);
     let mut ctx = model.sweep_context(&prompts, spawn, args.out.clone(), control);
     ctx.fidelity = Some(lx_backends::fidelity::sweep_basis(model.clone(), run.command.clone()));
-    eprintln!("demo {}: {} ({backend}, measured live)", demo.name, demo.shows);
+    eprintln!("demo {}: {} ({backend}, measured live)", demo.name(), demo.shows());
     let mut progress = crate::progress::SweepProgress::new(0);
     let report = if alone { run_demo_on_server(demo, &backend, &ctx, &mut run, &mut progress) } else { run_demo(demo, &backend, &names, args.threads, &ctx, &mut run, &mut progress) };
     progress.finish();

@@ -30,7 +30,7 @@ pub fn run(args: ReportArgs) -> anyhow::Result<i32> {
     let out = args.out.unwrap_or_else(|| args.runs[0].with_extension("html"));
     let lessons = runs.iter().filter(|(r, _)| r.settings.get("demo").is_some()).count();
     let (page, what) = if lessons > 0 || runs.len() > 1 {
-        let handout = lx_teach::lesson::handout(&runs).map_err(anyhow::Error::msg)?;
+        let handout = lx_teach::handout::handout(&runs).map_err(anyhow::Error::msg)?;
         (handout.html(), format!("the handout of lesson {}, {} run(s)", handout.name, handout.runs.len()))
     } else {
         let (run, source) = &runs[0];
