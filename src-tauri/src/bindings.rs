@@ -19,7 +19,7 @@ fn export_all(cfg: &Config) -> Result<(), ExportError> {
     lx_run::live::LiveEvent::export_all(cfg)?;
     lx_machine::hardware::HardwareReport::export_all(cfg)?;
     lx_models::Progress::export_all(cfg)?;
-    lx_backends::check::CheckRow::export_all(cfg)?;
+    lx_local::check::CheckRow::export_all(cfg)?;
     crate::events::SweepEvent::export_all(cfg)?;
     crate::error::CmdError::export_all(cfg)?;
     crate::commands::models::CatalogModel::export_all(cfg)?;
@@ -31,7 +31,7 @@ fn export_all(cfg: &Config) -> Result<(), ExportError> {
     crate::commands::system::BackendAvailability::export_all(cfg)?;
     crate::commands::system::MachineSpeed::export_all(cfg)?;
     crate::commands::system::MemoryFit::export_all(cfg)?;
-    lx_backends::fit::SettingsFit::export_all(cfg)?;
+    lx_local::fit::SettingsFit::export_all(cfg)?;
     crate::commands::tune::TuneEvent::export_all(cfg)?;
     crate::commands::fidelity::FidelityEvent::export_all(cfg)?;
     crate::commands::advise::AdviseEvent::export_all(cfg)?;

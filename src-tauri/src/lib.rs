@@ -4,7 +4,7 @@
 //! sweep) and stream what they report to the UI through `tauri::ipc::Channel`s; nothing here
 //! measures. The same binary hosts the backend workers: started as `APP worker --backend
 //! NAME` it serves the worker protocol and nothing else, which is what
-//! `lx_backends::worker_command` (re-executing the current binary) relies on.
+//! `lx_local::worker_command` (re-executing the current binary) relies on.
 
 pub mod bindings;
 pub mod commands;
@@ -31,7 +31,7 @@ pub fn main() {
         }
         _ => {}
     }
-    lx_backends::serve_if_asked(&args);
+    lx_local::serve_if_asked(&args);
     run();
 }
 
@@ -139,6 +139,6 @@ pub fn run() {
 mod tests {
     #[test]
     fn the_worker_command_re_executes_this_binary() {
-        assert_eq!(lx_backends::worker_command("llama").program, std::env::current_exe().unwrap());
+        assert_eq!(lx_local::worker_command("llama").program, std::env::current_exe().unwrap());
     }
 }

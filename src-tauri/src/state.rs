@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use lx_backends::model::OpenModel;
+use lx_local::model::OpenModel;
 use lx_engine::backend::BackendInfo;
 use lx_run::live::{LiveSession, LiveSettings};
 use lx_results::results::PointResult;
@@ -102,10 +102,10 @@ impl AppState {
 
     /// What starts each backend by name: this binary's workers (with this machine's tuned
     /// settings for `usage`), and the servers added.
-    pub fn spawner(&self, model: &Model, usage: lx_backends::profile::Use) -> lx_client::target::Spawner {
+    pub fn spawner(&self, model: &Model, usage: lx_local::profile::Use) -> lx_client::target::Spawner {
         let servers = self.servers.locked().clone();
         // Auto threads: the profile's where this machine is tuned, else a core left for the window.
-        lx_backends::spawner_with_servers(servers, Arc::new(model.open.tokenizer.clone()), usage, crate::threads::beside_a_window())
+        lx_local::spawner_with_servers(servers, Arc::new(model.open.tokenizer.clone()), usage, crate::threads::beside_a_window())
     }
 
     pub fn sweep_running(&self) -> bool {

@@ -7,7 +7,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lx_backends::model::OpenModel;
+use lx_local::model::OpenModel;
 use lx_worker::child::WorkerCommand;
 use lx_worker::spawn::process_spawner;
 use lx_run::live::{BackendState, LiveEvent, LiveSession, LiveSettings};
@@ -45,7 +45,7 @@ fn live_mode_on_the_default_model() {
     // The app binary hosts the workers, as it does when the app runs.
     let exe = env!("CARGO_BIN_EXE_latency-explorer");
     let spawner = process_spawner(
-        move |backend: &str| WorkerCommand { program: exe.into(), ..lx_backends::worker_command(backend) },
+        move |backend: &str| WorkerCommand { program: exe.into(), ..lx_local::worker_command(backend) },
         Duration::from_secs(300),
     );
     let log: Log = Arc::default();

@@ -308,7 +308,7 @@ fn limits_are_measured_once_and_cached() {
 fn assert_lx_has_our_features() {
     let hw: Value = serde_json::from_str(&lx(&["hw", "--json"]).ok().stdout()).unwrap();
     let theirs: Vec<String> = serde_json::from_value(hw["build_features"].clone()).unwrap();
-    assert_eq!(theirs, lx_backends::build_features(), "{} was built with other features than this test: rebuild it with the same ones", integration_tests::lx_bin().display());
+    assert_eq!(theirs, lx_local::build_features(), "{} was built with other features than this test: rebuild it with the same ones", integration_tests::lx_bin().display());
 }
 
 #[test]
@@ -318,13 +318,13 @@ fn hw_check_runs_every_backend_of_the_build_on_a_tiny_model() {
     let rows: Value = serde_json::from_str(&r.stdout()).unwrap();
     let rows = rows.as_array().unwrap();
     let mut backends = vec!["llama", "candle"];
-    if lx_backends::unavailable("mlx").is_none() {
+    if lx_local::unavailable("mlx").is_none() {
         backends.push("mlx");
     }
     for &backend in &backends {
         let row = rows.iter().find(|row| row["backend"] == backend && row["requested"] == "default").unwrap_or_else(|| panic!("no {backend} row\n{}", r.dump()));
         assert_eq!(row["ok"], true, "{row}");
-        assert_eq!(row["tokens"], u64::from(lx_backends::check::CHECK_TOKENS), "{row}");
+        assert_eq!(row["tokens"], u64::from(lx_local::check::CHECK_TOKENS), "{row}");
         assert!(!row["device"].as_str().unwrap().is_empty(), "{row}");
     }
     // llama.cpp's own account of the placement: the tiny model's 2 blocks and its output layer.
@@ -346,7 +346,7 @@ fn mlx_sweeps_the_default_model_or_says_why_it_cannot() {
     let args = ["sweep", "--backend", "mlx", "--prompt-tokens", "32", "--concurrency", "1,2", "--max-tokens", "8", "--requests", "2", "--threads", "2", "--out", out.to_str().unwrap()];
     assert_lx_has_our_features();
     let r = lx(&args);
-    let Some(why) = lx_backends::unavailable("mlx") else {
+    let Some(why) = lx_local::unavailable("mlx") else {
         let r = r.ok();
         let run: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
         let points = run["points"].as_array().unwrap();
@@ -422,7 +422,7 @@ fn every_backend_of_the_build_sweeps_smollm2() {
     let model = lx_models::catalog_model_path("smollm2").unwrap();
     assert!(model.is_file(), "SmolLM2 is missing at {}: run `lx models fetch smollm2` (scripts/test does)", model.display());
     let mut backends = vec!["llama", "candle"];
-    if lx_backends::unavailable("mlx").is_none() {
+    if lx_local::unavailable("mlx").is_none() {
         backends.push("mlx");
     }
     let dir = tempfile::tempdir().unwrap();

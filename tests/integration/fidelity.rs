@@ -16,7 +16,7 @@ const FROM: usize = 40;
 /// Each scored row of one request, in position order.
 fn scored_rows(backend: &str, model: &std::path::Path, max_batch_tokens: usize) -> Vec<Choice> {
     let spec = LoadSpec { model_path: model.to_path_buf(), threads: 2, slots: 1, ctx_per_slot: 128, max_batch_tokens: 128, gpu_layers: Some(0), ..Default::default() };
-    let b = lx_backends::loader(lx_backends::BackendKind::parse(backend).unwrap())(&spec).unwrap_or_else(|e| panic!("{backend} loads the tiny model: {e}"));
+    let b = lx_local::loader(lx_local::BackendKind::parse(backend).unwrap())(&spec).unwrap_or_else(|e| panic!("{backend} loads the tiny model: {e}"));
     let mut s = Scheduler::new(b, SchedulerConfig::new(Policy::Chunked, 1, max_batch_tokens), std::time::Instant::now());
     let prompt: Vec<TokenId> = (0..PROMPT as u32).map(|i| (i * 37 + 11) % (VOCAB as u32 - 3) + 3).collect();
     // Every token of the vocabulary at every position: the whole distribution comes back.
@@ -40,8 +40,8 @@ fn scored_rows(backend: &str, model: &std::path::Path, max_batch_tokens: usize) 
 fn every_backend_scores_each_position_it_was_asked_for() {
     let dir = tempfile::tempdir().unwrap();
     let model = dir.path().join("tiny.gguf");
-    lx_backends::check::write_tiny_model(&model).unwrap();
-    for backend in &lx_backends::built() {
+    lx_local::check::write_tiny_model(&model).unwrap();
+    for backend in &lx_local::built() {
         // One pass (candle projects its rows 32 at a time), then a prefill cut into passes of
         // 24 tokens: the same rows either way.
         let whole = scored_rows(backend, &model, 128);
@@ -164,11 +164,11 @@ fn a_sweep_with_fidelity_gives_each_row_the_figures_of_what_it_ran() {
 /// to llama.cpp than `dual`, the quantized kernels further).
 #[test]
 fn the_tuners_bound_scores_a_chosen_weight_format_and_its_default() {
-    use lx_backends::tune::fidelity::{bound, judge, Verdict};
+    use lx_local::tune::fidelity::{bound, judge, Verdict};
     let _lock = heavy();
-    lx_backends::worker::host_workers_in(integration_tests::lx_bin());
-    let model = lx_backends::model::OpenModel::open(model_path().to_str().unwrap(), &mut |_| {}).unwrap();
-    let settings = |w: &str| lx_backends::profile::Settings::from([("weights".to_string(), w.to_string()), ("threads".to_string(), "2".to_string())]);
+    lx_local::worker::host_workers_in(integration_tests::lx_bin());
+    let model = lx_local::model::OpenModel::open(model_path().to_str().unwrap(), &mut |_| {}).unwrap();
+    let settings = |w: &str| lx_local::profile::Settings::from([("weights".to_string(), w.to_string()), ("threads".to_string(), "2".to_string())]);
     let mut measured = std::collections::BTreeMap::new();
     for chosen in ["f32", "quantized"] {
         let (kept, notes) = bound(&model, "candle", &settings(chosen), &settings("dual"), &mut measured);
@@ -192,7 +192,7 @@ fn lx_fidelity_refuses_what_it_cannot_measure() {
     let model = model_path();
     let m = model.to_str().unwrap();
     let tiny = dir.path().join("tiny.gguf");
-    lx_backends::check::write_tiny_model(&tiny).unwrap();
+    lx_local::check::write_tiny_model(&tiny).unwrap();
     lx(&["fidelity", "--model", m, "--reference-model", tiny.to_str().unwrap()]).fails_with("has a vocabulary of 512 tokens where the model has");
     let short = dir.path().join("short.txt");
     std::fs::write(&short, "Too short to score.").unwrap();

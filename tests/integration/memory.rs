@@ -18,7 +18,7 @@ fn each_backend_holds_what_fit_predicts_and_peaks_within_ten_percent() {
     let model = model_path();
     let model = model.to_str().unwrap();
     let mut runs = vec![("llama,candle", "1024")];
-    if lx_backends::unavailable("mlx").is_none() {
+    if lx_local::unavailable("mlx").is_none() {
         runs.push(("mlx", "0"));
     }
     let mut files = Vec::new();

@@ -21,11 +21,11 @@ fn run(backend: &str, spec: Speculation, prompts: &[Vec<TokenId>]) -> (Streams, 
     let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
     let model_path = integration_tests::model_path();
     // The draft the default model gets when none is named: the model with its output head at 4 bits.
-    let draft_model = (spec.drafter == Drafter::Draft).then(|| lx_backends::draft::resolve(&model_path, None).unwrap());
+    let draft_model = (spec.drafter == Drafter::Draft).then(|| lx_local::draft::resolve(&model_path, None).unwrap());
     let load = LoadSpec { model_path, threads: 0, slots: 4, ctx_per_slot: longest + NEW_TOKENS as usize, max_batch_tokens: 1024, gpu_layers: None, draft_model, ..Default::default() };
     let mut config = SchedulerConfig::new(Policy::Continuous, 4, 1024);
     config.spec = spec;
-    let mut s = lx_worker::process::load_with_draft(&lx_backends::loader(lx_backends::BackendKind::parse(backend).unwrap()), &load, config, Instant::now()).unwrap_or_else(|e| panic!("{backend} loads the default model: {e}"));
+    let mut s = lx_worker::process::load_with_draft(&lx_local::loader(lx_local::BackendKind::parse(backend).unwrap()), &load, config, Instant::now()).unwrap_or_else(|e| panic!("{backend} loads the default model: {e}"));
     assert_eq!(s.draft_name().is_some(), spec.drafter == Drafter::Draft);
     let requests = prompts
         .iter()
@@ -121,7 +121,7 @@ fn speculation_gives_plain_greedy_tokens_on_candle() {
 /// and is the same MLX load of a second file, its drafting the scheduler's, tested above.
 #[test]
 fn speculation_gives_plain_greedy_tokens_on_mlx() {
-    match lx_backends::unavailable("mlx") {
+    match lx_local::unavailable("mlx") {
         None => check_speculation_matches_plain("mlx", &[fixed(Drafter::Lookup)]),
         Some(why) => assert!(why.contains("not compiled into this build") || why.contains("needs macOS on Apple Silicon"), "{why}"),
     }

@@ -52,7 +52,7 @@ fn a_tuned_profile_is_what_the_next_sweep_runs_with_and_a_damaged_one_is_measure
     let best_of = |settings: &Value| idle_trials.iter().filter(|t| &t["settings"] == settings).map(|t| score(t)).fold(0.0, f64::max);
     assert!(idle_trials.iter().any(|t| t["settings"] == llama["idle"]), "the choice was measured: {profile}");
     let defaults = &idle_trials[0]["settings"];
-    assert!(&llama["idle"] == defaults || best_of(&llama["idle"]) > best_of(defaults) * lx_backends::tune::KEEP_MARGIN, "{profile}");
+    assert!(&llama["idle"] == defaults || best_of(&llama["idle"]) > best_of(defaults) * lx_local::tune::KEEP_MARGIN, "{profile}");
     for t in trials.iter().filter(|t| t["error"].is_null()) {
         for f in ["decode_tps", "prefill_tps", "batched_tps", "score"] {
             assert!(t[f].as_f64().unwrap() > 0.5, "{f} in {t}");

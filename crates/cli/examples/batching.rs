@@ -256,13 +256,13 @@ fn wait_healthy(port: u16, limit: Duration) -> anyhow::Result<()> {
 
 fn main() -> anyhow::Result<()> {
     let a = parse_args()?;
-    let open = lx_backends::model::OpenModel::open("default", &mut |_| {})?;
+    let open = lx_local::model::OpenModel::open("default", &mut |_| {})?;
     let model = open.path.clone();
     let builder = PromptBuilder::new(&open.tokenizer);
     let prompts = |n: usize| -> Vec<Vec<TokenId>> { (0..n).map(|i| builder.prompt(a.prompt, i as u64)).collect() };
     let exe = std::env::current_exe()?;
     let lx = exe.parent().and_then(|d| d.parent()).map(|d| d.join("lx")).filter(|p| p.is_file()).ok_or_else(|| anyhow!("build lx first: cargo build --release -p lx-cli"))?;
-    let mut cmd = lx_backends::worker_command("llama");
+    let mut cmd = lx_local::worker_command("llama");
     cmd.program = lx;
     let kv_name = a.kv.name();
 
@@ -327,7 +327,7 @@ fn main() -> anyhow::Result<()> {
 
     // The file's figures, every round's, and the tables printed from them as `lx show`
     // prints them (lx_results::studies::batching_bench), so the two never differ.
-    let hw = lx_backends::hardware_report();
+    let hw = lx_local::hardware_report();
     let doc = json!({
         "kind": lx_results::studies::batching_bench::KIND,
         "command": std::env::args().collect::<Vec<_>>(),

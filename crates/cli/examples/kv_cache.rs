@@ -162,7 +162,7 @@ fn main() {
     let study = KvCacheStudy {
         kind: lx_results::studies::kv_cache::KIND.into(),
         command: args.clone(),
-        hardware: serde_json::to_value(lx_backends::hardware_report()).unwrap_or_default(),
+        hardware: serde_json::to_value(lx_local::hardware_report()).unwrap_or_default(),
         engine: "llama.cpp (llama-cpp-2 0.1.160), one sequence, per-sequence KV cache".into(),
         threads,
         prompt_tokens: prompt_len,

@@ -181,7 +181,7 @@ fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let value = |name: &str| args.iter().position(|a| a == name).and_then(|i| args.get(i + 1)).cloned();
     let flag = |name: &str, default: usize| value(name).and_then(|v| v.parse().ok()).unwrap_or(default);
-    let backend = lx_backends::canonical(&value("--backend").unwrap_or_else(|| "llama".into()))?;
+    let backend = lx_local::canonical(&value("--backend").unwrap_or_else(|| "llama".into()))?;
     let threads = flag("--threads", lx_machine::hardware::physical_cores());
     let rounds = flag("--rounds", 5);
     let python_reference = match value("--reference").as_deref() {
@@ -196,7 +196,7 @@ fn main() -> anyhow::Result<()> {
     };
     let short = 64usize;
 
-    let model_spec = lx_backends::model::OpenModel::open("default", &mut |_| {})?;
+    let model_spec = lx_local::model::OpenModel::open("default", &mut |_| {})?;
     let prompts = PromptBuilder::new(&model_spec.tokenizer);
     let long_prompt = prompts.prompt(long, 0);
     let short_prompt = prompts.prompt(short, 0);
@@ -204,7 +204,7 @@ fn main() -> anyhow::Result<()> {
     // The worker is our own `lx` binary, built next to this example.
     let exe = std::env::current_exe()?;
     let lx = exe.parent().and_then(|d| d.parent()).map(|d| d.join("lx")).filter(|p| p.is_file()).ok_or_else(|| anyhow::anyhow!("build lx first: cargo build --release -p lx-cli"))?;
-    let mut cmd = lx_backends::worker_command(backend);
+    let mut cmd = lx_local::worker_command(backend);
     cmd.program = lx;
     // candle: the bare loop and the worker run the same layer weights (`--candle-weights`,
     // else the CPU default); a comparison across formats would measure the format.

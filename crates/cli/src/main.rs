@@ -69,7 +69,7 @@ enum Cmd {
 fn main() {
     // `lx worker ...`: one backend behind the worker protocol, or the probe; started by the
     // coordinator, not by people, so it is read where the app reads it, not by clap.
-    lx_backends::serve_if_asked(&std::env::args().collect::<Vec<_>>());
+    lx_local::serve_if_asked(&std::env::args().collect::<Vec<_>>());
     let cli = Cli::parse();
     let result = match cli.command {
         Cmd::Models(cmd) => commands::models::run(cmd),

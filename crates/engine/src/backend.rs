@@ -261,7 +261,7 @@ pub struct LoadSpec {
     /// `weights`, `device`; `crate::kind::Capabilities::settings`). Each backend parses the
     /// ones it has when it loads and refuses a name it does not have; empty: its defaults.
     /// The environment variables that override them are read where workers are started
-    /// (`lx_backends::profile::applied`), never by a backend.
+    /// (`lx_local::profile::applied`), never by a backend.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub settings: std::collections::BTreeMap<String, String>,
 }

@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 use crate::backend::{BackendError, KvType, KvTypes, LoadSpec};
 
 /// A backend this project implements (whether this build has it is
-/// `lx_backends::unavailable`'s to say).
+/// `lx_local::unavailable`'s to say).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, ts_rs::TS)]
 #[serde(rename_all = "lowercase")]
 pub enum BackendKind {

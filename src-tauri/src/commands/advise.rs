@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use lx_backends::advise::AdviseJob;
+use lx_local::advise::AdviseJob;
 use lx_engine::scheduler::Policy;
 use lx_decide::advise::Request;
 use lx_decide::preset::{Preset, BUILT_IN};
@@ -125,7 +125,7 @@ pub async fn advise_start(state: State<'_, AppState>, preset: String, backends: 
         most_clients: 16,
         budget: Duration::from_secs_f64(budget_s),
     };
-    let spawn = state.spawner(&model, lx_backends::profile::Use::Measure);
+    let spawn = state.spawner(&model, lx_local::profile::Use::Measure);
     let mut job = AdviseJob::new(Arc::clone(&model.open), request, 0, 0, vec!["latency-explorer".into(), "advise".into()], spawn).map_err(|e| CmdError::Sweep(format!("{e:#}")))?;
     let path: PathBuf = state.runs_dir.join(run_file_name("advise", job.run.started_unix_ms / 1000));
     job.out = Some(path.clone());

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use lx_backends::fidelity::Asked;
+use lx_local::fidelity::Asked;
 use lx_run::fidelity::{Plan, Watch};
 use lx_results::studies::fidelity::{Candidate, FidelityRun};
 use serde::Serialize;
@@ -72,7 +72,7 @@ pub async fn fidelity_start(state: State<'_, AppState>, backends: Vec<String>, c
     if chunks == Some(0) {
         return Err(CmdError::Sweep("a fidelity run scores at least one chunk of the text".into()));
     }
-    let backends = backends.iter().map(|b| lx_backends::canonical(b).map(str::to_string)).collect::<anyhow::Result<Vec<_>>>().map_err(|e| CmdError::Sweep(format!("{e:#}")))?;
+    let backends = backends.iter().map(|b| lx_local::canonical(b).map(str::to_string)).collect::<anyhow::Result<Vec<_>>>().map_err(|e| CmdError::Sweep(format!("{e:#}")))?;
     let model = state.model.locked().clone().ok_or(CmdError::NoModel)?;
     let path: PathBuf = state.runs_dir.join(run_file_name("fidelity", lx_engine::date::now_unix_ms() / 1000));
     let out = path.clone();
@@ -90,7 +90,7 @@ pub async fn fidelity_start(state: State<'_, AppState>, backends: Vec<String>, c
         .name("lx-fidelity".into())
         .spawn(move || {
             let send = |e: FidelityEvent| drop(on_event.send(e));
-            let mut job = match lx_backends::fidelity::job(&model.open, &asked, plan, command) {
+            let mut job = match lx_local::fidelity::job(&model.open, &asked, plan, command) {
                 Ok(job) => job,
                 Err(e) => return send(FidelityEvent::Failed { message: format!("{e:#}") }),
             };

@@ -206,15 +206,15 @@ pub async fn lesson_start(state: State<'_, AppState>, name: String, backend: Str
         }
         backend
     } else {
-        lx_backends::canonical(&backend).map_err(|e| CmdError::Sweep(e.to_string()))?.to_string()
+        lx_local::canonical(&backend).map_err(|e| CmdError::Sweep(e.to_string()))?.to_string()
     };
 
     // The idle choice of threads, as a sweep: a lesson draws little while a point runs (its
     // output four times a second), and on two cores live mode's contended choice (one
     // thread) left batching no arithmetic to spare, so four clients got less than one (docs/APP.md).
-    let spawn = state.spawner(&model, lx_backends::profile::Use::Measure);
+    let spawn = state.spawner(&model, lx_local::profile::Use::Measure);
     let settings = serde_json::json!({ "demo": demo.name(), "backend": backend, "threads": 0 });
-    let mut run = RunFile::new(vec!["latency-explorer".into(), "lesson".into(), demo.name().into()], lx_backends::hardware_report(), model.open.record(), settings);
+    let mut run = RunFile::new(vec!["latency-explorer".into(), "lesson".into(), demo.name().into()], lx_local::hardware_report(), model.open.record(), settings);
     let path: PathBuf = state.runs_dir.join(run_file_name(&format!("lesson-{}", demo.name()), run.started_unix_ms / 1000));
     let control = RunControl::default();
     let stop = Arc::clone(&control.stop);
@@ -234,7 +234,7 @@ pub async fn lesson_start(state: State<'_, AppState>, name: String, backend: Str
         fresh: false,
         // Four repaints a second, as live mode's preview: the page shares the machine it measures.
         throttle: Throttle::new(Duration::from_millis(250)),
-        basis: lx_backends::limits::cached_limits().zip(lx_format::gguf::GgufFile::open(&model.open.path).ok().and_then(|g| lx_machine::roofline::ModelCost::from_gguf(&g).ok())),
+        basis: lx_local::limits::cached_limits().zip(lx_format::gguf::GgufFile::open(&model.open.path).ok().and_then(|g| lx_machine::roofline::ModelCost::from_gguf(&g).ok())),
         device: String::new(),
     };
     let out = path.clone();
@@ -242,7 +242,7 @@ pub async fn lesson_start(state: State<'_, AppState>, name: String, backend: Str
         .name("lx-lesson".into())
         .spawn(move || {
             let mut ctx = model.open.sweep_context(&model.prompts, spawn, Some(out.clone()), control);
-            ctx.fidelity = Some(lx_backends::fidelity::sweep_basis(model.open.clone(), run.command.clone()));
+            ctx.fidelity = Some(lx_local::fidelity::sweep_basis(model.open.clone(), run.command.clone()));
             let judged = if on_server { demo::run_demo_on_server(demo, &backend, &ctx, &mut run, &mut progress) } else { demo::run_demo(demo, &backend, &[], 0, &ctx, &mut run, &mut progress) };
             match judged {
                 Ok(report) => drop(on_event.send(LessonEvent::Finished { report, path: out, stopped: run.stopped })),

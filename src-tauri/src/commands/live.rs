@@ -32,7 +32,7 @@ pub async fn live_start(state: State<'_, AppState>, settings: LiveSettings, on_e
     // runs once per machine and build (a few seconds, then cached), and never beside a
     // measurement.
     let path = model.open.path.clone();
-    let ceilings = blocking(move || lx_backends::limits::ceilings_basis(&path, &mut || {})).await?.ok();
+    let ceilings = blocking(move || lx_local::limits::ceilings_basis(&path, &mut || {})).await?.ok();
 
     let backends: Arc<Mutex<Vec<BackendInfo>>> = Arc::default();
     let seen = Arc::clone(&backends);
@@ -48,7 +48,7 @@ pub async fn live_start(state: State<'_, AppState>, settings: LiveSettings, on_e
         // until it is stopped.
         let _ = on_event.send(batch);
     });
-    let spawner = state.spawner(&model, lx_backends::profile::Use::Interactive);
+    let spawner = state.spawner(&model, lx_local::profile::Use::Interactive);
     let session = LiveSession::start(settings.clone(), model.open.live_model(None), spawner, sink).map_err(CmdError::live)?;
     *state.live.locked() = Some(Live { session, settings, model, backends, ceilings });
     Ok(())

@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use lx_backends::model::OpenModel;
+use lx_local::model::OpenModel;
 use lx_format::gguf::ModelFacts;
 use lx_format::workload::PromptBuilder;
 use serde::Serialize;
@@ -95,7 +95,7 @@ pub async fn models() -> CmdResult<Vec<CatalogModel>> {
                 path: m.path.display().to_string(),
                 synthetic: false,
             })
-            .chain(lx_backends::synth::listing().iter().map(|p| CatalogModel {
+            .chain(lx_local::synth::listing().iter().map(|p| CatalogModel {
                 name: p.spec.clone(),
                 description: format!("{}: the shapes and types of {}, made-up weights", lx_format::gguf::synth::SYNTHETIC_NOTE, p.name),
                 size: p.bytes,

@@ -35,7 +35,7 @@ impl ServerSpec {
         if let Some(name) = self.name.as_deref().map(str::trim).filter(|n| !n.is_empty()) {
             server.name = name.to_string();
         }
-        if lx_backends::BackendKind::of(&server.name).is_some() || taken.contains(&server.name) {
+        if lx_local::BackendKind::of(&server.name).is_some() || taken.contains(&server.name) {
             return Err(CmdError::Server(format!("'{}' is already the name of a backend or another server: give this one a name", server.name)));
         }
         server.model = self.model.as_deref().map(str::trim).filter(|m| !m.is_empty()).map(String::from);

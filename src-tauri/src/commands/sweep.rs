@@ -12,7 +12,7 @@ use lx_client::traffic::{Observer, PointSpec};
 use lx_results::printers::Printer;
 use lx_results::results::{PointResult, RunFile};
 use lx_engine::scheduler::Policy;
-use lx_backends::sweep::SweepJob;
+use lx_local::sweep::SweepJob;
 use lx_run::sweep::{SweepObserver, SweepPlan};
 use serde::Deserialize;
 use tauri::ipc::Channel;
@@ -41,7 +41,7 @@ pub fn with_backends(mut plan: SweepPlan, servers: &[String]) -> CmdResult<Sweep
     plan.backends = plan
         .backends
         .iter()
-        .map(|b| if servers.contains(b) { Ok(b.clone()) } else { lx_backends::canonical(b).map(String::from) })
+        .map(|b| if servers.contains(b) { Ok(b.clone()) } else { lx_local::canonical(b).map(String::from) })
         .collect::<anyhow::Result<Vec<_>>>()
         .map_err(|e| CmdError::Sweep(e.to_string()))?;
     plan.servers = servers.iter().filter(|s| plan.backends.contains(s)).cloned().collect();
@@ -138,7 +138,7 @@ pub async fn sweep_start(state: State<'_, AppState>, plan: SweepPlan, options: S
     let servers: Vec<String> = state.servers.locked().iter().map(|s| s.name.clone()).collect();
     let plan = with_backends(plan, &servers)?;
 
-    let spawn = state.spawner(&model, lx_backends::profile::Use::Measure);
+    let spawn = state.spawner(&model, lx_local::profile::Use::Measure);
     let mut job = SweepJob::new(Arc::clone(&model.open), plan, vec!["latency-explorer".into(), "sweep".into()], spawn).map_err(|e| CmdError::Sweep(format!("{e:#}")))?;
     if let Some(s) = options.hang_timeout_s {
         if !(s > 0.0 && s.is_finite()) {

@@ -64,7 +64,7 @@ const SPEED_OUTPUT: u32 = 64;
 pub async fn machine_speed(state: tauri::State<'_, crate::state::AppState>, measure: bool) -> CmdResult<Option<MachineSpeed>> {
     let model = state.model.locked().as_ref().map(|m| m.open.path.clone());
     blocking(move || {
-        let probe = if measure { Some(lx_backends::limits::limits(true, &mut || {}).map_err(|e| crate::error::CmdError::Io(format!("the machine's limits could not be measured: {e:#}")))?) } else { lx_backends::limits::cached_limits() };
+        let probe = if measure { Some(lx_local::limits::limits(true, &mut || {}).map_err(|e| crate::error::CmdError::Io(format!("the machine's limits could not be measured: {e:#}")))?) } else { lx_local::limits::cached_limits() };
         let Some(probe) = probe else { return Ok(None) };
         let cost = model.and_then(|p| lx_format::gguf::GgufFile::open(&p).ok()).and_then(|g| lx_machine::roofline::ModelCost::from_gguf(&g).ok());
         let devices = probe.devices.iter().map(|l| DeviceSpeed { limits: l.clone(), ceiling: cost.as_ref().map(|c| c.ceiling(l, 0, SPEED_PROMPT, SPEED_OUTPUT, 1)) }).collect();
@@ -111,14 +111,14 @@ pub struct FitLongest {
 pub async fn memory_fit(state: tauri::State<'_, crate::state::AppState>) -> CmdResult<Option<MemoryFit>> {
     let Some(path) = state.model.locked().as_ref().map(|m| m.open.path.clone()) else { return Ok(None) };
     blocking(move || {
-        use lx_backends::fit;
+        use lx_local::fit;
         let memory_bytes = lx_machine::hardware::available_memory_bytes();
         let full_context = fit::full_context(&path).map_err(crate::error::CmdError::Io)?;
-        let runtime = |b: &str| lx_backends::memory::worker_runtime_bytes(b);
-        let settings = |b: &str| lx_backends::measuring_settings(b, &path);
+        let runtime = |b: &str| lx_local::memory::worker_runtime_bytes(b);
+        let settings = |b: &str| lx_local::measuring_settings(b, &path);
         let q = fit::Question { model_path: &path, memory: memory_bytes, full_context, runtime: &runtime, settings: &settings };
         let mut plans = Vec::new();
-        for b in lx_backends::built() {
+        for b in lx_local::built() {
             for kv in fit::kv_types(&b) {
                 // A backend that cannot run this model has no plan; the backend list says why.
                 let Ok(p) = fit::plan(&q, &b, kv) else { continue };
@@ -140,16 +140,16 @@ pub async fn memory_fit(state: tauri::State<'_, crate::state::AppState>) -> CmdR
 /// backend, and how far the prompt and the clients can go before a load no longer fits:
 /// the controls show it beside the sliders. `None` without a model.
 #[tauri::command]
-pub async fn settings_fit(state: tauri::State<'_, crate::state::AppState>, settings: lx_run::live::LiveSettings) -> CmdResult<Option<Vec<lx_backends::fit::SettingsFit>>> {
+pub async fn settings_fit(state: tauri::State<'_, crate::state::AppState>, settings: lx_run::live::LiveSettings) -> CmdResult<Option<Vec<lx_local::fit::SettingsFit>>> {
     let Some(path) = state.model.locked().as_ref().map(|m| m.open.path.clone()) else { return Ok(None) };
     blocking(move || {
-        use lx_backends::fit;
+        use lx_local::fit;
         let full_context = fit::full_context(&path).map_err(crate::error::CmdError::Io)?;
-        let runtime = |b: &str| lx_backends::memory::worker_runtime_bytes(b);
-        let env = |b: &str| lx_backends::measuring_settings(b, &path);
+        let runtime = |b: &str| lx_local::memory::worker_runtime_bytes(b);
+        let env = |b: &str| lx_local::measuring_settings(b, &path);
         let q = fit::Question { model_path: &path, memory: lx_machine::hardware::available_memory_bytes(), full_context, runtime: &runtime, settings: &env };
         // Servers hold their own memory; a backend that cannot run this model has no figure.
-        let local = settings.backends.iter().filter(|b| lx_backends::unavailable(b).is_none());
+        let local = settings.backends.iter().filter(|b| lx_local::unavailable(b).is_none());
         Ok(Some(local.filter_map(|b| fit::for_settings(&q, b, &settings).ok()).collect()))
     })
     .await?
@@ -157,13 +157,13 @@ pub async fn settings_fit(state: tauri::State<'_, crate::state::AppState>, setti
 
 /// Display name of a backend.
 pub fn label(name: &str) -> String {
-    lx_backends::BackendKind::of(name).map_or_else(|| name.to_string(), |k| k.capabilities().label.to_string())
+    lx_local::BackendKind::of(name).map_or_else(|| name.to_string(), |k| k.capabilities().label.to_string())
 }
 
 /// This machine: CPU, cores, memory, OS, and each backend's devices.
 #[tauri::command]
 pub async fn hardware() -> CmdResult<HardwareReport> {
-    blocking(lx_backends::hardware_report).await
+    blocking(lx_local::hardware_report).await
 }
 
 /// Every backend, whether it can run here (and the open model), and on what; then the
@@ -178,14 +178,14 @@ pub async fn backends(state: tauri::State<'_, crate::state::AppState>) -> CmdRes
         .map(|s| BackendAvailability::server(&s.name, vec![format!("{} · {}", s.base_url, s.model.as_deref().unwrap_or("the first model it lists"))]))
         .collect();
     let mut all = blocking(move || {
-        let devices = lx_backends::devices();
-        lx_backends::BackendKind::ALL
+        let devices = lx_local::devices();
+        lx_local::BackendKind::ALL
             .iter()
             .map(|kind| {
                 let name = kind.name();
                 let reason = match &model {
-                    Some(path) => lx_backends::unavailable_for(name, path),
-                    None => lx_backends::unavailable(name),
+                    Some(path) => lx_local::unavailable_for(name, path),
+                    None => lx_local::unavailable(name),
                 };
                 BackendAvailability {
                     name: name.into(),
@@ -210,9 +210,9 @@ pub async fn backends(state: tauri::State<'_, crate::state::AppState>) -> CmdRes
 /// The backend check: a tiny generated model through every backend and device of this
 /// build, a few tokens each, in worker processes. Each row goes to `on_row` as it finishes.
 #[tauri::command]
-pub async fn check_backends(on_row: tauri::ipc::Channel<lx_backends::check::CheckRow>) -> CmdResult<Vec<lx_backends::check::CheckRow>> {
+pub async fn check_backends(on_row: tauri::ipc::Channel<lx_local::check::CheckRow>) -> CmdResult<Vec<lx_local::check::CheckRow>> {
     blocking(move || {
-        lx_backends::check::run(&mut |row| {
+        lx_local::check::run(&mut |row| {
             // The window may have gone; the check still ends and its rows are returned.
             let _ = on_row.send(row.clone());
         })

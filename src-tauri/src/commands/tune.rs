@@ -5,8 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use lx_backends::profile::{self, ProfileError};
-use lx_backends::tune::{self, text, Event};
+use lx_local::profile::{self, ProfileError};
+use lx_local::tune::{self, text, Event};
 use lx_client::traffic::RunControl;
 use serde::Serialize;
 use tauri::ipc::Channel;
@@ -98,7 +98,7 @@ pub async fn tune_start(state: State<'_, AppState>, budget_s: f64, on_event: Cha
     let model = state.model.locked().clone().ok_or(CmdError::NoModel)?;
     let control = RunControl::default();
     let stop = Arc::clone(&control.stop);
-    let backends = lx_backends::built();
+    let backends = lx_local::built();
     let thread = std::thread::Builder::new()
         .name("lx-tune".into())
         .spawn(move || {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 use lx_engine::scheduler::Policy;
-use lx_backends::advise::AdviseJob;
+use lx_local::advise::AdviseJob;
 use lx_decide::advise::{lines, Request};
 use lx_decide::preset::{parse_duration, Job, Preset};
 use lx_results::decision::Axis;
@@ -82,8 +82,8 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
     if job.is_some() && preset.bound != lx_results::decision::Bound::Throughput {
         anyhow::bail!("--deadline plans a batch job; {} is {}-bound and is judged by its objectives ({})", preset.name, preset.bound.name(), preset.objectives.describe());
     }
-    let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
-    let spawn = lx_backends::spawner_with_servers(servers.clone(), std::sync::Arc::new(model.tokenizer.clone()), lx_backends::profile::Use::Measure, 0);
+    let model = lx_local::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
+    let spawn = lx_local::spawner_with_servers(servers.clone(), std::sync::Arc::new(model.tokenizer.clone()), lx_local::profile::Use::Measure, 0);
     eprintln!("{} ({}-bound): {}; {}", preset.name, preset.bound.name(), preset.summary, preset.objectives.describe());
     let request = Request {
         preset,

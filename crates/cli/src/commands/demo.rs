@@ -62,18 +62,18 @@ pub fn run(args: DemoArgs) -> anyhow::Result<i32> {
             Servers::Beside.demos().join(", ")
         );
     }
-    let backend = if alone { servers[0].name.clone() } else { lx_backends::canonical(args.backend.trim())?.to_string() };
-    let model = std::sync::Arc::new(lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?);
+    let backend = if alone { servers[0].name.clone() } else { lx_local::canonical(args.backend.trim())?.to_string() };
+    let model = std::sync::Arc::new(lx_local::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?);
     let prompts = PromptBuilder::new(&model.tokenizer);
     let control = RunControl::default();
     crate::commands::stop_on_ctrl_c(&control);
-    let hardware = lx_backends::hardware_report();
+    let hardware = lx_local::hardware_report();
     let settings = serde_json::json!({ "demo": demo.name(), "backend": backend, "threads": args.threads });
     let mut run = RunFile::new(std::env::args().collect(), hardware, model.record(), settings);
     let names: Vec<String> = servers.iter().map(|s| s.name.clone()).collect();
-    let spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::profile::Use::Measure, 0);
+    let spawn = lx_local::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_local::profile::Use::Measure, 0);
     let mut ctx = model.sweep_context(&prompts, spawn, args.out.clone(), control);
-    ctx.fidelity = Some(lx_backends::fidelity::sweep_basis(model.clone(), run.command.clone()));
+    ctx.fidelity = Some(lx_local::fidelity::sweep_basis(model.clone(), run.command.clone()));
     eprintln!("demo {}: {} ({backend}, measured live)", demo.name(), demo.shows());
     let mut progress = crate::progress::SweepProgress::new(0);
     let report = if alone { run_demo_on_server(demo, &backend, &ctx, &mut run, &mut progress) } else { run_demo(demo, &backend, &names, args.threads, &ctx, &mut run, &mut progress) };

@@ -81,11 +81,11 @@ pub fn run(args: FidelityArgs) -> anyhow::Result<i32> {
     if args.generate == 0 {
         anyhow::bail!("--generate must be at least 1");
     }
-    let backends = args.backends.iter().map(|b| lx_backends::canonical(b).map(str::to_string)).collect::<anyhow::Result<Vec<_>>>()?;
-    let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
-    let asked = lx_backends::fidelity::Asked { backends, reference_model: args.reference_model, draft_model: args.draft_model, no_drafts: args.no_drafts, text: args.text };
+    let backends = args.backends.iter().map(|b| lx_local::canonical(b).map(str::to_string)).collect::<anyhow::Result<Vec<_>>>()?;
+    let model = lx_local::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
+    let asked = lx_local::fidelity::Asked { backends, reference_model: args.reference_model, draft_model: args.draft_model, no_drafts: args.no_drafts, text: args.text };
     let plan = Plan { context: args.context, chunks: args.chunks, top: args.top, coverage: args.coverage, generated: args.generate, threads: args.threads };
-    let mut job = lx_backends::fidelity::job(&model, &asked, plan, std::env::args().collect())?;
+    let mut job = lx_local::fidelity::job(&model, &asked, plan, std::env::args().collect())?;
     let stem = model.path.file_stem().map_or_else(|| "model".into(), |s| s.to_string_lossy().into_owned());
     let out = args.out.unwrap_or_else(|| PathBuf::from(format!("fidelity-{stem}.json")));
     job.out = Some(out.clone());

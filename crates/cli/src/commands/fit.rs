@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use lx_backends::fit::{self, Question, SEQUENCES};
+use lx_local::fit::{self, Question, SEQUENCES};
 use lx_engine::footprint::{mib, Footprint};
 use lx_results::results::RunFile;
 use lx_results::studies::memory_fit::{self, FitPoint, MemoryFit};
@@ -58,11 +58,11 @@ fn split(f: &Footprint) -> String {
 }
 
 pub fn run(args: FitArgs) -> anyhow::Result<i32> {
-    let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
+    let model = lx_local::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
     let backends: Vec<String> = if args.backends.is_empty() {
-        lx_backends::built()
+        lx_local::built()
     } else {
-        args.backends.iter().map(|b| lx_backends::canonical(b).map(String::from)).collect::<anyhow::Result<_>>()?
+        args.backends.iter().map(|b| lx_local::canonical(b).map(String::from)).collect::<anyhow::Result<_>>()?
     };
     if !args.check.is_empty() {
         return check(&model.path, &args.check, args.out.as_deref());
@@ -72,8 +72,8 @@ pub fn run(args: FitArgs) -> anyhow::Result<i32> {
         None => lx_machine::hardware::available_memory_bytes(),
     };
     let full_context = fit::full_context(&model.path).map_err(anyhow::Error::msg)?;
-    let runtime = |b: &str| lx_backends::memory::worker_runtime_bytes(b);
-    let settings = |b: &str| lx_backends::measuring_settings(b, &model.path);
+    let runtime = |b: &str| lx_local::memory::worker_runtime_bytes(b);
+    let settings = |b: &str| lx_local::measuring_settings(b, &model.path);
     let q = Question { model_path: &model.path, memory, full_context, runtime: &runtime, settings: &settings };
     println!("{} ({} tokens of context) in {} GiB{}", model.path.file_name().unwrap_or_default().to_string_lossy(), full_context, gib(memory), if args.memory.is_none() { " (available now)" } else { "" });
     println!();
@@ -109,8 +109,8 @@ fn check(model: &std::path::Path, runs: &[PathBuf], out: Option<&std::path::Path
         let run = RunFile::read(path)?;
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
         for info in &run.backends {
-            let settings = lx_backends::profile::own_settings(&info.name, &info.settings);
-            let runtime = lx_backends::memory::worker_runtime_bytes(&info.name);
+            let settings = lx_local::profile::own_settings(&info.name, &info.settings);
+            let runtime = lx_local::memory::worker_runtime_bytes(&info.name);
             let c = &info.capabilities;
             for p in run.points.iter().filter(|p| p.backend == info.name) {
                 let Some(measured_peak_mib) = p.worker_peak_rss_mib else { continue };
@@ -118,7 +118,7 @@ fn check(model: &std::path::Path, runs: &[PathBuf], out: Option<&std::path::Path
                 // a depth included, before the depth is cached) together, within the load's.
                 let step = (p.warmup.min(p.concurrency).max(1) * p.prompt_tokens as usize).min(c.max_batch_tokens);
                 let spec = lx_engine::backend::LoadSpec { max_batch_tokens: step, settings: settings.clone(), ..fit::load(model, c.slots, c.ctx_per_slot, run_kv(&info.settings)) };
-                let predicted = lx_backends::memory::footprint(&info.name, &spec, runtime).map_err(anyhow::Error::msg)?;
+                let predicted = lx_local::memory::footprint(&info.name, &spec, runtime).map_err(anyhow::Error::msg)?;
                 points.push(FitPoint { run: name.clone(), backend: info.name.clone(), test: p.test_name(), slots: c.slots, ctx_per_slot: c.ctx_per_slot, predicted, measured_peak_mib });
             }
         }
@@ -126,7 +126,7 @@ fn check(model: &std::path::Path, runs: &[PathBuf], out: Option<&std::path::Path
     let file = MemoryFit {
         kind: memory_fit::KIND.into(),
         command: std::env::args().collect(),
-        hardware: serde_json::to_value(lx_backends::hardware_report())?,
+        hardware: serde_json::to_value(lx_local::hardware_report())?,
         model: model.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
         points,
     };

@@ -72,7 +72,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<i32> {
         anyhow::bail!("--spec is our engine's speculative decoding; a server decodes as it was started");
     }
     let kv = args.kv.types_for(&names)?;
-    let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
+    let model = lx_local::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
     let prompt = model.tokenizer.encode(&args.prompt);
     let need = prompt.len() + args.max_tokens as usize;
     if need > model.context_length {
@@ -97,7 +97,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<i32> {
     let mut scheduler = SchedulerConfig::new(Policy::Serial, 1, load.max_batch_tokens);
     scheduler.spec = args.spec.settings();
     scheduler.validate()?;
-    let spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::profile::Use::Measure, 0);
+    let spawn = lx_local::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_local::profile::Use::Measure, 0);
     let mut worker = spawn(backend, &load, &scheduler)?;
     eprintln!("{}: {} on {}", backend, worker.info().version, worker.info().device);
     if let Some(draft) = &worker.info().draft {

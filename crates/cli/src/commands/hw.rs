@@ -39,7 +39,7 @@ pub fn run(args: HwArgs) -> anyhow::Result<i32> {
     if args.sensors {
         return sensors(args.json, args.seconds);
     }
-    let hw = lx_backends::hardware_report();
+    let hw = lx_local::hardware_report();
     if args.json {
         println!("{}", serde_json::to_string_pretty(&hw)?);
         return Ok(0);
@@ -65,7 +65,7 @@ pub fn run(args: HwArgs) -> anyhow::Result<i32> {
 }
 
 fn limits(json: bool, refresh: bool) -> anyhow::Result<i32> {
-    let probe = lx_backends::limits::limits(refresh, &mut || eprintln!("measuring this machine's limits (once per machine and build)..."))?;
+    let probe = lx_local::limits::limits(refresh, &mut || eprintln!("measuring this machine's limits (once per machine and build)..."))?;
     if json {
         println!("{}", serde_json::to_string_pretty(&probe)?);
         return Ok(0);
@@ -146,7 +146,7 @@ fn check(json: bool) -> anyhow::Result<i32> {
         println!("| backend | asked for | ran on | result | load ms | run ms |");
         println!("| --- | --- | --- | --- | ---: | ---: |");
     }
-    let rows = lx_backends::check::run(&mut |r| {
+    let rows = lx_local::check::run(&mut |r| {
         if json {
             return;
         }

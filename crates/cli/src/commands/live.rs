@@ -110,7 +110,7 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
     }
     // Cheap checks first, so a typo never waits for a model load; then against the model.
     settings.validate(usize::MAX)?;
-    let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
+    let model = lx_local::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
     settings.validate(model.context_length)?;
 
     let control = lx_client::traffic::RunControl::default();
@@ -127,7 +127,7 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
     let sink = Box::new(move |batch: Vec<LiveEvent>| {
         let _ = tx.send(batch);
     });
-    let spawner = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_backends::profile::Use::Interactive, 0);
+    let spawner = lx_local::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_local::profile::Use::Interactive, 0);
     let session = LiveSession::start(settings, live_model, spawner, sink)?;
 
     let started = Instant::now();

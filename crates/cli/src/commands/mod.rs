@@ -20,7 +20,7 @@ pub mod tune;
 /// once per machine and build, said on stderr) and the model's cost per token. Without them
 /// the run goes on, measured all the same, and says why on stderr.
 pub fn add_ceilings(run: &mut lx_results::results::RunFile, model: &std::path::Path) {
-    match lx_backends::limits::ceilings_basis(model, &mut || eprintln!("{}", crate::progress::PROBING)) {
+    match lx_local::limits::ceilings_basis(model, &mut || eprintln!("{}", crate::progress::PROBING)) {
         Ok((limits, cost)) => (run.limits, run.model_cost) = (Some(limits), Some(cost)),
         Err(e) => eprintln!("{}", crate::progress::no_ceilings(&e)),
     }
@@ -99,7 +99,7 @@ pub fn backends_and_servers(backend: Option<&str>, servers: &[lx_openai::Server]
         .unwrap_or(default_backend)
         .split(',')
         .filter(|b| !b.trim().is_empty())
-        .map(|b| lx_backends::canonical(b.trim()).map(String::from))
+        .map(|b| lx_local::canonical(b.trim()).map(String::from))
         .collect::<anyhow::Result<Vec<_>>>()?;
     for s in servers {
         if names.contains(&s.name) {

@@ -40,7 +40,7 @@ pub enum ModelsCmd {
         model: String,
         /// Leave out these layers, FROM-TO inclusive, instead of the default recipe (Gemma 3:
         /// the lower-bit copy; others: a fifth of the layers, past the middle).
-        #[arg(long, value_parser = lx_backends::draft::parse_drop)]
+        #[arg(long, value_parser = lx_local::draft::parse_drop)]
         drop: Option<std::ops::Range<u32>>,
         /// Where to write it (default: the model directory's drafts/STEM-without-FROM-TO.gguf).
         #[arg(long, short)]
@@ -78,13 +78,13 @@ pub fn run(cmd: ModelsCmd) -> anyhow::Result<i32> {
         ModelsCmd::Synth { list: true, .. } => {
             println!("| name | architecture | parameters | file size | present | spec |");
             println!("| --- | --- | ---: | ---: | --- | --- |");
-            for p in lx_backends::synth::listing() {
+            for p in lx_local::synth::listing() {
                 let present = if p.path.is_file() { "yes" } else { "no" };
                 println!("| {} | {} | {:.2} B | {:.2} GB | {present} | {} |", p.name, p.architecture, p.parameters as f64 / 1e9, p.bytes as f64 / 1e9, p.spec);
             }
         }
         ModelsCmd::Synth { preset, like, out, .. } => {
-            use lx_backends::synth::{make, Source};
+            use lx_local::synth::{make, Source};
             let source = match (&preset, &like) {
                 (_, Some(spec)) => Source::Like(spec),
                 (Some(name), None) => Source::Preset(name),
@@ -103,7 +103,7 @@ pub fn run(cmd: ModelsCmd) -> anyhow::Result<i32> {
         ModelsCmd::Draft { model, drop, out } => {
             let spec = lx_models::ModelSpec::parse(&model)?;
             let resolved = lx_models::resolve(&spec, &lx_models::Options::default(), &mut crate::progress::fetch_reporter())?;
-            let path = lx_backends::draft::make(&resolved.path, drop.map(lx_format::gguf::draft::Recipe::WithoutLayers), out.as_deref())?;
+            let path = lx_local::draft::make(&resolved.path, drop.map(lx_format::gguf::draft::Recipe::WithoutLayers), out.as_deref())?;
             let facts = lx_format::gguf::ModelFacts::read(&path)?;
             eprintln!("draft: {}", facts.draft_of.as_deref().unwrap_or("a model of its own"));
             println!("{}", path.display());

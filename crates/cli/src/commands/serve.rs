@@ -38,11 +38,11 @@ pub struct ServeArgs {
 }
 
 pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
-    let backend = lx_backends::canonical(&args.backend)?.to_string();
+    let backend = lx_local::canonical(&args.backend)?.to_string();
     if args.slots == 0 {
         anyhow::bail!("--slots must be at least 1");
     }
-    let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
+    let model = lx_local::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
     let ctx_per_slot = args.ctx.unwrap_or((model.context_length / args.slots).min(4096));
     if ctx_per_slot < 2 || ctx_per_slot * args.slots > model.context_length.max(ctx_per_slot) {
         anyhow::bail!("--ctx {ctx_per_slot} × --slots {} does not fit the model's context of {} tokens", args.slots, model.context_length);
@@ -70,7 +70,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
     let mut config = SchedulerConfig::new(args.engine.policy, args.slots, load.max_batch_tokens);
     config.chunk_tokens = args.engine.chunk_tokens;
     config.split = args.split.split();
-    let spawner = lx_backends::spawner(lx_backends::profile::Use::Measure, 0);
+    let spawner = lx_local::spawner(lx_local::profile::Use::Measure, 0);
     let start: lx_openai::server::Start = {
         let (backend, load, config) = (backend.clone(), load.clone(), config.clone());
         Box::new(move || spawner(&backend, &load, &config))

@@ -56,7 +56,7 @@ impl SpecArgs {
             anyhow::ensure!(self.spec_draft_model.is_none(), "--spec-draft-model is the draft model of --spec draft, which was not asked for");
             return Ok(None);
         }
-        lx_backends::draft::resolve(model, self.spec_draft_model.as_deref()).map(Some)
+        lx_local::draft::resolve(model, self.spec_draft_model.as_deref()).map(Some)
     }
 
     /// The settings, with the first drafter asked for.

@@ -7,7 +7,7 @@ use clap::Args;
 use lx_results::printers::{printer, Format};
 use lx_results::results::{Slo, READING_PACE_TPS};
 use lx_engine::scheduler::Policy;
-use lx_backends::sweep::SweepJob;
+use lx_local::sweep::SweepJob;
 use lx_run::sweep::{Length, SweepPlan};
 
 use crate::commands::list;
@@ -206,9 +206,9 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     }
     // Cheap checks first, so a typo never waits for a model load; then against the model.
     plan.validate(None)?;
-    let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
-    let usage = if args.untuned { lx_backends::profile::Use::Untuned } else { lx_backends::profile::Use::Measure };
-    let spawn = lx_backends::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), usage, 0);
+    let model = lx_local::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
+    let usage = if args.untuned { lx_local::profile::Use::Untuned } else { lx_local::profile::Use::Measure };
+    let spawn = lx_local::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), usage, 0);
     let mut job = SweepJob::new(std::sync::Arc::new(model), plan, std::env::args().collect(), spawn)?;
     job.control.hang_timeout = Duration::from_secs(args.hang_timeout);
     crate::commands::stop_on_ctrl_c(&job.control);

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 use clap::Args;
-use lx_backends::tune::text::{describe, settings_text, trial_text};
-use lx_backends::profile::{self, ProfileError};
-use lx_backends::tune::{self, Event};
+use lx_local::tune::text::{describe, settings_text, trial_text};
+use lx_local::profile::{self, ProfileError};
+use lx_local::tune::{self, Event};
 use lx_client::traffic::RunControl;
 
 #[derive(Args)]
@@ -35,7 +35,7 @@ pub struct TuneArgs {
 }
 
 pub fn run(args: TuneArgs) -> anyhow::Result<i32> {
-    let model = lx_backends::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
+    let model = lx_local::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
     let here = profile::Located::here(&model.path);
     if args.show {
         return match here.read() {
@@ -58,11 +58,11 @@ pub fn run(args: TuneArgs) -> anyhow::Result<i32> {
         };
     }
     let backends = match &args.backend {
-        Some(list) => list.split(',').filter(|b| !b.trim().is_empty()).map(|b| lx_backends::canonical(b.trim()).map(String::from)).collect::<anyhow::Result<Vec<_>>>()?,
-        None => lx_backends::built(),
+        Some(list) => list.split(',').filter(|b| !b.trim().is_empty()).map(|b| lx_local::canonical(b.trim()).map(String::from)).collect::<anyhow::Result<Vec<_>>>()?,
+        None => lx_local::built(),
     };
     for b in &backends {
-        if let Some(why) = lx_backends::unavailable(b) {
+        if let Some(why) = lx_local::unavailable(b) {
             anyhow::bail!("{b} cannot be tuned in this build: {why}");
         }
     }

@@ -1,6 +1,10 @@
-//! The backends this build has, behind their [`BackendKind`]: loading, devices and why one
-//! cannot run, shared by the `lx` CLI and the desktop app. Both host workers by re-executing
-//! themselves with `worker --backend NAME` (see [`worker::WorkerRole`]).
+//! Latency Explorer on this machine, shared by the `lx` CLI and the desktop app: the backends
+//! this build has, behind their [`BackendKind`] (loading, devices and why one cannot run), and
+//! everything that needs them: the worker each runs in (both front ends host workers by
+//! re-executing themselves with `worker --backend NAME`, see [`worker::WorkerRole`]), this
+//! machine's tuned profiles ([`profile`], [`tune`]), checks against references ([`check`]),
+//! limits ([`limits`]), memory and what fits ([`memory`], [`fit`]), draft models ([`draft`]),
+//! fidelity jobs ([`fidelity`]), advice ([`advise`]) and sweeps ([`sweep`]).
 
 pub mod advise;
 pub mod check;
