@@ -18,15 +18,10 @@ pub struct AdviseArgs {
     /// batch-enrichment, overnight-eval, agent-pipeline) or a preset file's path.
     #[arg(long)]
     preset: String,
-    /// Candidate backends, comma-separated (llama, candle, mlx). Default: llama, or none when
-    /// --target names servers.
-    #[arg(long)]
-    backend: Option<String>,
     #[command(flatten)]
-    targets: crate::commands::TargetArgs,
-    /// Model: a catalog name (default), a .gguf path, or hf:OWNER/REPO/FILE.gguf.
-    #[arg(long, default_value = "default")]
-    model: String,
+    measured: crate::commands::Measured,
+    #[command(flatten)]
+    model: crate::commands::ModelArg,
     /// Time for all the measurements, confirmation included: 90s, 5m, 1h.
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     budget: f64,
@@ -71,8 +66,7 @@ fn axis(s: &str) -> Result<Axis, String> {
 
 pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
     let preset = Preset::load(&args.preset)?;
-    let servers = args.targets.servers(false)?;
-    let candidates = crate::commands::backends_and_servers(args.backend.as_deref(), &servers)?;
+    let (servers, candidates) = args.measured.resolve(false)?;
     let job = match (preset.job, args.requests, args.deadline) {
         (_, Some(requests), Some(deadline_s)) => Some(Job { requests, deadline_s }),
         (Some(j), r, d) => Some(Job { requests: r.unwrap_or(j.requests), deadline_s: d.unwrap_or(j.deadline_s) }),
@@ -82,7 +76,7 @@ pub fn run(args: AdviseArgs) -> anyhow::Result<i32> {
     if job.is_some() && preset.bound != lx_results::decision::Bound::Throughput {
         anyhow::bail!("--deadline plans a batch job; {} is {}-bound and is judged by its objectives ({})", preset.name, preset.bound.name(), preset.objectives.describe());
     }
-    let model = lx_local::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
+    let model = args.model.open()?;
     let spawn = lx_local::spawner_with_servers(servers.clone(), std::sync::Arc::new(model.tokenizer.clone()), lx_local::profile::Use::Measure, 0);
     eprintln!("{} ({}-bound): {}; {}", preset.name, preset.bound.name(), preset.summary, preset.objectives.describe());
     let request = Request {

@@ -21,9 +21,8 @@ pub struct DemoArgs {
     /// Backend to measure (llama, candle, mlx).
     #[arg(long, default_value = lx_engine::kind::BackendKind::DEFAULT.name())]
     backend: String,
-    /// Model: a catalog name (default), a .gguf path, or hf:OWNER/REPO/FILE.gguf.
-    #[arg(long, default_value = "default")]
-    model: String,
+    #[command(flatten)]
+    model: crate::commands::ModelArg,
     /// Compute threads (default: physical cores).
     #[arg(long, default_value_t = 0)]
     threads: usize,
@@ -63,7 +62,7 @@ pub fn run(args: DemoArgs) -> anyhow::Result<i32> {
         );
     }
     let backend = if alone { servers[0].name.clone() } else { lx_local::canonical(args.backend.trim())?.to_string() };
-    let model = std::sync::Arc::new(lx_local::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?);
+    let model = std::sync::Arc::new(args.model.open()?);
     let prompts = PromptBuilder::new(&model.tokenizer);
     let control = RunControl::default();
     crate::commands::stop_on_ctrl_c(&control);

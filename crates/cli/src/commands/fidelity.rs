@@ -9,9 +9,8 @@ use lx_results::studies::fidelity::{self, Candidate, FidelityRun};
 
 #[derive(Args)]
 pub struct FidelityArgs {
-    /// Model: a catalog name (default), a .gguf path, or hf:OWNER/REPO/FILE.gguf.
-    #[arg(long, default_value = "default")]
-    model: String,
+    #[command(flatten)]
+    model: crate::commands::ModelArg,
     /// Measure against this file of the same model (e.g. a Q8_0 or F16 GGUF), so that the
     /// model file's own quantization shows too. Default: the model's file, with llama.cpp and
     /// an f16 KV cache.
@@ -82,7 +81,7 @@ pub fn run(args: FidelityArgs) -> anyhow::Result<i32> {
         anyhow::bail!("--generate must be at least 1");
     }
     let backends = args.backends.iter().map(|b| lx_local::canonical(b).map(str::to_string)).collect::<anyhow::Result<Vec<_>>>()?;
-    let model = lx_local::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
+    let model = args.model.open()?;
     let asked = lx_local::fidelity::Asked { backends, reference_model: args.reference_model, draft_model: args.draft_model, no_drafts: args.no_drafts, text: args.text };
     let plan = Plan { context: args.context, chunks: args.chunks, top: args.top, coverage: args.coverage, generated: args.generate, threads: args.threads };
     let mut job = lx_local::fidelity::job(&model, &asked, plan, std::env::args().collect())?;

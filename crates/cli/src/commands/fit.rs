@@ -12,9 +12,8 @@ use lx_results::studies::memory_fit::{self, FitPoint, MemoryFit};
 
 #[derive(Args)]
 pub struct FitArgs {
-    /// Model: a catalog name (default), a .gguf path, hf:OWNER/REPO/FILE.gguf or synth:NAME.
-    #[arg(long, default_value = "default")]
-    model: String,
+    #[command(flatten)]
+    model: crate::commands::ModelArg,
     /// Backends, comma-separated (default: every backend of this build).
     #[arg(long, value_delimiter = ',')]
     backends: Vec<String>,
@@ -58,7 +57,7 @@ fn split(f: &Footprint) -> String {
 }
 
 pub fn run(args: FitArgs) -> anyhow::Result<i32> {
-    let model = lx_local::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
+    let model = args.model.open()?;
     let backends: Vec<String> = if args.backends.is_empty() {
         lx_local::built()
     } else {

@@ -16,9 +16,8 @@ pub struct GenerateArgs {
     /// Or one server to ask instead (`--target URL`); see `lx sweep --help`.
     #[command(flatten)]
     targets: crate::commands::TargetArgs,
-    /// Model: a catalog name (default), a .gguf path, or hf:OWNER/REPO/FILE.gguf.
-    #[arg(long, default_value = "default")]
-    model: String,
+    #[command(flatten)]
+    model: crate::commands::ModelArg,
     /// The prompt text (BOS first where the model asks for it).
     #[arg(long)]
     prompt: String,
@@ -72,7 +71,7 @@ pub fn run(args: GenerateArgs) -> anyhow::Result<i32> {
         anyhow::bail!("--spec is our engine's speculative decoding; a server decodes as it was started");
     }
     let kv = args.kv.types_for(&names)?;
-    let model = lx_local::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
+    let model = args.model.open()?;
     let prompt = model.tokenizer.encode(&args.prompt);
     let need = prompt.len() + args.max_tokens as usize;
     if need > model.context_length {

@@ -16,16 +16,10 @@ use lx_results::results::{MemorySample, RunFile};
 
 #[derive(Args)]
 pub struct LiveArgs {
-    /// Backends, comma-separated (llama, candle, mlx): with several (servers included), each
-    /// is measured in turn for --rotate-after seconds. Default: llama, or none when --target
-    /// names servers.
-    #[arg(long)]
-    backend: Option<String>,
     #[command(flatten)]
-    targets: crate::commands::TargetArgs,
-    /// Model: a catalog name (default), a .gguf path, or hf:OWNER/REPO/FILE.gguf.
-    #[arg(long, default_value = "default")]
-    model: String,
+    measured: crate::commands::Measured,
+    #[command(flatten)]
+    model: crate::commands::ModelArg,
     /// A workload preset (a built-in name, or a preset file): live mode runs its typical
     /// request (the middle of its prompt and output ranges) on its slots as clients, and
     /// judges every setting against its objectives. The run file records it.
@@ -42,7 +36,8 @@ pub struct LiveArgs {
     max_tokens: u32,
     #[command(flatten)]
     engine: crate::commands::EngineArgs,
-    /// With several backends: seconds each is measured before the next takes over.
+    /// With several backends (servers included): seconds each is measured before the next
+    /// takes over, in turn.
     #[arg(long, default_value_t = lx_engine::defaults::LIVE_ROTATE_AFTER_S)]
     rotate_after: f64,
     /// Stop after this many completed requests (default: run until Ctrl-C or --duration).
@@ -85,8 +80,7 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
         anyhow::bail!("--duration must be a positive number of seconds");
     }
     // Live mode always asks for exactly --max-tokens (EOS ignored), servers included.
-    let servers = args.targets.servers(false)?;
-    let backends = crate::commands::backends_and_servers(args.backend.as_deref(), &servers)?;
+    let (servers, backends) = args.measured.resolve(false)?;
     let kv = args.kv.types_for(&backends)?;
     let preset = args.preset.as_deref().map(lx_decide::preset::Preset::load).transpose()?;
     let middle = |l: lx_run::sweep::Length| (l.shortest() + l.to) / 2;
@@ -110,7 +104,7 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
     }
     // Cheap checks first, so a typo never waits for a model load; then against the model.
     settings.validate(usize::MAX)?;
-    let model = lx_local::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
+    let model = args.model.open()?;
     settings.validate(model.context_length)?;
 
     let control = lx_client::traffic::RunControl::default();

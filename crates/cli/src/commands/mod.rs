@@ -91,6 +91,45 @@ impl TargetArgs {
     }
 }
 
+/// The model a command runs (`--model`): every command that loads one takes it alike.
+#[derive(clap::Args)]
+pub struct ModelArg {
+    /// Model: a catalog name (default), a .gguf path, hf:OWNER/REPO/FILE.gguf, or synth:NAME
+    /// (a shape-only twin of a model the disk need not hold: its speed and memory, no
+    /// meaningful text).
+    #[arg(long, default_value = "default")]
+    pub model: String,
+}
+
+impl ModelArg {
+    /// The model, fetched first (with a progress bar) where it is a catalog model not yet here.
+    pub fn open(&self) -> anyhow::Result<lx_local::model::OpenModel> {
+        lx_local::model::OpenModel::open(&self.model, &mut crate::progress::fetch_reporter())
+    }
+}
+
+/// What a run measures: backends of this build and OpenAI-compatible servers. `lx sweep`,
+/// `lx live` and `lx advise` take these alike.
+#[derive(clap::Args)]
+pub struct Measured {
+    /// Backends, comma-separated (llama, candle, mlx). Default: llama, or none when --target
+    /// names servers.
+    #[arg(long)]
+    pub backend: Option<String>,
+    #[command(flatten)]
+    pub targets: TargetArgs,
+}
+
+impl Measured {
+    /// The servers `--target` names, and every name measured: `--backend`'s, then the
+    /// servers'.
+    pub fn resolve(&self, stop_at_eos: bool) -> anyhow::Result<(Vec<lx_openai::Server>, Vec<String>)> {
+        let servers = self.targets.servers(stop_at_eos)?;
+        let names = backends_and_servers(self.backend.as_deref(), &servers)?;
+        Ok((servers, names))
+    }
+}
+
 /// What `--backend` names (default: llama, or none when servers are named) followed by the
 /// servers, each name once.
 pub fn backends_and_servers(backend: Option<&str>, servers: &[lx_openai::Server]) -> anyhow::Result<Vec<String>> {

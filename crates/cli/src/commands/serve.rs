@@ -14,9 +14,8 @@ pub struct ServeArgs {
     /// The backend that runs the model (llama, candle, mlx).
     #[arg(long, default_value = lx_engine::kind::BackendKind::DEFAULT.name())]
     backend: String,
-    /// Model: a catalog name (default), a .gguf path, or hf:OWNER/REPO/FILE.gguf.
-    #[arg(long, default_value = "default")]
-    model: String,
+    #[command(flatten)]
+    model: crate::commands::ModelArg,
     /// Sequences served at once (the worker's slots); more requests wait in its queue.
     #[arg(long, default_value_t = 4)]
     slots: usize,
@@ -42,7 +41,7 @@ pub fn run(args: ServeArgs) -> anyhow::Result<i32> {
     if args.slots == 0 {
         anyhow::bail!("--slots must be at least 1");
     }
-    let model = lx_local::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
+    let model = args.model.open()?;
     let ctx_per_slot = args.ctx.unwrap_or((model.context_length / args.slots).min(4096));
     if ctx_per_slot < 2 || ctx_per_slot * args.slots > model.context_length.max(ctx_per_slot) {
         anyhow::bail!("--ctx {ctx_per_slot} × --slots {} does not fit the model's context of {} tokens", args.slots, model.context_length);

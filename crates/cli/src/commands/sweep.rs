@@ -25,15 +25,10 @@ fn on_off(s: &str) -> Result<Vec<bool>, String> {
 
 #[derive(Args)]
 pub struct SweepArgs {
-    /// Backends, comma-separated (llama, candle, mlx). Default: llama, or none when
-    /// --target names servers.
-    #[arg(long)]
-    backend: Option<String>,
     #[command(flatten)]
-    targets: crate::commands::TargetArgs,
-    /// Model: a catalog name (default), a .gguf path, or hf:OWNER/REPO/FILE.gguf.
-    #[arg(long, default_value = "default")]
-    model: String,
+    measured: crate::commands::Measured,
+    #[command(flatten)]
+    model: crate::commands::ModelArg,
     /// A workload preset (a built-in name, or a preset file): its prompt and output lengths,
     /// shared prefix, SLOs, and open-loop arrivals at its start rate on its slots unless
     /// --rate or --concurrency is given. The run file records it.
@@ -150,7 +145,7 @@ pub struct SweepArgs {
 
 /// The sweep the arguments describe (not yet checked).
 fn plan(args: &SweepArgs, servers: &[lx_openai::Server]) -> anyhow::Result<SweepPlan> {
-    let backends = crate::commands::backends_and_servers(args.backend.as_deref(), servers)?;
+    let backends = crate::commands::backends_and_servers(args.measured.backend.as_deref(), servers)?;
     let mut concurrency: Vec<usize> = args.concurrency.iter().flatten().copied().collect();
     if concurrency.is_empty() {
         concurrency = vec![1, 4];
@@ -194,7 +189,7 @@ fn plan(args: &SweepArgs, servers: &[lx_openai::Server]) -> anyhow::Result<Sweep
 }
 
 pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
-    let servers = args.targets.servers(args.stop_at_eos)?;
+    let servers = args.measured.targets.servers(args.stop_at_eos)?;
     let mut plan = plan(&args, &servers)?;
     let preset = args.preset.as_deref().map(lx_decide::preset::Preset::load).transpose()?;
     if let Some(p) = &preset {
@@ -206,7 +201,7 @@ pub fn run(args: SweepArgs) -> anyhow::Result<i32> {
     }
     // Cheap checks first, so a typo never waits for a model load; then against the model.
     plan.validate(None)?;
-    let model = lx_local::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
+    let model = args.model.open()?;
     let usage = if args.untuned { lx_local::profile::Use::Untuned } else { lx_local::profile::Use::Measure };
     let spawn = lx_local::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), usage, 0);
     let mut job = SweepJob::new(std::sync::Arc::new(model), plan, std::env::args().collect(), spawn)?;

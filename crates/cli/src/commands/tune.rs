@@ -14,9 +14,8 @@ pub struct TuneArgs {
     /// Backends to tune, comma-separated (default: every backend of this build).
     #[arg(long)]
     backend: Option<String>,
-    /// Model: a catalog name (default), a .gguf path, or hf:OWNER/REPO/FILE.gguf.
-    #[arg(long, default_value = "default")]
-    model: String,
+    #[command(flatten)]
+    model: crate::commands::ModelArg,
     /// Time for all of it: seconds (300, 90s) or minutes (5m): half for the idle search, the
     /// rest under a competing load, each backend an equal share of each. A trial starts only
     /// when it is expected to end within its backend's share (a backend's first trial, its
@@ -35,7 +34,7 @@ pub struct TuneArgs {
 }
 
 pub fn run(args: TuneArgs) -> anyhow::Result<i32> {
-    let model = lx_local::model::OpenModel::open(&args.model, &mut crate::progress::fetch_reporter())?;
+    let model = args.model.open()?;
     let here = profile::Located::here(&model.path);
     if args.show {
         return match here.read() {
