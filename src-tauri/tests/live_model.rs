@@ -51,7 +51,7 @@ fn live_mode_on_the_default_model() {
     let log: Log = Arc::default();
     let sink_log = Arc::clone(&log);
     let settings = LiveSettings { prompt_tokens: 32, max_tokens: 8, concurrency: 1, ..Default::default() };
-    let session = LiveSession::start(settings.clone(), live_model, spawner, Box::new(move |batch| sink_log.lock().unwrap().extend(batch))).unwrap();
+    let session = LiveSession::start(settings.clone().check(live_model.context_length).unwrap(), live_model, spawner, Box::new(move |batch| sink_log.lock().unwrap().extend(batch))).unwrap();
 
     let device = wait_for(&log, "llama.cpp to load", Duration::from_secs(300), |ev| {
         ev.iter().find_map(|e| match e {

@@ -26,7 +26,8 @@ pub async fn live_start(state: State<'_, AppState>, settings: LiveSettings, on_e
         return Err(CmdError::Busy("a sweep is running: cancel it or wait for it to finish first".into()));
     }
     let model = state.model.locked().clone().ok_or(CmdError::NoModel)?;
-    settings.validate(model.open.context_length).map_err(CmdError::live)?;
+    // Checked before the running session stops: settings it refuses leave that one running.
+    let checked = settings.clone().check(model.open.context_length).map_err(CmdError::live)?;
     stop_session(&state).await?;
     // The ceilings' basis, before any request is sent: the probe of this machine's limits
     // runs once per machine and build (a few seconds, then cached), and never beside a
@@ -49,7 +50,7 @@ pub async fn live_start(state: State<'_, AppState>, settings: LiveSettings, on_e
         let _ = on_event.send(batch);
     });
     let spawner = state.spawner(&model, lx_local::profile::Use::Interactive);
-    let session = LiveSession::start(settings.clone(), model.open.live_model(None), spawner, sink).map_err(CmdError::live)?;
+    let session = LiveSession::start(checked, model.open.live_model(None), spawner, sink).map_err(CmdError::live)?;
     *state.live.locked() = Some(Live { session, settings, model, backends, ceilings });
     Ok(())
 }

@@ -105,7 +105,7 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
     // Cheap checks first, so a typo never waits for a model load; then against the model.
     settings.validate(usize::MAX)?;
     let model = args.model.open()?;
-    settings.validate(model.context_length)?;
+    let checked = settings.clone().check(model.context_length)?;
 
     let control = lx_client::traffic::RunControl::default();
     crate::commands::stop_on_ctrl_c(&control);
@@ -122,7 +122,7 @@ pub fn run(args: LiveArgs) -> anyhow::Result<i32> {
         let _ = tx.send(batch);
     });
     let spawner = lx_local::spawner_with_servers(servers, std::sync::Arc::new(model.tokenizer.clone()), lx_local::profile::Use::Interactive, 0);
-    let session = LiveSession::start(settings, live_model, spawner, sink)?;
+    let session = LiveSession::start(checked, live_model, spawner, sink)?;
 
     let started = Instant::now();
     let every = Duration::from_secs_f64(args.every);

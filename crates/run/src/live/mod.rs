@@ -56,7 +56,7 @@ mod tests;
 
 pub use batcher::EventBatcher;
 pub use events::{BackendState, LiveEvent, PrefillSpan, SettingSummary, TransferSpan};
-pub use settings::{Capacity, LiveSettings, SettingKey, MAX_CONCURRENCY};
+pub use settings::{Capacity, Checked, LiveSettings, SettingKey, MAX_CONCURRENCY};
 
 use session::Session;
 
@@ -97,7 +97,7 @@ pub struct LiveModel {
 pub type EventSink = Box<dyn FnMut(Vec<LiveEvent>) + Send>;
 
 enum Control {
-    Update(LiveSettings),
+    Update(Checked),
     Retry,
     Preview,
     Results(Sender<Vec<PointResult>>),
@@ -125,9 +125,11 @@ pub struct LiveSession {
 }
 
 impl LiveSession {
-    /// Validate `settings` and start measuring on a new thread. Events go to `sink` in batches.
-    pub fn start(settings: LiveSettings, model: LiveModel, spawner: Spawner, sink: EventSink) -> Result<LiveSession, LiveError> {
-        settings.validate(model.context_length)?;
+    /// Start measuring on a new thread with `settings` (checked against this model's context;
+    /// checked again only if they were checked against another). Events go to `sink` in
+    /// batches.
+    pub fn start(settings: Checked, model: LiveModel, spawner: Spawner, sink: EventSink) -> Result<LiveSession, LiveError> {
+        let settings = settings.for_context(model.context_length)?.into_settings();
         let context_length = model.context_length;
         let (tx, rx) = mpsc::channel();
         let thread = std::thread::Builder::new()
@@ -139,8 +141,8 @@ impl LiveSession {
 
     /// Apply new settings to the next requests. Refused (and nothing changes) when they are invalid.
     pub fn update(&self, settings: LiveSettings) -> Result<(), LiveError> {
-        settings.validate(self.context_length)?;
-        self.tx.send(Control::Update(settings)).map_err(|_| LiveError::Ended)
+        let checked = settings.check(self.context_length)?;
+        self.tx.send(Control::Update(checked)).map_err(|_| LiveError::Ended)
     }
 
     /// Start fresh workers for the backends that failed or crashed, and carry on.

@@ -61,6 +61,35 @@ impl Default for LiveSettings {
     }
 }
 
+/// Live settings checked once, where they enter ([`LiveSettings::check`]): a session starts
+/// with these and takes them as updates, so nothing inside checks them again.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Checked {
+    settings: LiveSettings,
+    /// The context they were checked against.
+    model_context: usize,
+}
+
+impl Checked {
+    pub fn settings(&self) -> &LiveSettings {
+        &self.settings
+    }
+
+    pub fn into_settings(self) -> LiveSettings {
+        self.settings
+    }
+
+    /// These settings for a model of `model_context` tokens: as they are when that is the
+    /// context they were checked against, else checked against it.
+    pub fn for_context(self, model_context: usize) -> Result<Checked, Invalid> {
+        if self.model_context == model_context {
+            Ok(self)
+        } else {
+            self.settings.check(model_context)
+        }
+    }
+}
+
 /// Most concurrent clients live mode accepts.
 pub const MAX_CONCURRENCY: usize = lx_engine::defaults::LIVE_MAX_CONCURRENCY;
 
@@ -71,7 +100,15 @@ impl LiveSettings {
         lx_results::results::RunFile::new(command, hardware, model, serde_json::json!({ "mode": "live", "live": self }))
     }
 
-    /// Check the settings against the model's context. The message names the field.
+    /// The settings, checked against a model's context: what a session starts with and takes
+    /// as an update. The message names the field.
+    pub fn check(self, model_context: usize) -> Result<Checked, Invalid> {
+        self.validate(model_context)?;
+        Ok(Checked { settings: self, model_context })
+    }
+
+    /// Check the settings against the model's context, keeping nothing: a front end's early
+    /// check (before a model is loaded, with `usize::MAX`). The message names the field.
     pub fn validate(&self, model_context: usize) -> Result<(), Invalid> {
         if self.backends.is_empty() {
             return Err(Invalid::new("backends", "select at least one backend"));

@@ -160,12 +160,9 @@ impl Session {
         true
     }
 
-    fn apply(&mut self, new: LiveSettings) {
-        if let Err(invalid) = new.validate(self.model.context_length) {
-            self.emit(LiveEvent::Rejected { message: invalid.to_string() });
-            return;
-        }
-        let old = std::mem::replace(&mut self.settings, new);
+    /// New settings, checked where they entered ([`super::LiveSession::update`]).
+    fn apply(&mut self, new: super::Checked) {
+        let old = std::mem::replace(&mut self.settings, new.into_settings());
         self.batcher.set_interval(Duration::from_millis(self.settings.batch_ms));
         // The backend selection: keep the workers of backends still selected, in the new order.
         if old.backends != self.settings.backends {

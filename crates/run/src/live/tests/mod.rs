@@ -14,6 +14,11 @@ mod fake;
 
 use fake::{fakes, model};
 
+/// `settings` checked against the fake model's context, as a front end hands them over.
+fn checked(settings: LiveSettings) -> super::Checked {
+    settings.check(model().context_length).unwrap()
+}
+
 /// Collects every event with its arrival time.
 #[derive(Clone, Default)]
 struct Log(Arc<Mutex<Vec<(Instant, LiveEvent)>>>, Arc<Mutex<Vec<(Instant, usize)>>>);
@@ -190,7 +195,7 @@ fn keeps_n_clients_busy_and_reports_requests() {
     let (spawner, _f) = fakes(20, 2000);
     let log = Log::default();
     let settings = LiveSettings { prompt_tokens: 64, max_tokens: 8, concurrency: 3, ..Default::default() };
-    let session = LiveSession::start(settings, model(), spawner, log.sink()).unwrap();
+    let session = LiveSession::start(checked(settings), model(), spawner, log.sink()).unwrap();
     log.wait_for("ready", Duration::from_secs(5), |e| matches!(e, LiveEvent::BackendStatus { state: BackendState::Ready, .. }));
     let done = log.wait_for("a settled request", Duration::from_secs(5), done_settled(64));
     match done {
@@ -231,7 +236,7 @@ fn keeps_n_clients_busy_and_reports_requests() {
 fn the_machine_s_sensors_are_read_through_the_session_and_said_once() {
     let (spawner, _f) = fakes(20, 2000);
     let log = Log::default();
-    let session = LiveSession::start(LiveSettings { prompt_tokens: 64, max_tokens: 8, concurrency: 2, ..Default::default() }, model(), spawner, log.sink()).unwrap();
+    let session = LiveSession::start(checked(LiveSettings { prompt_tokens: 64, max_tokens: 8, concurrency: 2, ..Default::default() }), model(), spawner, log.sink()).unwrap();
     log.wait_for("a settled request", Duration::from_secs(5), done_settled(64));
     let third = |e: &LiveEvent| matches!(e, LiveEvent::Sensors { .. });
     let end = Instant::now() + Duration::from_secs(5);
@@ -269,7 +274,7 @@ fn a_settings_change_applies_to_the_next_requests_within_200_ms() {
     let log = Log::default();
     // Short batches, so the arrival time at the sink is close to the submit time.
     let settings = LiveSettings { prompt_tokens: 64, max_tokens: 4, concurrency: 2, batch_ms: 20, ..Default::default() };
-    let session = LiveSession::start(settings.clone(), model(), spawner, log.sink()).unwrap();
+    let session = LiveSession::start(checked(settings.clone()), model(), spawner, log.sink()).unwrap();
     for _ in 0..3 {
         log.wait_for("settled requests at 64", Duration::from_secs(5), done_settled(64));
     }
@@ -302,7 +307,7 @@ fn a_setting_beyond_the_loaded_context_reloads_and_carries_on() {
     let (spawner, f) = fakes(1, 500);
     let log = Log::default();
     let settings = LiveSettings { prompt_tokens: 64, max_tokens: 4, concurrency: 2, ..Default::default() };
-    let session = LiveSession::start(settings.clone(), model(), spawner, log.sink()).unwrap();
+    let session = LiveSession::start(checked(settings.clone()), model(), spawner, log.sink()).unwrap();
     log.wait_for("settled at 64", Duration::from_secs(5), done_settled(64));
     session.update(LiveSettings { prompt_tokens: 3000, concurrency: 6, ..settings }).unwrap();
     log.wait_for("settled at 3000", Duration::from_secs(5), done_settled(3000));
@@ -319,7 +324,7 @@ fn a_setting_beyond_the_loaded_context_reloads_and_carries_on() {
 fn invalid_updates_are_refused_and_change_nothing() {
     let (spawner, _f) = fakes(1, 500);
     let log = Log::default();
-    let session = LiveSession::start(LiveSettings::default(), model(), spawner, log.sink()).unwrap();
+    let session = LiveSession::start(checked(LiveSettings::default()), model(), spawner, log.sink()).unwrap();
     let err = session.update(LiveSettings { prompt_tokens: 9000, ..Default::default() }).unwrap_err();
     assert!(matches!(&err, LiveError::Invalid(i) if i.field == "prompt_tokens" && i.why.contains("context")), "{err}");
     drop(session);
@@ -330,7 +335,7 @@ fn a_crashed_worker_is_reported_and_retry_recovers() {
     let (spawner, f) = fakes(10, 1000);
     let log = Log::default();
     let settings = LiveSettings { prompt_tokens: 32, max_tokens: 16, concurrency: 2, ..Default::default() };
-    let session = LiveSession::start(settings, model(), spawner, log.sink()).unwrap();
+    let session = LiveSession::start(checked(settings), model(), spawner, log.sink()).unwrap();
     log.wait_for("settled", Duration::from_secs(5), done_settled(32));
     for c in f.crash.lock().unwrap().iter() {
         c.store(true, Ordering::SeqCst);
@@ -358,7 +363,7 @@ fn a_failed_load_is_reported_and_pauses() {
     let (spawner, f) = fakes(1, 500);
     f.fail_loads.store(true, Ordering::SeqCst);
     let log = Log::default();
-    let session = LiveSession::start(LiveSettings::default(), model(), spawner, log.sink()).unwrap();
+    let session = LiveSession::start(checked(LiveSettings::default()), model(), spawner, log.sink()).unwrap();
     let e = log.wait_for("error", Duration::from_secs(5), |e| matches!(e, LiveEvent::BackendStatus { state: BackendState::Error, .. }));
     assert!(matches!(e, LiveEvent::BackendStatus { message: Some(ref m), .. } if m.contains("test")));
     log.wait_for("paused", Duration::from_secs(5), |e| matches!(e, LiveEvent::Paused { .. }));
@@ -380,7 +385,7 @@ fn several_backends_take_turns_and_never_overlap() {
         rotate_after_s: 0.15,
         ..Default::default()
     };
-    let session = LiveSession::start(settings, model(), spawner, log.sink()).unwrap();
+    let session = LiveSession::start(checked(settings), model(), spawner, log.sink()).unwrap();
     let end = Instant::now() + Duration::from_secs(10);
     loop {
         let rotations = log.count(|e| matches!(e, LiveEvent::BackendStatus { state: BackendState::Measuring, .. }));
@@ -416,7 +421,7 @@ fn the_sink_sees_at_most_about_ten_batches_a_second() {
     let (spawner, _f) = fakes(0, 100);
     let log = Log::default();
     let settings = LiveSettings { prompt_tokens: 8, max_tokens: 32, concurrency: 8, ..Default::default() };
-    let session = LiveSession::start(settings, model(), spawner, log.sink()).unwrap();
+    let session = LiveSession::start(checked(settings), model(), spawner, log.sink()).unwrap();
     log.wait_for("settled", Duration::from_secs(5), done_settled(8));
     let from = Instant::now();
     std::thread::sleep(Duration::from_secs(1));
@@ -432,7 +437,7 @@ fn preview_streams_one_request_at_a_time_on_demand() {
     let (spawner, _f) = fakes(1, 1000);
     let log = Log::default();
     let settings = LiveSettings { prompt_tokens: 16, max_tokens: 10, concurrency: 3, ..Default::default() };
-    let session = LiveSession::start(settings, model(), spawner, log.sink()).unwrap();
+    let session = LiveSession::start(checked(settings), model(), spawner, log.sink()).unwrap();
     log.wait_for("settled", Duration::from_secs(5), done_settled(16));
     std::thread::sleep(Duration::from_millis(100));
     assert_eq!(log.count(|e| matches!(e, LiveEvent::RequestStarted { preview: true, .. })), 1);
