@@ -24,9 +24,32 @@ pub fn lx_bin() -> PathBuf {
 }
 
 /// Tests that run a model take this lock, so measurements are not skewed by each other.
-pub fn heavy() -> MutexGuard<'static, ()> {
+/// Where `LX_TEST_TIMES` names a file, each test's time with the lock held (its own time, not
+/// the wait for the lock) is appended to it as `seconds<TAB>test`: scripts/test prints the
+/// slowest at the end of every run, so where the suite's time goes is in every CI log.
+pub fn heavy() -> Heavy {
     static HEAVY: Mutex<()> = Mutex::new(());
-    HEAVY.lock().unwrap_or_else(|e| e.into_inner())
+    let guard = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
+    Heavy { _guard: guard, since: std::time::Instant::now() }
+}
+
+/// The held [`heavy`] lock; dropping it releases the lock and records the time it was held.
+pub struct Heavy {
+    _guard: MutexGuard<'static, ()>,
+    since: std::time::Instant,
+}
+
+impl Drop for Heavy {
+    fn drop(&mut self) {
+        let Some(path) = std::env::var_os("LX_TEST_TIMES") else { return };
+        // libtest names each test's thread after the test.
+        let test = std::thread::current().name().unwrap_or("?").to_string();
+        let line = format!("{:.1}\t{test}\n", self.since.elapsed().as_secs_f64());
+        // A lost line costs only the report: never fail a test over it.
+        if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+            let _ = std::io::Write::write_all(&mut f, line.as_bytes());
+        }
+    }
 }
 
 /// The result of running `lx`, printable in full when a test fails.
