@@ -49,16 +49,18 @@ fn adaptive(drafter: Drafter) -> Speculation {
 /// mostly fail, a draft model's hold more often), four at a time, with each of `specs`
 /// against plain decoding. Fixed draft lengths draft, and so roll back, the most.
 fn check_speculation_matches_plain(backend: &str, specs: &[Speculation]) {
-    check_speculation_matches_plain_at(backend, specs, [160, 120]);
+    check_speculation_matches_plain_at(backend, specs, &[160, 120]);
 }
 
-/// [`check_speculation_matches_plain`] with passages of `copied` tokens.
-fn check_speculation_matches_plain_at(backend: &str, specs: &[Speculation], copied: [usize; 2]) {
+/// [`check_speculation_matches_plain`] with passages of `copied` tokens, each beside a text
+/// to continue (one passage: two sequences, still a verify beside a plain decode).
+fn check_speculation_matches_plain_at(backend: &str, specs: &[Speculation], copied: &[usize]) {
     let _lock = integration_tests::heavy();
     let gguf = GgufFile::open(integration_tests::model_path()).unwrap();
     let tok = Tokenizer::from_gguf(&gguf).unwrap();
     let builder = PromptBuilder::new(&tok);
-    let prompts = vec![builder.copy(copied[0], 0), tok.encode("Once upon a time, in a small village,"), builder.copy(copied[1], 5), tok.encode("fn main() {\n    let numbers = vec![1, 2, 3];")];
+    let texts = [tok.encode("Once upon a time, in a small village,"), tok.encode("fn main() {\n    let numbers = vec![1, 2, 3];")];
+    let prompts: Vec<Vec<TokenId>> = copied.iter().zip(&texts).enumerate().flat_map(|(i, (&n, text))| [builder.copy(n, 5 * i as u64), text.clone()]).collect();
     let (plain, _) = run(backend, Speculation::default(), &prompts);
     for &spec in specs {
         let (got, events) = run(backend, spec, &prompts);
@@ -74,7 +76,8 @@ fn check_speculation_matches_plain_at(backend: &str, specs: &[Speculation], copi
                 Err(e) => panic!("{backend}, {}, prompt {id}: speculation changed the tokens: {e}\nplain       {want:?}\nspeculative {tokens:?}", spec.label()),
             }
         }
-        assert!(agreed >= 96, "{backend}: only {agreed} of {} tokens compared", 4 * NEW_TOKENS);
+        let total = prompts.len() * NEW_TOKENS as usize;
+        assert!(agreed >= total / 2, "{backend}: only {agreed} of {total} tokens compared");
         let (mut drafted, mut accepted, mut rejected_passes) = (0, 0, 0);
         for e in &events {
             if let SchedEvent::Verified { drafted: d, accepted: a, .. } = *e {
@@ -104,7 +107,7 @@ fn check_speculation_matches_plain_at(backend: &str, specs: &[Speculation], copi
 /// model's caches after cells were reused.
 #[test]
 fn speculation_gives_plain_greedy_tokens_on_llama_cpp() {
-    check_speculation_matches_plain_at("llama", &[fixed(Drafter::Lookup), adaptive(Drafter::Lookup), fixed(Drafter::Draft), adaptive(Drafter::Draft)], [1400, 120]);
+    check_speculation_matches_plain_at("llama", &[fixed(Drafter::Lookup), adaptive(Drafter::Lookup), fixed(Drafter::Draft), adaptive(Drafter::Draft)], &[1400, 120]);
 }
 
 /// The planned draft length is the scheduler's, the same for every backend and drafter:
@@ -117,12 +120,13 @@ fn speculation_gives_plain_greedy_tokens_on_candle() {
 /// MLX is in every build the README's commands make on Linux x86_64 and Apple Silicon; a
 /// build without it must say why instead. Its CPU build is the slowest here (a minute and
 /// more a run, on one core): fixed prompt-lookup drafts only, which roll MLX's cache back as
-/// often as any; a draft model adds up to 8 passes of its own per verify
-/// and is the same MLX load of a second file, its drafting the scheduler's, tested above.
+/// often as any, on one passage beside one text to continue (the four sequences above took
+/// 135 s here); a draft model adds up to 8 passes of its own per verify and is the same MLX
+/// load of a second file, its drafting the scheduler's, tested above.
 #[test]
 fn speculation_gives_plain_greedy_tokens_on_mlx() {
     match lx_local::unavailable("mlx") {
-        None => check_speculation_matches_plain("mlx", &[fixed(Drafter::Lookup)]),
+        None => check_speculation_matches_plain_at("mlx", &[fixed(Drafter::Lookup)], &[160]),
         Some(why) => assert!(why.contains("not compiled into this build") || why.contains("needs macOS on Apple Silicon"), "{why}"),
     }
 }
