@@ -21,11 +21,17 @@
 //! concurrency 4) gives each sequence the tokens serial decoding gives it, up to a near-tie;
 //! a prefix copied from another slot gives the next token a whole prefill gives; a bad model
 //! is a clear error.
+//!
+//! MLX's CPU build multiplies at about 2 GFLOP/s on one core here (examples/matmul_speed.rs),
+//! so these tests take minutes; MLX's evaluation is not meant to be driven from several
+//! threads of one process, so each runs in a process of its own (`in_own_process`), two at
+//! once on two cores.
 #![cfg(all(
     feature = "mlx",
     any(all(target_os = "macos", target_arch = "aarch64"), all(target_os = "linux", target_arch = "x86_64"))
 ))]
 
+use lx_test_support::alone::in_own_process;
 use lx_test_support::drive::{drive, streams, Streams};
 use lx_test_support::llama_ref::{forced, greedy, llama_at, long_prompt};
 use lx_test_support::models::{model_path, smollm2_path};
@@ -45,13 +51,6 @@ const NEAR_TIE: f32 = 0.25;
 /// Points by which MLX's agreement may trail llama.cpp's agreement with itself.
 const MARGIN: f64 = 0.05;
 
-/// MLX's CPU build multiplies at about 2 GFLOP/s on one core here (examples/matmul_speed.rs),
-/// so these tests take minutes, and run one at a time: MLX's evaluation is not meant to be
-/// driven from several threads at once.
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn spec(slots: usize, ctx: usize) -> LoadSpec {
     LoadSpec { model_path: model_path(), threads: 2, slots, ctx_per_slot: ctx, max_batch_tokens: 4096, gpu_layers: None, ..Default::default() }
@@ -83,7 +82,6 @@ fn window_prompt() -> String {
 /// Teacher-forced parity of MLX in `mode`, loading `model`, with llama.cpp running
 /// `reference`, which must hold the same weights, over `texts`.
 fn teacher_forced(mode: WeightMode, model: &Path, reference: &Path, texts: &[String]) {
-    let _one = one_at_a_time();
     let l = llama_at(reference);
     let mut b = load_at(model, 1, 1024, mode);
     eprintln!("{}", b.info().version);
@@ -151,11 +149,13 @@ fn teacher_forced(mode: WeightMode, model: &Path, reference: &Path, texts: &[Str
 /// window.
 #[test]
 fn teacher_forced_parity_with_llama_cpp_as_loaded() {
-    let window = lx_format::arch::Config::from_gguf(&lx_format::gguf::GgufFile::open(model_path()).unwrap()).unwrap().sliding_window;
-    let long = window_prompt();
-    let tokens = lx_format::tokenizer::Tokenizer::from_path(model_path()).unwrap().encode(&long).len();
-    assert!(window.is_some_and(|w| tokens > w), "the long prompt ({tokens} tokens) must pass the sliding window ({window:?})");
-    teacher_forced(WeightMode::AsLoaded, &model_path(), &model_path(), &[PROMPTS[0].into(), PROMPTS[1].into(), long]);
+    in_own_process("teacher_forced_parity_with_llama_cpp_as_loaded", || {
+        let window = lx_format::arch::Config::from_gguf(&lx_format::gguf::GgufFile::open(model_path()).unwrap()).unwrap().sliding_window;
+        let long = window_prompt();
+        let tokens = lx_format::tokenizer::Tokenizer::from_path(model_path()).unwrap().encode(&long).len();
+        assert!(window.is_some_and(|w| tokens > w), "the long prompt ({tokens} tokens) must pass the sliding window ({window:?})");
+        teacher_forced(WeightMode::AsLoaded, &model_path(), &model_path(), &[PROMPTS[0].into(), PROMPTS[1].into(), long]);
+    });
 }
 
 /// `src` with every matrix dequantized to f32 (exact) and everything else as it is.
@@ -184,13 +184,15 @@ fn write_f32_gguf(src: &Path, dst: &Path) {
 /// to f32, the very weights MLX runs, in the same arithmetic.
 #[test]
 fn teacher_forced_parity_with_llama_cpp_smollm2() {
-    let smollm2 = smollm2_path();
-    let dir = std::env::temp_dir().join(format!("lx-mlx-smollm2-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let f32_file = dir.join("smollm2-f32.gguf");
-    write_f32_gguf(&smollm2, &f32_file);
-    teacher_forced(WeightMode::AsLoaded, &smollm2, &f32_file, &PROMPTS.map(String::from));
-    std::fs::remove_dir_all(&dir).ok();
+    in_own_process("teacher_forced_parity_with_llama_cpp_smollm2", || {
+        let smollm2 = smollm2_path();
+        let dir = std::env::temp_dir().join(format!("lx-mlx-smollm2-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f32_file = dir.join("smollm2-f32.gguf");
+        write_f32_gguf(&smollm2, &f32_file);
+        teacher_forced(WeightMode::AsLoaded, &smollm2, &f32_file, &PROMPTS.map(String::from));
+        std::fs::remove_dir_all(&dir).ok();
+    });
 }
 
 /// MLX's own 4-bit weights are a coarser model than the file (every matrix requantized from
@@ -199,14 +201,16 @@ fn teacher_forced_parity_with_llama_cpp_smollm2() {
 /// above, so short prompts suffice here.
 #[test]
 fn teacher_forced_parity_with_llama_cpp_on_mlx_4bit_weights() {
-    let dir = std::env::temp_dir().join(format!("lx-mlx4-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let file = dir.join("default-model-as-mlx-4bit.gguf");
-    let quantized = mlx4::write_gguf(&model_path(), &file).expect("the model as MLX's 4-bit mode holds it");
-    let matrices = lx_format::gguf::GgufFile::open(model_path()).unwrap().tensors().iter().filter(|t| t.dims.len() == 2).count();
-    assert_eq!(quantized, matrices, "every matrix of the default model is quantized");
-    teacher_forced(WeightMode::Mlx4, &model_path(), &file, &PROMPTS.map(String::from));
-    std::fs::remove_dir_all(&dir).ok();
+    in_own_process("teacher_forced_parity_with_llama_cpp_on_mlx_4bit_weights", || {
+        let dir = std::env::temp_dir().join(format!("lx-mlx4-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("default-model-as-mlx-4bit.gguf");
+        let quantized = mlx4::write_gguf(&model_path(), &file).expect("the model as MLX's 4-bit mode holds it");
+        let matrices = lx_format::gguf::GgufFile::open(model_path()).unwrap().tensors().iter().filter(|t| t.dims.len() == 2).count();
+        assert_eq!(quantized, matrices, "every matrix of the default model is quantized");
+        teacher_forced(WeightMode::Mlx4, &model_path(), &file, &PROMPTS.map(String::from));
+        std::fs::remove_dir_all(&dir).ok();
+    });
 }
 
 /// Runs `prompts` through the engine's scheduler on MLX: each request's greedy tokens and
@@ -222,74 +226,77 @@ fn scheduled(policy: Policy, prompts: &[Vec<TokenId>], n: u32) -> Streams {
 /// step) gives each sequence the tokens it gets decoded alone (serial), up to a near-tie.
 #[test]
 fn batched_decode_through_the_engine_matches_decoding_alone() {
-    let _one = one_at_a_time();
-    let tok = lx_format::tokenizer::Tokenizer::from_path(model_path()).expect("tokenizer");
-    let prompts: Vec<Vec<TokenId>> = PROMPTS.iter().map(|t| tok.encode(t)).collect();
-    let n = 16;
-    let serial = scheduled(Policy::Serial, &prompts, n);
-    let batched = scheduled(Policy::Continuous, &prompts, n);
-    for (id, (want, top)) in &serial {
-        let (got, _) = &batched[id];
-        assert_eq!((want.len(), got.len()), (n as usize, n as usize));
-        match compare(want, top, got, NEAR_TIE_NATS) {
-            Ok(a) => eprintln!(
-                "prompt {id}: {} of {n} tokens identical{}",
-                a.agreed,
-                a.parted_at_tie.map_or(String::new(), |(at, gap)| format!(", parted at a near-tie at {at} (gap {gap:.3})"))
-            ),
-            Err(e) => panic!("prompt {id}: batching changed the tokens: {e}\nalone   {want:?}\nbatched {got:?}"),
+    in_own_process("batched_decode_through_the_engine_matches_decoding_alone", || {
+        let tok = lx_format::tokenizer::Tokenizer::from_path(model_path()).expect("tokenizer");
+        let prompts: Vec<Vec<TokenId>> = PROMPTS.iter().map(|t| tok.encode(t)).collect();
+        let n = 16;
+        let serial = scheduled(Policy::Serial, &prompts, n);
+        let batched = scheduled(Policy::Continuous, &prompts, n);
+        for (id, (want, top)) in &serial {
+            let (got, _) = &batched[id];
+            assert_eq!((want.len(), got.len()), (n as usize, n as usize));
+            match compare(want, top, got, NEAR_TIE_NATS) {
+                Ok(a) => eprintln!(
+                    "prompt {id}: {} of {n} tokens identical{}",
+                    a.agreed,
+                    a.parted_at_tie.map_or(String::new(), |(at, gap)| format!(", parted at a near-tie at {at} (gap {gap:.3})"))
+                ),
+                Err(e) => panic!("prompt {id}: batching changed the tokens: {e}\nalone   {want:?}\nbatched {got:?}"),
+            }
         }
-    }
+    });
 }
 
 /// The backend claims prefix copy: a slot that takes another slot's first 64 positions and
 /// prefills the rest predicts what a whole prefill predicts.
 #[test]
 fn copied_prefix_gives_the_whole_prefills_next_token() {
-    let _one = one_at_a_time();
-    let tok = lx_format::tokenizer::Tokenizer::from_path(model_path()).expect("tokenizer");
-    let seq = tok.encode(&long_prompt())[..100].to_vec();
-    let mut b = load(2, 256, WeightMode::AsLoaded);
-    assert!(b.info().capabilities.prefix_copy);
-    let whole = b.step(&Batch { chunks: vec![chunk(0, 0, &seq, Outputs::Last)], top_logprobs: 2 }).unwrap().remove(0).choices.remove(0);
-    b.copy_prefix(0, 1, 64).unwrap();
-    let rest = b.step(&Batch { chunks: vec![chunk(1, 64, &seq[64..], Outputs::Last)], top_logprobs: 2 }).unwrap().remove(0).choices.remove(0);
-    assert_eq!(rest.token, whole.token);
-    let d = (rest.top[0].logprob - whole.top[0].logprob).abs();
-    assert!(d < 0.02, "next-token log-probability moved by {d} nats");
-    assert!(b.copy_prefix(0, 1, 101).is_err(), "copying more than the slot holds must fail");
+    in_own_process("copied_prefix_gives_the_whole_prefills_next_token", || {
+        let tok = lx_format::tokenizer::Tokenizer::from_path(model_path()).expect("tokenizer");
+        let seq = tok.encode(&long_prompt())[..100].to_vec();
+        let mut b = load(2, 256, WeightMode::AsLoaded);
+        assert!(b.info().capabilities.prefix_copy);
+        let whole = b.step(&Batch { chunks: vec![chunk(0, 0, &seq, Outputs::Last)], top_logprobs: 2 }).unwrap().remove(0).choices.remove(0);
+        b.copy_prefix(0, 1, 64).unwrap();
+        let rest = b.step(&Batch { chunks: vec![chunk(1, 64, &seq[64..], Outputs::Last)], top_logprobs: 2 }).unwrap().remove(0).choices.remove(0);
+        assert_eq!(rest.token, whole.token);
+        let d = (rest.top[0].logprob - whole.top[0].logprob).abs();
+        assert!(d < 0.02, "next-token log-probability moved by {d} nats");
+        assert!(b.copy_prefix(0, 1, 101).is_err(), "copying more than the slot holds must fail");
+    });
 }
 
 /// Missing, non-GGUF and truncated model files, and an impossible cache, are load errors
 /// that say what is wrong, never a crash inside MLX.
 #[test]
 fn a_bad_model_is_a_clear_error() {
-    let _one = one_at_a_time();
-    let dir = std::env::temp_dir().join(format!("lx-mlx-bad-model-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let err = |path: &std::path::Path| match MlxBackend::load_with(&LoadSpec { model_path: path.to_path_buf(), ..spec(1, 64) }, &Options::default()) {
-        Ok(_) => panic!("{} loaded", path.display()),
-        Err(e) => e,
-    };
-    let missing = dir.join("missing.gguf");
-    let e = err(&missing);
-    assert!(matches!(e, BackendError::Load(_)) && e.to_string().contains("does not exist"), "{e}");
+    in_own_process("a_bad_model_is_a_clear_error", || {
+        let dir = std::env::temp_dir().join(format!("lx-mlx-bad-model-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let err = |path: &std::path::Path| match MlxBackend::load_with(&LoadSpec { model_path: path.to_path_buf(), ..spec(1, 64) }, &Options::default()) {
+            Ok(_) => panic!("{} loaded", path.display()),
+            Err(e) => e,
+        };
+        let missing = dir.join("missing.gguf");
+        let e = err(&missing);
+        assert!(matches!(e, BackendError::Load(_)) && e.to_string().contains("does not exist"), "{e}");
 
-    let junk = dir.join("junk.gguf");
-    std::fs::write(&junk, b"this is not a GGUF file at all, just text").unwrap();
-    let e = err(&junk);
-    assert!(matches!(e, BackendError::Load(_) | BackendError::Unsupported(_)), "{e}");
-    eprintln!("junk file: {e}");
+        let junk = dir.join("junk.gguf");
+        std::fs::write(&junk, b"this is not a GGUF file at all, just text").unwrap();
+        let e = err(&junk);
+        assert!(matches!(e, BackendError::Load(_) | BackendError::Unsupported(_)), "{e}");
+        eprintln!("junk file: {e}");
 
-    // The real model cut off after its header and a little of its tensor data.
-    let cut = dir.join("truncated.gguf");
-    let bytes = std::fs::read(model_path()).unwrap();
-    std::fs::write(&cut, &bytes[..bytes.len() / 3]).unwrap();
-    let e = err(&cut);
-    assert!(matches!(e, BackendError::Load(_) | BackendError::Unsupported(_)), "{e}");
-    eprintln!("truncated file: {e}");
+        // The real model cut off after its header and a little of its tensor data.
+        let cut = dir.join("truncated.gguf");
+        let bytes = std::fs::read(model_path()).unwrap();
+        std::fs::write(&cut, &bytes[..bytes.len() / 3]).unwrap();
+        let e = err(&cut);
+        assert!(matches!(e, BackendError::Load(_) | BackendError::Unsupported(_)), "{e}");
+        eprintln!("truncated file: {e}");
 
-    let e = MlxBackend::load_with(&LoadSpec { slots: 0, ..spec(1, 64) }, &Options::default()).map(|_| ()).unwrap_err();
-    assert!(e.to_string().contains("at least one slot"), "{e}");
-    std::fs::remove_dir_all(&dir).ok();
+        let e = MlxBackend::load_with(&LoadSpec { slots: 0, ..spec(1, 64) }, &Options::default()).map(|_| ()).unwrap_err();
+        assert!(e.to_string().contains("at least one slot"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
+    });
 }

@@ -8,9 +8,12 @@
 //! - [`steps`]: a backend stepped by hand (one chunk, a greedy generation).
 //! - [`models`]: where the real models are.
 //! - [`scripted_server`]: an OpenAI-compatible server that answers as a test scripts.
+//! - [`alone`]: a test run in a process of its own, so that tests of a one-core backend run
+//!   two at once.
 //! - `tiny_gguf` (feature `tiny-gguf`): tiny generated GGUF models with quantized tensors.
 //! - `llama_ref` (feature `llama-ref`): llama.cpp in the test process, the reference.
 
+pub mod alone;
 pub mod drive;
 pub mod fuzz;
 pub mod models;
