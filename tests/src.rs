@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 use std::process::{Command, Output};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex};
 
 /// The default model (Gemma 3 270M Q4_K_M): `LX_MODEL`, else the model cache.
 /// Panics with what to do when it is missing: these tests never pass without it.
@@ -28,23 +28,50 @@ pub fn lx_bin() -> PathBuf {
 /// the wait for the lock) is appended to it as `seconds<TAB>test`: scripts/test prints the
 /// slowest at the end of every run, so where the suite's time goes is in every CI log.
 pub fn heavy() -> Heavy {
-    static HEAVY: Mutex<()> = Mutex::new(());
-    let guard = HEAVY.lock().unwrap_or_else(|e| e.into_inner());
-    Heavy { _guard: guard, since: std::time::Instant::now() }
+    Heavy::take(WHOLE)
 }
 
-/// The held [`heavy`] lock; dropping it releases the lock and records the time it was held.
+/// [`heavy`] for a test that runs `backend`: the whole lock, or, for MLX on Linux, half of
+/// it. MLX's Linux build computes on one core (its CPU build's reference BLAS), and its tests
+/// check tokens and files, never speed: two of them run at once, a core each (libtest starts
+/// tests in name order, so they sit together in the `mlx` module). MLX on a Mac runs on the
+/// GPU and takes the whole lock.
+pub fn heavy_for(backend: &str) -> Heavy {
+    Heavy::take(if backend == "mlx" && cfg!(target_os = "linux") { 1 } else { WHOLE })
+}
+
+/// The lock, in shares: a test on MLX's one core takes one, any other test all of them.
+const WHOLE: usize = 2;
+static FREE: Mutex<usize> = Mutex::new(WHOLE);
+static RELEASED: Condvar = Condvar::new();
+
+/// The held [`heavy`] lock (all of it or a share); dropping it releases it and records the
+/// time it was held.
 pub struct Heavy {
-    _guard: MutexGuard<'static, ()>,
+    shares: usize,
     since: std::time::Instant,
+}
+
+impl Heavy {
+    fn take(shares: usize) -> Heavy {
+        let mut free = FREE.lock().unwrap_or_else(|e| e.into_inner());
+        while *free < shares {
+            free = RELEASED.wait(free).unwrap_or_else(|e| e.into_inner());
+        }
+        *free -= shares;
+        Heavy { shares, since: std::time::Instant::now() }
+    }
 }
 
 impl Drop for Heavy {
     fn drop(&mut self) {
+        *FREE.lock().unwrap_or_else(|e| e.into_inner()) += self.shares;
+        RELEASED.notify_all();
         let Some(path) = std::env::var_os("LX_TEST_TIMES") else { return };
         // libtest names each test's thread after the test.
         let test = std::thread::current().name().unwrap_or("?").to_string();
-        let line = format!("{:.1}\t{test}\n", self.since.elapsed().as_secs_f64());
+        let half = if self.shares < WHOLE { " (half the lock: two at once)" } else { "" };
+        let line = format!("{:.1}\t{test}{half}\n", self.since.elapsed().as_secs_f64());
         // A lost line costs only the report: never fail a test over it.
         if let Ok(mut f) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
             let _ = std::io::Write::write_all(&mut f, line.as_bytes());

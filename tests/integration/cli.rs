@@ -305,7 +305,7 @@ fn limits_are_measured_once_and_cached() {
 
 /// The `lx` under test has this test binary's backend features (both come from one build
 /// in scripts/test; a stale `lx` would make the checks below lie).
-fn assert_lx_has_our_features() {
+pub(crate) fn assert_lx_has_our_features() {
     let hw: Value = serde_json::from_str(&lx(&["hw", "--json"]).ok().stdout()).unwrap();
     let theirs: Vec<String> = serde_json::from_value(hw["build_features"].clone()).unwrap();
     assert_eq!(theirs, lx_local::build_features(), "{} was built with other features than this test: rebuild it with the same ones", integration_tests::lx_bin().display());
@@ -333,32 +333,6 @@ fn hw_check_runs_every_backend_of_the_build_on_a_tiny_model() {
     // The text form is a table with one row per check.
     let text = lx(&["hw", "--check"]).ok().stdout();
     assert_eq!(text.lines().filter(|l| backends.iter().any(|b| l.starts_with(&format!("| {b} |")))).count(), rows.len(), "{text}");
-}
-
-/// MLX, where the build has it (the README's commands build it on Linux x86_64, on MLX's CPU
-/// backend, and on Apple Silicon), runs the default model through a worker and the engine at
-/// two concurrencies; where the build lacks it, asking for it is an error that says why.
-#[test]
-fn mlx_sweeps_the_default_model_or_says_why_it_cannot() {
-    let _lock = heavy();
-    let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("mlx.json");
-    let args = ["sweep", "--backend", "mlx", "--prompt-tokens", "32", "--concurrency", "1,2", "--max-tokens", "8", "--requests", "2", "--threads", "2", "--out", out.to_str().unwrap()];
-    assert_lx_has_our_features();
-    let r = lx(&args);
-    let Some(why) = lx_local::unavailable("mlx") else {
-        let r = r.ok();
-        let run: Value = serde_json::from_str(&std::fs::read_to_string(&out).unwrap()).unwrap();
-        let points = run["points"].as_array().unwrap();
-        assert_eq!(points.len(), 2, "{}", r.dump());
-        for p in points {
-            assert_eq!((p["backend"].as_str(), p["requests"].as_u64(), p["errors"].as_u64()), (Some("mlx"), Some(2), Some(0)), "{p}");
-            assert!(p["ttft_ms"]["p50"].as_f64().unwrap() > 0.0 && p["decode_tps"]["p50"].as_f64().unwrap() > 0.0, "{p}");
-        }
-        eprintln!("{}", r.stdout());
-        return;
-    };
-    r.fails_with(&why);
 }
 
 /// `--repetitions 3` measures the point three times (numbered rows, `repetition` in the run

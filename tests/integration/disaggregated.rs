@@ -36,7 +36,7 @@ fn config(policy: Policy, via: TransferVia) -> SchedulerConfig {
 
 /// How the states move, and whether the prefill worker computes prompts in chunks (of 4
 /// tokens, so these short prompts really are split).
-type Path = (TransferVia, bool);
+pub(crate) type Path = (TransferVia, bool);
 
 fn request(id: u64, prompt: Vec<TokenId>, max_tokens: u32) -> WorkRequest {
     WorkRequest { id, prompt, max_tokens, stop_tokens: vec![], top_logprobs: ALTERNATIVES, prefix_tokens: 0, handoff: Default::default(), score: None }
@@ -99,8 +99,8 @@ fn run(backend: &str, policy: Policy, (via, chunks): Path) -> BTreeMap<u64, Vec<
     collect(t.as_mut(), prompts.len(), Duration::from_secs(300), |_, _| {})
 }
 
-fn decodes_as_one_worker(backend: &str, paths: &[Path]) {
-    let _lock = integration_tests::heavy();
+pub(crate) fn decodes_as_one_worker(backend: &str, paths: &[Path]) {
+    let _lock = integration_tests::heavy_for(backend);
     let whole = streams(&run(backend, Policy::Continuous, (TransferVia::Pipe, false)));
     for &(via, chunks) in paths {
         let events = run(backend, Policy::Disaggregated, (via, chunks));
@@ -131,11 +131,6 @@ fn a_moved_state_decodes_the_tokens_of_one_worker_on_llama_cpp_by_pipe_and_by_fi
 #[test]
 fn a_moved_state_decodes_the_tokens_of_one_worker_on_candle() {
     decodes_as_one_worker("candle", &[(TransferVia::Pipe, false)]);
-}
-
-#[test]
-fn a_moved_state_decodes_the_tokens_of_one_worker_on_mlx() {
-    decodes_as_one_worker("mlx", &[(TransferVia::File, false)]);
 }
 
 fn kill(pid: Option<u32>) {

@@ -12,6 +12,7 @@ mod cli;
 mod kv_cache;
 mod live;
 mod memory;
+mod mlx;
 mod policy_parity;
 mod readme;
 mod serve;

@@ -37,7 +37,7 @@ fn run(backend: &str, spec: Speculation, prompts: &[Vec<TokenId>]) -> (Streams, 
 }
 
 /// Fixed lengths of 8: enough to roll back often, without a draft model's 12 passes per verify.
-fn fixed(drafter: Drafter) -> Speculation {
+pub(crate) fn fixed(drafter: Drafter) -> Speculation {
     Speculation { drafter, adaptive: false, draft_max: 8, ..Speculation::default() }
 }
 
@@ -54,8 +54,8 @@ fn check_speculation_matches_plain(backend: &str, specs: &[Speculation]) {
 
 /// [`check_speculation_matches_plain`] with passages of `copied` tokens, each beside a text
 /// to continue (one passage: two sequences, still a verify beside a plain decode).
-fn check_speculation_matches_plain_at(backend: &str, specs: &[Speculation], copied: &[usize]) {
-    let _lock = integration_tests::heavy();
+pub(crate) fn check_speculation_matches_plain_at(backend: &str, specs: &[Speculation], copied: &[usize]) {
+    let _lock = integration_tests::heavy_for(backend);
     let gguf = GgufFile::open(integration_tests::model_path()).unwrap();
     let tok = Tokenizer::from_gguf(&gguf).unwrap();
     let builder = PromptBuilder::new(&tok);
@@ -115,18 +115,4 @@ fn speculation_gives_plain_greedy_tokens_on_llama_cpp() {
 #[test]
 fn speculation_gives_plain_greedy_tokens_on_candle() {
     check_speculation_matches_plain("candle", &[fixed(Drafter::Lookup), adaptive(Drafter::Lookup), fixed(Drafter::Draft)]);
-}
-
-/// MLX is in every build the README's commands make on Linux x86_64 and Apple Silicon; a
-/// build without it must say why instead. Its CPU build is the slowest here (a minute and
-/// more a run, on one core): fixed prompt-lookup drafts only, which roll MLX's cache back as
-/// often as any, on one passage beside one text to continue (the four sequences above took
-/// 135 s here); a draft model adds up to 8 passes of its own per verify and is the same MLX
-/// load of a second file, its drafting the scheduler's, tested above.
-#[test]
-fn speculation_gives_plain_greedy_tokens_on_mlx() {
-    match lx_local::unavailable("mlx") {
-        None => check_speculation_matches_plain_at("mlx", &[fixed(Drafter::Lookup)], &[160]),
-        Some(why) => assert!(why.contains("not compiled into this build") || why.contains("needs macOS on Apple Silicon"), "{why}"),
-    }
 }
