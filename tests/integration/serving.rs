@@ -60,27 +60,67 @@ fn open_loop_sweep_with_mixed_lengths_writes_timelines_and_goodput() {
     assert_eq!(per_policy[0], per_policy[1], "the same seed must give both policies the same workload");
 }
 
+/// A child's stderr as it arrives, read on a thread of its own (a full pipe would block it).
+struct Stderr {
+    text: std::sync::Arc<std::sync::Mutex<String>>,
+    reader: std::thread::JoinHandle<()>,
+}
+
+impl Stderr {
+    /// What has arrived so far.
+    fn text(&self) -> String {
+        self.text.lock().unwrap().clone()
+    }
+    /// Everything, once the child has ended.
+    fn all(self) -> String {
+        self.reader.join().unwrap();
+        self.text.lock().unwrap().clone()
+    }
+}
+
+/// Starts `command` with its stdout discarded and its stderr read as it arrives.
+fn with_stderr(command: &mut Command) -> (std::process::Child, Stderr) {
+    let mut child = command.stdout(Stdio::null()).stderr(Stdio::piped()).spawn().unwrap();
+    let text = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let (pipe, text) = (child.stderr.take().unwrap(), std::sync::Arc::clone(&text));
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
+                let mut all = text.lock().unwrap();
+                all.push_str(&line);
+                all.push('\n');
+            }
+        })
+    };
+    (child, Stderr { text, reader })
+}
+
 #[test]
 fn ctrl_c_mid_sweep_writes_what_was_measured_and_says_so() {
     let _lock = heavy();
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("run.json");
     let model = model_path();
-    let child = Command::new(lx_bin())
-        .args(["sweep", "--model", model.to_str().unwrap(), "--prompt-tokens", "32", "--concurrency", "1", "--max-tokens", "8"])
-        .args(["--rate", "1,2,3", "--requests", "30", "--warmup", "0", "--threads", "2", "--out", out.to_str().unwrap()])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Let a few requests of the first point complete, then interrupt.
-    std::thread::sleep(Duration::from_secs(6));
+    let (mut child, stderr) = with_stderr(
+        Command::new(lx_bin())
+            .args(["sweep", "--model", model.to_str().unwrap(), "--prompt-tokens", "32", "--concurrency", "1", "--max-tokens", "8"])
+            .args(["--rate", "1,2,3", "--requests", "30", "--warmup", "0", "--threads", "2", "--out", out.to_str().unwrap()]),
+    );
+    // Once the worker has loaded, the first point sends a request a second: let a few
+    // complete, then interrupt.
+    let loaded = Instant::now();
+    while !stderr.text().contains("loaded in") {
+        assert!(loaded.elapsed() < Duration::from_secs(120), "the worker never loaded\n{}", stderr.text());
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    std::thread::sleep(Duration::from_millis(2500));
     assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
     let started = Instant::now();
-    let output = child.wait_with_output().unwrap();
+    let status = child.wait().unwrap();
     assert!(started.elapsed() < Duration::from_secs(30), "stopping took {:?}", started.elapsed());
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    assert_eq!(output.status.code(), Some(130), "{stderr}");
+    let stderr = stderr.all();
+    assert_eq!(status.code(), Some(130), "{stderr}");
     assert!(stderr.contains("stopped by the user"), "{stderr}");
     let file: Json = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
     assert_eq!(file["stopped"], true);
@@ -114,35 +154,21 @@ fn ctrl_c_at_every_stage_of_a_sweep() {
     for (stage, begun) in stages {
         let dir = tempfile::tempdir().unwrap();
         let out = dir.path().join("run.json");
-        let mut child = Command::new(lx_bin())
-            .args(["sweep", "--model", model.to_str().unwrap(), "--prompt-tokens", "16,24", "--concurrency", "1", "--max-tokens", "48"])
-            .args(["--requests", "2", "--warmup", "3", "--threads", "2", "--out", out.to_str().unwrap()])
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let stderr = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
-        let reader = {
-            let (pipe, stderr) = (child.stderr.take().unwrap(), std::sync::Arc::clone(&stderr));
-            std::thread::spawn(move || {
-                use std::io::BufRead;
-                for line in std::io::BufReader::new(pipe).lines().map_while(Result::ok) {
-                    let mut all = stderr.lock().unwrap();
-                    all.push_str(&line);
-                    all.push('\n');
-                }
-            })
-        };
+        let (mut child, stderr) = with_stderr(
+            Command::new(lx_bin())
+                .args(["sweep", "--model", model.to_str().unwrap(), "--prompt-tokens", "16,24", "--concurrency", "1", "--max-tokens", "48"])
+                .args(["--requests", "2", "--warmup", "3", "--threads", "2", "--out", out.to_str().unwrap()]),
+        );
         let started = Instant::now();
         let mut worker = None;
         loop {
-            assert!(started.elapsed() < Duration::from_secs(120), "{stage}: never began\n{}", stderr.lock().unwrap());
+            assert!(started.elapsed() < Duration::from_secs(120), "{stage}: never began\n{}", stderr.text());
             let run = std::fs::read(&out).ok().and_then(|b| serde_json::from_slice::<Json>(&b).ok());
             if worker.is_none() {
                 let found = Command::new("pgrep").args(["-P", &child.id().to_string()]).output().unwrap();
                 worker = String::from_utf8_lossy(&found.stdout).split_whitespace().next().map(String::from);
             }
-            if begun(&stderr.lock().unwrap(), run.as_ref(), worker.is_some()) {
+            if begun(&stderr.text(), run.as_ref(), worker.is_some()) {
                 break;
             }
             std::thread::sleep(Duration::from_millis(10));
@@ -150,8 +176,7 @@ fn ctrl_c_at_every_stage_of_a_sweep() {
         assert!(Command::new("kill").args(["-INT", &child.id().to_string()]).status().unwrap().success());
         let interrupted = Instant::now();
         let status = child.wait().unwrap();
-        reader.join().unwrap();
-        let stderr = stderr.lock().unwrap().clone();
+        let stderr = stderr.all();
         assert!(interrupted.elapsed() < Duration::from_secs(30), "{stage}: stopping took {:?}", interrupted.elapsed());
         assert!(!stderr.contains("panicked"), "{stage}: {stderr}");
         use std::os::unix::process::ExitStatusExt;
