@@ -14,7 +14,8 @@
 
 use candle_core::quantized::GgmlDType;
 use lx_test_support::steps::chunk;
-use lx_test_support::tiny_gguf::{add_tensor, spm_vocab, values, Ty, T};
+use lx_format::gguf::synth::{spm_vocabulary, Shape};
+use lx_test_support::tiny_gguf::{add_tensor, values, Ty, T};
 use lx_backend_candle::{
     Activation, CandleBackend, DeviceChoice, KvCache, Options, RopeStyle, Rows, WeightFormat,
 };
@@ -231,26 +232,28 @@ fn tensors(s: &Spec, wt: Weights) -> Vec<T> {
 
 fn fixture(dir: &Path, s: &Spec, wt: Weights, edit: impl FnOnce(&mut Vec<T>)) -> PathBuf {
     let a = s.arch;
-    let mut w = GgufWriter::new()
-        .kv("general.architecture", a)
-        .kv("general.name", format!("tiny {a} fixture"))
-        .kv(format!("{a}.block_count"), LAYERS as u32)
-        .kv(format!("{a}.context_length"), 2048u32)
-        .kv(format!("{a}.embedding_length"), H as u32)
-        .kv(format!("{a}.feed_forward_length"), FF as u32)
-        .kv(format!("{a}.attention.head_count"), s.nh as u32)
-        .kv(format!("{a}.attention.head_count_kv"), s.nkv as u32)
-        .kv(format!("{a}.attention.key_length"), s.dk as u32)
-        .kv(format!("{a}.attention.value_length"), s.dk as u32)
+    let shape = Shape {
+        architecture: a,
+        hidden: H as u64,
+        layers: LAYERS as u64,
+        ffn: FF as u64,
+        heads: s.nh as u64,
+        kv_heads: s.nkv as u64,
+        head_dim: s.dk as u64,
+        vocab: VOCAB as u64,
+        context: 2048,
+        tied: s.tied,
+    };
+    let mut w = shape
+        .header(&format!("tiny {a} fixture"))
         .kv(format!("{a}.attention.layer_norm_rms_epsilon"), 1e-6f32)
-        .kv(format!("{a}.rope.freq_base"), s.rope_base)
-        .kv(format!("{a}.rope.dimension_count"), s.dk as u32);
+        .kv(format!("{a}.rope.freq_base"), s.rope_base);
     if let Some(f) = s.rope_linear {
         w = w
             .kv(format!("{a}.rope.scaling.type"), "linear")
             .kv(format!("{a}.rope.scaling.factor"), f);
     }
-    w = spm_vocab(w, VOCAB);
+    w = spm_vocabulary(w, VOCAB);
     let mut ts = tensors(s, wt);
     edit(&mut ts);
     for t in &ts {
@@ -705,7 +708,7 @@ fn llama_family_bad_input() {
         .kv("llama.attention.head_count", 4u32)
         .kv("llama.expert_count", 8u32)
         .kv("llama.expert_used_count", 2u32);
-    w = spm_vocab(w, VOCAB);
+    w = spm_vocabulary(w, VOCAB);
     w.tensor_f32(
         "token_embd.weight",
         &[H as u64, VOCAB as u64],

@@ -9,6 +9,7 @@ use lx_test_support::steps::chunk;
 use lx_test_support::tiny_gguf::{add_tensor, values, Ty, T};
 use lx_backend_candle::{CandleBackend, DeviceChoice, Options, WeightFormat};
 use lx_engine::backend::{Backend, BackendError, Batch, Choice, LoadSpec, Outputs, TokenId};
+use lx_format::gguf::synth::Shape;
 use lx_format::gguf::GgufWriter;
 use std::path::{Path, PathBuf};
 
@@ -69,27 +70,28 @@ fn tensors() -> Vec<T> {
     v
 }
 
-fn writer(arch: &str) -> GgufWriter {
-    GgufWriter::new()
-        .kv("general.architecture", arch)
-        .kv("general.name", "tiny gemma3 fixture")
-        .kv(format!("{arch}.block_count"), 2u32)
-        .kv(format!("{arch}.context_length"), 1024u32)
-        .kv(format!("{arch}.embedding_length"), H as u32)
-        .kv(format!("{arch}.feed_forward_length"), FF as u32)
-        .kv(format!("{arch}.attention.head_count"), NH as u32)
-        .kv(format!("{arch}.attention.head_count_kv"), NKV as u32)
-        .kv(format!("{arch}.attention.key_length"), DK as u32)
-        .kv(format!("{arch}.attention.value_length"), DK as u32)
-        .kv(format!("{arch}.attention.layer_norm_rms_epsilon"), 1e-6f32)
-        .kv(format!("{arch}.rope.freq_base"), 1_000_000f32)
+fn writer(arch: &'static str) -> GgufWriter {
+    let shape = Shape {
+        architecture: arch,
+        hidden: H as u64,
+        layers: 2,
+        ffn: FF as u64,
+        heads: NH as u64,
+        kv_heads: NKV as u64,
+        head_dim: DK as u64,
+        vocab: VOCAB as u64,
+        context: 1024,
+        tied: true,
+    };
+    shape
+        .header("tiny gemma3 fixture")
         .kv(format!("{arch}.attention.sliding_window"), WINDOW)
         .kv(format!("{arch}.attention.sliding_window_pattern"), 2u32)
         .kv(format!("{arch}.vocab_size"), VOCAB as u32)
 }
 
 /// Writes a fixture; `edit` may drop or change tensors first.
-fn fixture(dir: &Path, file: &str, arch: &str, edit: impl FnOnce(&mut Vec<T>)) -> PathBuf {
+fn fixture(dir: &Path, file: &str, arch: &'static str, edit: impl FnOnce(&mut Vec<T>)) -> PathBuf {
     let mut ts = tensors();
     edit(&mut ts);
     let mut w = writer(arch);

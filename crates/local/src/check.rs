@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use lx_engine::backend::{LoadSpec, TokenId};
 use lx_worker::coordinator::Worker;
-use lx_format::gguf::GgufWriter;
+use lx_format::gguf::synth::Shape;
 use lx_client::traffic::{run_closed_loop, PointSpec, Quiet, RunControl};
 use lx_engine::scheduler::{Policy, SchedulerConfig};
 use serde::{Deserialize, Serialize};
@@ -132,32 +132,15 @@ fn check_one(backend: &str, requested: &str, model: &Path) -> CheckRow {
 // The tiny model: Gemma 3's layout (so every backend's real code path runs) at a size that
 // loads in milliseconds. Matrices are Q8_0 (the quantized kernels are what a GPU build
 // most often gets wrong), norms f32; values are a fixed pseudo-random pattern.
-const VOCAB: usize = 512;
-const HIDDEN: usize = 64;
-const FFN: usize = 128;
-const HEADS: usize = 2;
-const KV_HEADS: usize = 1;
-const HEAD_DIM: usize = 32;
-const LAYERS: usize = 2;
+const TINY: Shape = Shape { architecture: "gemma3", hidden: 64, layers: 2, ffn: 128, heads: 2, kv_heads: 1, head_dim: 32, vocab: 512, context: 1024, tied: true };
 
 /// Writes the check's tiny Gemma 3 model (about 100 KB) to `path`.
 pub fn write_tiny_model(path: &Path) -> anyhow::Result<()> {
-    let arch = "gemma3";
-    let mut w = GgufWriter::new()
-        .kv("general.architecture", arch)
-        .kv("general.name", "latency-explorer backend check (tiny, generated)")
-        .kv(format!("{arch}.block_count"), LAYERS as u32)
-        .kv(format!("{arch}.context_length"), 1024u32)
-        .kv(format!("{arch}.embedding_length"), HIDDEN as u32)
-        .kv(format!("{arch}.feed_forward_length"), FFN as u32)
-        .kv(format!("{arch}.attention.head_count"), HEADS as u32)
-        .kv(format!("{arch}.attention.head_count_kv"), KV_HEADS as u32)
-        .kv(format!("{arch}.attention.key_length"), HEAD_DIM as u32)
-        .kv(format!("{arch}.attention.value_length"), HEAD_DIM as u32)
-        .kv(format!("{arch}.attention.layer_norm_rms_epsilon"), 1e-6f32)
-        .kv(format!("{arch}.rope.freq_base"), 1_000_000f32)
-        .kv(format!("{arch}.attention.sliding_window"), 512u32);
-    w = lx_format::gguf::synth::spm_vocabulary(w, VOCAB);
+    const VOCAB: usize = TINY.vocab as usize;
+    const HIDDEN: usize = TINY.hidden as usize;
+    const FFN: usize = TINY.ffn as usize;
+    const HEAD_DIM: usize = TINY.head_dim as usize;
+    let mut w = lx_format::gguf::synth::spm_vocabulary(TINY.header("latency-explorer backend check (tiny, generated)"), VOCAB);
     let mut seed = 0x2545_f491_4f6c_dd1du64;
     let mut values = |n: usize, scale: f32, offset: f32| -> Vec<f32> {
         (0..n)
@@ -173,7 +156,7 @@ pub fn write_tiny_model(path: &Path) -> anyhow::Result<()> {
     let dims = |rows: usize, cols: usize| [cols as u64, rows as u64];
     w = w.tensor_q8_0("token_embd.weight", &dims(VOCAB, HIDDEN), &values(VOCAB * HIDDEN, 1.0, 0.0));
     w = w.tensor_f32("output_norm.weight", &[HIDDEN as u64], &values(HIDDEN, 0.2, 1.0));
-    for l in 0..LAYERS {
+    for l in 0..TINY.layers {
         let name = |t: &str| format!("blk.{l}.{t}.weight");
         for norm in ["attn_norm", "post_attention_norm", "ffn_norm", "post_ffw_norm"] {
             w = w.tensor_f32(name(norm), &[HIDDEN as u64], &values(HIDDEN, 0.2, 1.0));
@@ -181,8 +164,8 @@ pub fn write_tiny_model(path: &Path) -> anyhow::Result<()> {
         for norm in ["attn_q_norm", "attn_k_norm"] {
             w = w.tensor_f32(name(norm), &[HEAD_DIM as u64], &values(HEAD_DIM, 0.2, 1.0));
         }
-        let q = HEADS * HEAD_DIM;
-        let kv = KV_HEADS * HEAD_DIM;
+        let q = TINY.heads as usize * HEAD_DIM;
+        let kv = TINY.kv_heads as usize * HEAD_DIM;
         for (t, rows, cols) in [
             ("attn_q", q, HIDDEN),
             ("attn_k", kv, HIDDEN),
@@ -212,7 +195,7 @@ mod tests {
         assert_eq!(g.architecture().unwrap(), "gemma3");
         let q = g.tensor("blk.1.attn_q.weight").unwrap();
         assert_eq!(q.ggml_type, lx_format::gguf::GgmlType::Q8_0);
-        assert_eq!(g.get_str_array("tokenizer.ggml.tokens").unwrap().len(), VOCAB);
+        assert_eq!(g.get_str_array("tokenizer.ggml.tokens").unwrap().len() as u64, TINY.vocab);
         // The tokenizer the engine builds from it encodes text through the byte pieces.
         let tok = lx_format::tokenizer::Tokenizer::from_gguf(&g).unwrap();
         assert!(!tok.encode("hi").is_empty());

@@ -1,9 +1,10 @@
-//! Tiny generated GGUF fixtures: deterministic weights of any ggml type candle can
-//! quantize to, and a minimal SentencePiece vocabulary that llama.cpp accepts.
+//! Tiny generated GGUF fixtures' tensors: deterministic weights of any ggml type candle can
+//! quantize to. Their metadata and vocabulary come from `lx_format::gguf::synth`
+//! (`Shape::header`, `spm_vocabulary`), as the shape-only models' do.
 
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{Device, Tensor};
-use lx_format::gguf::{Array, GgufWriter, Value};
+use lx_format::gguf::GgufWriter;
 
 /// Deterministic pseudo-random values in [-scale, scale].
 pub fn values(n: usize, seed: u64, scale: f32) -> Vec<f32> {
@@ -54,34 +55,4 @@ pub fn add_tensor(w: GgufWriter, t: &T) -> GgufWriter {
             w.tensor_raw(&t.name, &dims, id, qt.data().unwrap().into_owned())
         }
     }
-}
-
-/// A SentencePiece ("llama") vocabulary of `n` tokens: `<unk>`, `<s>`, `</s>`, then
-/// made-up pieces. llama.cpp loads it (it only warns that there is no newline token);
-/// tests feed token ids, so the pieces never matter.
-pub fn spm_vocab(w: GgufWriter, n: usize) -> GgufWriter {
-    let tokens: Vec<String> = (0..n)
-        .map(|i| match i {
-            0 => "<unk>".to_string(),
-            1 => "<s>".to_string(),
-            2 => "</s>".to_string(),
-            i => format!("\u{2581}t{i}"),
-        })
-        .collect();
-    let scores: Vec<f32> = (0..n).map(|i| -(i as f32)).collect();
-    // llama.cpp token types: 1 normal, 2 unknown, 3 control.
-    let types: Vec<i32> = (0..n)
-        .map(|i| match i {
-            0 => 2,
-            1 | 2 => 3,
-            _ => 1,
-        })
-        .collect();
-    w.kv("tokenizer.ggml.model", Value::String("llama".into()))
-        .kv("tokenizer.ggml.tokens", Value::Array(Array::String(tokens)))
-        .kv("tokenizer.ggml.scores", Value::Array(Array::F32(scores)))
-        .kv("tokenizer.ggml.token_type", Value::Array(Array::I32(types)))
-        .kv("tokenizer.ggml.bos_token_id", Value::U32(1))
-        .kv("tokenizer.ggml.eos_token_id", Value::U32(2))
-        .kv("tokenizer.ggml.unknown_token_id", Value::U32(0))
 }

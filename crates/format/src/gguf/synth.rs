@@ -163,21 +163,24 @@ impl Rng {
     }
 }
 
-/// A SentencePiece vocabulary of `size` tokens that llama.cpp and our tokenizer accept:
-/// unknown (0), BOS (1) and EOS (2), the 256 byte pieces (so any text has tokens: one per
-/// byte), the word boundary `▁`, then made-up words that no text contains.
+/// A SentencePiece vocabulary of exactly `size` tokens (at least 3) that llama.cpp and our
+/// tokenizer accept: unknown (0), BOS (1) and EOS (2), the 256 byte pieces (so any text has
+/// tokens: one per byte), the word boundary `▁`, then made-up words that no text contains.
+/// A vocabulary too small for the byte pieces (a test fixture fed token ids) has none.
 pub fn spm_vocabulary(w: GgufWriter, size: usize) -> GgufWriter {
-    let size = size.max(3 + 256 + 1);
+    let size = size.max(3);
     let mut tokens = vec!["<unk>".to_string(), "<bos>".to_string(), "<eos>".to_string()];
     // llama.cpp token types: 1 normal, 2 unknown, 3 control, 6 byte.
     let mut types = vec![2i32, 3, 3];
-    for b in 0..=255u8 {
-        tokens.push(format!("<0x{b:02X}>"));
-        types.push(6);
+    if size >= 3 + 256 + 1 {
+        for b in 0..=255u8 {
+            tokens.push(format!("<0x{b:02X}>"));
+            types.push(6);
+        }
+        // The word boundary as a piece of its own, so spaces decode as spaces.
+        tokens.push("\u{2581}".to_string());
+        types.push(1);
     }
-    // The word boundary as a piece of its own, so spaces decode as spaces.
-    tokens.push("\u{2581}".to_string());
-    types.push(1);
     while tokens.len() < size {
         tokens.push(format!("\u{2581}w{}", tokens.len()));
         types.push(1);
@@ -345,18 +348,21 @@ pub fn preset(name: &str) -> Result<(Preset, Quant), String> {
 }
 
 impl Shape {
-    /// The shape-only file for this shape, quantized as `quant`, named `label`.
-    pub fn writer(&self, quant: Quant, label: &str) -> GgufWriter {
+    /// The metadata every model of this shape carries, named `name`: the architecture's
+    /// sizes, its norm epsilon and RoPE base as the family's releases set them, and Gemma 3's
+    /// sliding window. No vocabulary and no tensors: the shape-only file
+    /// ([`Shape::writer`]) and the tests' tiny models add their own, and a test changes any
+    /// pair by writing it again ([`GgufWriter::kv`] replaces).
+    pub fn header(&self, name: &str) -> GgufWriter {
         let a = self.architecture;
         let key = |k: &str| format!("{a}.{k}");
         let (rope_base, eps) = match a {
             "llama" => (500_000f32, 1e-5f32),
             _ => (1_000_000f32, 1e-6f32),
         };
-        let mut w = GgufWriter::new()
+        let w = GgufWriter::new()
             .kv("general.architecture", a)
-            .kv("general.name", format!("synthetic {label}"))
-            .kv("general.file_type", quant.file_type())
+            .kv("general.name", name)
             .kv(key("context_length"), self.context as u32)
             .kv(key("embedding_length"), self.hidden as u32)
             .kv(key("block_count"), self.layers as u32)
@@ -369,8 +375,16 @@ impl Shape {
             .kv(key("rope.freq_base"), rope_base)
             .kv(key("rope.dimension_count"), self.head_dim as u32);
         if a == "gemma3" {
-            w = w.kv(key("attention.sliding_window"), 512u32);
+            w.kv(key("attention.sliding_window"), 512u32)
+        } else {
+            w
         }
+    }
+
+    /// The shape-only file for this shape, quantized as `quant`, named `label`.
+    pub fn writer(&self, quant: Quant, label: &str) -> GgufWriter {
+        let a = self.architecture;
+        let mut w = self.header(&format!("synthetic {label}")).kv("general.file_type", quant.file_type());
         w = spm_vocabulary(w, self.vocab as usize).kv(SYNTHETIC_KEY, label.to_string());
 
         let (h, q, kv) = (self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim);

@@ -154,3 +154,30 @@ fn a_twin_has_the_real_files_tensors_and_metadata_but_its_own_vocabulary() {
     assert_eq!(twin.vocab_size(), real.vocab_size());
     assert_eq!(twin.file_size() - twin.data_offset(), real.file_size() - real.data_offset(), "the same data, byte for byte in size");
 }
+
+#[test]
+fn a_vocabulary_has_the_size_asked_and_byte_pieces_where_they_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    for (size, bytes) in [(96u64, false), (3 + 256 + 1, true), (600, true)] {
+        let path = dir.path().join(format!("v{size}.gguf"));
+        spm_vocabulary(small("llama", true).header("vocabulary"), size as usize).write(&path).unwrap();
+        let g = GgufFile::open(&path).unwrap();
+        assert_eq!(g.vocab_size(), Some(size));
+        let has_bytes = matches!(g.metadata("tokenizer.ggml.tokens"), Some(Value::Array(Array::String(t))) if t.iter().any(|p| p == "<0x41>"));
+        assert_eq!(has_bytes, bytes, "{size} tokens");
+    }
+}
+
+#[test]
+fn a_header_carries_the_shape_and_a_test_can_change_any_pair() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("h.gguf");
+    let shape = small("gemma3", true);
+    shape.header("tiny").kv("gemma3.attention.sliding_window", 4u32).write(&path).unwrap();
+    let g = GgufFile::open(&path).unwrap();
+    let u = |k: &str| g.get_u32(&format!("gemma3.{k}")).unwrap();
+    assert_eq!(g.architecture().unwrap(), "gemma3");
+    assert_eq!([u("block_count"), u("embedding_length"), u("attention.head_count_kv"), u("context_length"), u("rope.dimension_count")], [3, 256, 2, 2048, 64]);
+    assert_eq!(g.get_u32("gemma3.attention.sliding_window").unwrap(), 4, "written again, replaced");
+    assert_eq!(g.metadata("general.name").and_then(Value::as_str), Some("tiny"));
+}
