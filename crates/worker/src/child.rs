@@ -30,7 +30,8 @@ pub enum Next {
     Quiet,
 }
 
-/// How many of the last stderr lines are kept for [`LineChild::exit_reason`].
+/// How many of the last stderr lines are kept for [`LineChild::exit_reason`], backtrace
+/// frames not counted.
 const STDERR_LINES: usize = 40;
 
 pub struct LineChild {
@@ -77,6 +78,11 @@ impl LineChild {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if echo {
                     eprintln!("[worker] {line}");
+                }
+                // A frame never explains a crash to a user, and a backtrace longer than the
+                // tail would push out the line that does ("memory allocation of ... failed").
+                if backtrace_frame(&line) {
+                    continue;
                 }
                 let mut t = tail.lock().unwrap_or_else(PoisonError::into_inner);
                 if t.len() == STDERR_LINES {
@@ -190,11 +196,7 @@ impl Drop for LineChild {
 /// backtrace's frames are left out, and an allocation that failed is named first, since
 /// "signal 6" alone does not tell a user that the worker ran out of memory.
 fn explain_exit(how: String, stderr: &[&str]) -> String {
-    let frame = |l: &&str| {
-        let t = l.trim_start();
-        t.starts_with("at ") || t.split_once(": ").is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
-    };
-    let said: Vec<&str> = stderr.iter().filter(|l| !frame(l) && !l.trim().is_empty() && !l.contains("skipping backtrace") && !l.starts_with("stack backtrace")).copied().collect();
+    let said: Vec<&str> = stderr.iter().filter(|l| !backtrace_frame(l) && !l.trim().is_empty() && !l.contains("skipping backtrace") && !l.starts_with("stack backtrace")).copied().collect();
     let last: Vec<&str> = said[said.len().saturating_sub(5)..].to_vec();
     // Rust's, C++'s and ggml's words for it.
     let out_of_memory = ["memory allocation of", "bad_alloc", "failed to allocate", "insufficient memory", "out of memory"];
@@ -208,6 +210,12 @@ fn explain_exit(how: String, stderr: &[&str]) -> String {
     } else {
         format!("{how}; last stderr: {}", last.join(" | "))
     }
+}
+
+/// A line of a Rust backtrace's frames: `  12: name`, or its `at file:line` below it.
+fn backtrace_frame(line: &str) -> bool {
+    let t = line.trim_start();
+    t.starts_with("at ") || t.split_once(": ").is_some_and(|(n, _)| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()))
 }
 
 fn describe_exit(status: ExitStatus) -> String {
@@ -250,6 +258,19 @@ mod tests {
         assert_eq!(got, ["one", "two"]);
         assert!(c.is_gone());
         assert_eq!(c.exit_reason(), "exited with status 4; last stderr: error: bad id 7");
+    }
+
+    /// What a candle worker wrote when it ran out of memory and its backtrace could be
+    /// printed: the allocation's line, then more frames than the tail keeps.
+    #[test]
+    fn a_backtrace_longer_than_the_tail_leaves_the_failed_allocation_in_it() {
+        let frames = "i=0; while [ $i -lt 60 ]; do echo \"  $i: candle_core::quantized::f\" >&2; echo '             at ./src/model.rs:470:19' >&2; i=$((i+1)); done";
+        let script = format!("echo 'memory allocation of 178257920 bytes failed' >&2; echo 'stack backtrace:' >&2; {frames}; echo 'note: Some details are omitted' >&2; kill -6 $$");
+        let mut c = LineChild::spawn(&sh(&script), false).unwrap();
+        assert!(matches!(c.next(Duration::from_secs(30)), Next::Closed));
+        let why = c.exit_reason();
+        assert!(why.starts_with("ran out of memory (memory allocation of 178257920 bytes failed); exited on signal 6"), "{why}");
+        assert!(!why.contains("candle_core"), "{why}");
     }
 
     #[test]
