@@ -141,6 +141,14 @@ fn ctrl_c_mid_sweep_writes_what_was_measured_and_says_so() {
 /// stopped; and the worker does not outlive `lx`.
 #[test]
 fn ctrl_c_at_every_stage_of_a_sweep() {
+    // An ignored signal stays ignored across exec, so lx would lose a Ctrl-C that comes
+    // before it sets its handler: say so, rather than fail on a sweep that was never stopped.
+    #[cfg(target_os = "linux")]
+    {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let ignored = status.lines().find_map(|l| l.strip_prefix("SigIgn:")).and_then(|m| u64::from_str_radix(m.trim(), 16).ok()).unwrap_or(0);
+        assert!(ignored & (1 << 1) == 0, "these tests run with SIGINT ignored (started in the background of a non-interactive shell?), which every lx they start inherits: start them in the foreground, or through `env --default-signal=INT`");
+    }
     let _lock = heavy();
     let model = model_path();
     // (stage, whether it has begun: from stderr, the run file, and whether a worker runs)
