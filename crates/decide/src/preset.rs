@@ -139,13 +139,10 @@ fn length<'de, D: Deserializer<'de>>(d: D) -> Result<Length, D::Error> {
         Text(String),
     }
     let l = match Raw::deserialize(d)? {
-        Raw::Fixed(n) => Length::fixed(n),
-        Raw::Text(t) => t.parse::<Length>().map_err(serde::de::Error::custom)?,
+        Raw::Fixed(n) => Length::new(None, n),
+        Raw::Text(t) => t.parse::<Length>(),
     };
-    if l.to == 0 || l.from.is_some_and(|f| f == 0 || f > l.to) {
-        return Err(serde::de::Error::custom(format!("{l}: a length is at least 1, and a range's low end at most its high end")));
-    }
-    Ok(l)
+    l.map_err(serde::de::Error::custom)
 }
 
 fn positive<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {

@@ -8,7 +8,7 @@ use lx_results::printers::{printer, Format};
 use lx_results::results::{Slo, READING_PACE_TPS};
 use lx_engine::scheduler::Policy;
 use lx_local::sweep::SweepJob;
-use lx_run::sweep::{Length, SweepPlan};
+use lx_run::sweep::{parse_lengths, Length, SweepPlan};
 
 use crate::commands::list;
 
@@ -36,7 +36,7 @@ pub struct SweepArgs {
     preset: Option<String>,
     /// Prompt lengths in tokens, BOS (and any shared prefix) included; `A..B` draws each
     /// request's length uniformly from A to B with --seed.
-    #[arg(long, default_value = "64,256,1024", value_parser = list::<Length>)]
+    #[arg(long, default_value = "64,256,1024", value_parser = parse_lengths)]
     prompt_tokens: Vec<Vec<Length>>,
     /// Concurrent clients (closed loop); in open loop (--rate), the most sequences the
     /// scheduler runs at once (its slots): later arrivals wait in its queue.
@@ -44,7 +44,7 @@ pub struct SweepArgs {
     #[arg(long, value_parser = list::<usize>)]
     concurrency: Vec<Vec<usize>>,
     /// Output tokens per request (EOS ignored unless --stop-at-eos); `A..B` draws a range.
-    #[arg(long, default_value = "64", value_parser = list::<Length>)]
+    #[arg(long, default_value = "64", value_parser = parse_lengths)]
     max_tokens: Vec<Vec<Length>>,
     /// Tokens already in the context before each measured prompt (a list, as llama-bench's
     /// -d): filled once by the warm-up, cached and copied into every request, so TTFT is the

@@ -42,6 +42,19 @@ impl Length {
         Length { from: None, to: n }
     }
 
+    /// A length as a request can have it: at least 1 token (the BOS token counts), and a
+    /// range's low end at most its high end. The one place that rule is written.
+    pub fn new(from: Option<u32>, to: u32) -> Result<Length, String> {
+        let l = Length { from, to };
+        if to == 0 || from == Some(0) {
+            return Err(format!("{l}: a length is at least 1 token"));
+        }
+        if from.is_some_and(|f| f > to) {
+            return Err(format!("{l}: a range's low end comes first"));
+        }
+        Ok(l)
+    }
+
     /// The shortest length a request can get.
     pub fn shortest(&self) -> u32 {
         self.from.unwrap_or(self.to)
@@ -51,12 +64,28 @@ impl Length {
 impl std::str::FromStr for Length {
     type Err = String;
     fn from_str(s: &str) -> Result<Length, String> {
-        let num = |t: &str| t.trim().parse::<u32>().map_err(|e| format!("'{t}': {e}"));
+        let num = |t: &str| t.trim().parse::<u32>().map_err(|_| format!("'{s}' is not a whole number or a range A..B"));
         match s.split_once("..") {
-            Some((a, b)) => Ok(Length { from: Some(num(a)?), to: num(b.trim_start_matches('='))? }),
-            None => Ok(Length::fixed(num(s)?)),
+            Some((a, b)) => Length::new(Some(num(a)?), num(b.strip_prefix('=').unwrap_or(b))?),
+            None => Length::new(None, num(s)?),
         }
     }
+}
+
+/// Lengths as `lx sweep` and the app's sweep form take them: whole numbers or ranges `A..B`,
+/// separated by commas or spaces, each kept once in the order given.
+pub fn parse_lengths(text: &str) -> Result<Vec<Length>, String> {
+    let mut out: Vec<Length> = Vec::new();
+    for piece in text.split(|c: char| c == ',' || c.is_whitespace()).filter(|p| !p.is_empty()) {
+        let l: Length = piece.parse()?;
+        if !out.contains(&l) {
+            out.push(l);
+        }
+    }
+    if out.is_empty() {
+        return Err("give at least one value".into());
+    }
+    Ok(out)
 }
 
 impl std::fmt::Display for Length {
@@ -224,16 +253,7 @@ impl SweepPlan {
         at_least_1("fidelity_chunks", "--fidelity (chunks of the text)", self.fidelity_chunks.unwrap_or(1))?;
         for (field, flag, lengths) in [("prompt_tokens", "--prompt-tokens", &self.prompt_tokens), ("max_tokens", "--max-tokens", &self.max_tokens)] {
             for l in lengths {
-                match l.from {
-                    Some(f) if f == 0 || f > l.to => {
-                        return Err(Invalid::new(field, format!("{flag} range {l}: the low end must be at least 1 and at most the high end")));
-                    }
-                    _ if l.to == 0 && field == "prompt_tokens" => {
-                        return Err(Invalid::new(field, "--prompt-tokens must be at least 1 (the BOS token counts)"));
-                    }
-                    _ if l.to == 0 => return Err(Invalid::new(field, format!("{flag} must be at least 1"))),
-                    _ => {}
-                }
+                Length::new(l.from, l.to).map_err(|why| Invalid::new(field, format!("{flag} {why}")))?;
             }
         }
         for &r in &self.rates {
@@ -803,8 +823,19 @@ mod tests {
             assert_eq!(l.to_string(), text);
         }
         assert_eq!("64..=512".parse::<Length>().unwrap(), Length { from: Some(64), to: 512 });
-        assert!("x".parse::<Length>().is_err() && "1..".parse::<Length>().is_err());
+        for (text, why) in [("x", "'x' is not a whole number or a range A..B"), ("1..", "'1..' is not"), ("8..2", "8..2: a range's low end comes first"), ("0", "0: a length is at least 1 token"), ("0..4", "at least 1 token")] {
+            let e = text.parse::<Length>().unwrap_err();
+            assert!(e.contains(why), "{text}: {e}");
+        }
         assert_eq!(Length { from: Some(3), to: 9 }.shortest(), 3);
+    }
+
+    #[test]
+    fn a_list_of_lengths_is_split_on_commas_or_spaces_and_keeps_each_once() {
+        assert_eq!(parse_lengths("64..512, 512 64..512,,"), Ok(vec![Length { from: Some(64), to: 512 }, Length::fixed(512)]));
+        assert_eq!(parse_lengths(" , "), Err("give at least one value".to_string()));
+        assert!(parse_lengths("5, 5..x").unwrap_err().contains("'5..x'"));
+        assert!(parse_lengths("8..2").unwrap_err().contains("low end comes first"));
     }
 
     /// Every grid of lengths, concurrencies, policies, caching, rates and repetitions comes out
@@ -939,9 +970,9 @@ mod tests {
             assert_eq!(e.field, field, "{e}");
             assert!(e.why.contains(needle), "{e} lacks {needle}");
         };
-        bad(|p| p.prompt_tokens = vec![Length { from: Some(600), to: 512 }], "prompt_tokens", "range 600..512");
-        bad(|p| p.prompt_tokens = vec![Length::fixed(0)], "prompt_tokens", "BOS token counts");
-        bad(|p| p.max_tokens = vec![Length::fixed(0)], "max_tokens", "--max-tokens must be at least 1");
+        bad(|p| p.prompt_tokens = vec![Length { from: Some(600), to: 512 }], "prompt_tokens", "--prompt-tokens 600..512: a range's low end comes first");
+        bad(|p| p.prompt_tokens = vec![Length::fixed(0)], "prompt_tokens", "--prompt-tokens 0: a length is at least 1 token");
+        bad(|p| p.max_tokens = vec![Length::fixed(0)], "max_tokens", "--max-tokens 0: a length is at least 1 token");
         bad(|p| p.concurrency = vec![], "concurrency", "--concurrency: give at least one value");
         bad(|p| p.rates = vec![0.0], "rates", "--rate must be a positive number");
         bad(|p| p.prefix_tokens = 64, "prefix_tokens", "must be shorter than every prompt");
