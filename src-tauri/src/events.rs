@@ -1,6 +1,6 @@
 //! Payloads streamed to the UI over `tauri::ipc::Channel`s, besides live mode's own
 //! [`lx_run::live::LiveEvent`] batches and a model fetch's [`lx_models::Progress`].
-//! Every enum is tagged by `type` (camelCase), and every field is camelCase.
+//! Every enum is tagged by `type` (camelCase); fields keep their Rust names, as in run files.
 
 use std::path::PathBuf;
 
@@ -13,7 +13,6 @@ use serde::Serialize;
 
 /// One sweep point's figures, without the raw samples (those are in the run file).
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
-#[serde(rename_all = "camelCase")]
 pub struct PointFigures {
     /// Backend.
     pub backend: String,
@@ -108,7 +107,7 @@ impl From<&PointResult> for PointFigures {
 
 /// Progress of a sweep (`sweep_start`), at most ~20 messages a second.
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
-#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
+#[serde(tag = "type", rename_all = "camelCase")]
 pub enum SweepEvent {
     /// The sweep began; its run file is kept up to date at `path`.
     Started {
@@ -187,6 +186,10 @@ pub enum SweepEvent {
     PointDone {
         /// Its figures.
         point: PointFigures,
+        /// The setting it measured, keyed as live mode keys its summaries.
+        key: lx_run::live::SettingKey,
+        /// That key as one string ([`lx_run::live::SettingKey::id`]).
+        key_id: String,
     },
     /// The sweep ended (completed, cancelled, or with failed points).
     Finished {
@@ -209,15 +212,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn events_are_tagged_and_camel_case() {
+    fn events_are_tagged_in_camel_case_and_keep_their_fields_names() {
         let v = serde_json::to_value(SweepEvent::Progress { done: 3, total: 10 }).unwrap();
         assert_eq!(v, serde_json::json!({"type": "progress", "done": 3, "total": 10}));
         let v = serde_json::to_value(lx_models::Progress::Transferring { bytes_done: 5, bytes_total: None }).unwrap();
-        assert_eq!(v, serde_json::json!({"type": "transferring", "bytesDone": 5, "bytesTotal": null}));
+        assert_eq!(v, serde_json::json!({"type": "transferring", "bytes_done": 5, "bytes_total": null}));
         let v = serde_json::to_value(lx_models::Progress::Done { path: "m.gguf".into(), already_present: true }).unwrap();
-        assert_eq!(v, serde_json::json!({"type": "done", "path": "m.gguf", "alreadyPresent": true}));
+        assert_eq!(v, serde_json::json!({"type": "done", "path": "m.gguf", "already_present": true}));
         let v = serde_json::to_value(SweepEvent::Finished { path: "r.json".into(), stopped: false, failed_points: 0 }).unwrap();
-        assert_eq!(v["failedPoints"], 0);
+        assert_eq!((&v["type"], &v["failed_points"]), (&serde_json::json!("finished"), &serde_json::json!(0)));
+        let v = serde_json::to_value(SweepEvent::PointStarted { index: 0, total: 1, backend: "llama".into(), policy: Policy::Continuous, spec: PointSpec { prompt_tokens: 8, max_tokens: 4, concurrency: 1, requests: 1, warmup: 0, stop_at_eos: false, top_logprobs: 0 } }).unwrap();
+        assert_eq!(v["type"], "pointStarted");
     }
 
     #[test]

@@ -95,6 +95,7 @@ pub fn run() {
             // Sweeps.
             commands::sweep::sweep_start,
             commands::sweep::sweep_cancel,
+            commands::sweep::parse_lengths,
             // Lessons: the teaching demos, step by step.
             commands::lessons::lessons,
             commands::lessons::lesson_start,

@@ -74,8 +74,8 @@ async function live() {
       if (Date.now() - start > 30 * 60_000) throw new Error("live mode did not settle enough requests in 30 minutes");
       await sleep(1000);
       s = await b.execute((p, c, m) => {
-        const v = [...window.__lx.store.summaries.values()].find((x) => x.key.backend === "llama" && x.key.promptTokens === p && x.key.concurrency === c && x.key.maxTokens === m && x.key.policy === "continuous");
-        return v ? { ttft_ms: v.ttftMs.p50, decode_tok_s: v.decodeTps.p50, throughput_tok_s: v.throughputTps, requests: v.requests } : null;
+        const v = [...window.__lx.store.summaries.values()].find((x) => x.key.backend === "llama" && x.key.prompt_tokens === p && x.key.concurrency === c && x.key.max_tokens === m && x.key.policy === "continuous");
+        return v ? { ttft_ms: v.ttft_ms.p50, decode_tok_s: v.decode_tps.p50, throughput_tok_s: v.throughput_tps, requests: v.requests } : null;
       }, P, C, M);
       if (s && !from) from = { at: Date.now(), found: appProcesses(APP) ?? [] };
     }

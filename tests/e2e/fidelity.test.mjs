@@ -55,7 +55,7 @@ describe("Fidelity", { timeout: 30 * 60_000 }, () => {
     assert.ok(APP && existsSync(APP), `LX_APP must name the built app binary (got ${APP})`);
     ({ driver, browser } = await openApp(APP, PORT));
     await browser.setWindowSize(1600, 1000).catch(() => {});
-    await until("the default model to open", () => window.__lx?.model()?.contextLength ?? null, (v) => v > 0, 300_000);
+    await until("the default model to open", () => window.__lx?.model()?.context_length ?? null, (v) => v > 0, 300_000);
     await until("the backends to be listed", () => window.__lx.backends().map((b) => `${b.name}:${b.available}`), (v) => v.includes("llama:true"));
     // Only llama.cpp on the left: the panel measures the backends selected there.
     await browser.execute(() => {

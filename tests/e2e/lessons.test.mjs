@@ -99,7 +99,7 @@ async function measureWatchingControls(name) {
   const end = Date.now() + 600_000;
   for (;;) {
     const now = await browser.execute(() => ({
-      controls: window.__lx.settings().promptTokens + "|" + window.__lx.settings().concurrency + "|" + window.__lx.settings().policy,
+      controls: window.__lx.settings().prompt_tokens + "|" + window.__lx.settings().concurrency + "|" + window.__lx.settings().policy,
       meter: document.querySelector('[data-testid="lesson-prompt-value"]').textContent + "|" + document.querySelector('[data-testid="lesson-clients-value"]').textContent,
       preview: document.querySelector('[data-testid="lesson-preview"]').textContent.length,
       running: window.__lx.lessons.running,
@@ -126,7 +126,7 @@ describe("Lessons", { timeout: 30 * 60_000 }, () => {
     assert.ok(LX && existsSync(LX), `LX_BIN must name the built lx (got ${LX})`);
     ({ driver, browser } = await openApp(APP, PORT));
     await browser.setWindowSize(1600, 1000).catch(() => {});
-    await until("the default model to open", () => window.__lx?.model()?.contextLength ?? null, (v) => v > 0, 300_000);
+    await until("the default model to open", () => window.__lx?.model()?.context_length ?? null, (v) => v > 0, 300_000);
     await until("the backends to be listed", () => window.__lx.backends().map((b) => `${b.name}:${b.available}`), (v) => v.includes("llama:true"));
     // Only llama.cpp on the left: the lessons' default backend.
     await browser.execute(() => {
@@ -201,7 +201,7 @@ describe("Lessons", { timeout: 30 * 60_000 }, () => {
     assert.equal(await step(), "predict");
     await click("lesson-choice-1");
     await shot("lesson-prompt-length-2-predict");
-    const before = await browser.execute(() => window.__lx.settings().promptTokens);
+    const before = await browser.execute(() => window.__lx.settings().prompt_tokens);
     await click("lesson-next");
     assert.equal(await step(), "measure");
     const seen = await measureWatchingControls("prompt-length");

@@ -123,7 +123,7 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     assert.ok(ui);
     console.log(`app started and its page loaded in ${Date.now() - t0} ms (WebDriver session included)`);
     // ...then the default model is found (or fetched) with progress.
-    await until("the default model to open", () => window.__lx?.model()?.contextLength ?? null, (v) => v > 0, 300_000);
+    await until("the default model to open", () => window.__lx?.model()?.context_length ?? null, (v) => v > 0, 300_000);
     await until("the backends to be listed", () => window.__lx.backends().map((b) => `${b.name}:${b.available}`), (v) => v.includes("llama:true"));
   });
 
@@ -181,7 +181,7 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
         return {
           caption: document.querySelector('[data-testid="sensors-caption"]').textContent,
           sources: opened?.sources ?? [],
-          missing: opened?.notAvailable ?? [],
+          missing: opened?.not_available ?? [],
           clocks: clock ? clock.values.filter((v) => v !== null).length : 0,
           labels: window.__lx.sensorsSeries().map((s) => s.label),
         };
@@ -253,7 +253,7 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     const summary = await until(
       "settled requests with prompt lookup that drafted",
       (p) => {
-        const v = [...window.__lx.store.summaries.values()].find((x) => x.key.drafter === "lookup" && x.key.promptTokens === p);
+        const v = [...window.__lx.store.summaries.values()].find((x) => x.key.drafter === "lookup" && x.key.prompt_tokens === p);
         return v ? { requests: v.requests, drafted: v.drafted, accepted: v.accepted } : null;
       },
       (v) => v !== null && v.requests >= 2 && v.drafted > 0,
@@ -305,19 +305,19 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
         const b = window.__lx.store.backends.get("llama");
         return b && b.state === "measuring" && b.capacity ? b.capacity : null;
       },
-      (c) => c !== null && c.draft && c.kv.k === "q8_0" && c.kv.v === "q8_0" && c.kvCacheBytes > 0,
+      (c) => c !== null && c.draft && c.kv.k === "q8_0" && c.kv.v === "q8_0" && c.kv_cache_bytes > 0,
       300_000,
     );
     const summary = await until(
       "settled requests drafted by the draft model",
       () => {
-        const v = [...window.__lx.store.summaries.values()].find((x) => x.key.drafter === "draft" && x.key.specFixed && x.key.kv.k === "q8_0");
+        const v = [...window.__lx.store.summaries.values()].find((x) => x.key.drafter === "draft" && x.key.spec_fixed && x.key.kv.k === "q8_0");
         return v ? { requests: v.requests, drafted: v.drafted, accepted: v.accepted } : null;
       },
       (v) => v !== null && v.requests >= 2 && v.drafted > 0,
       600_000,
     );
-    console.log(`draft model, q8_0 cache of ${capacity.kvCacheBytes} bytes: ${summary.accepted} of ${summary.drafted} drafted tokens accepted over ${summary.requests} requests`);
+    console.log(`draft model, q8_0 cache of ${capacity.kv_cache_bytes} bytes: ${summary.accepted} of ${summary.drafted} drafted tokens accepted over ${summary.requests} requests`);
     assert.ok(summary.accepted > 0, "the draft model's drafts should sometimes hold");
     const facts = await browser.execute(() => document.querySelector('.backend-facts[data-backend="llama"]').textContent);
     assert.match(facts, /KV cache [\d.,]+ [KMG]iB q8_0 · with its draft model/);
@@ -435,7 +435,20 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
   });
 
   test("a sweep runs from the app with progress, writes its run file, and can be cancelled", async () => {
-    await fill('.sweep input[aria-label^="prompt lengths"]', "32");
+    // The form starts at lx sweep's defaults, and the engine reads its lengths: a range the
+    // wrong way round, or longer than the model's context, is refused beside the fields.
+    const field = (label) => `.sweep input[aria-label^="${label}"]`;
+    const starts = await browser.execute((sels) => sels.map((s) => document.querySelector(s).value), ["prompt lengths", "concurrencies", "output tokens"].map(field));
+    assert.deepEqual(starts, ["64, 256, 1024", "1, 4", "64"]);
+    const refused = async (prompts, why) => {
+      await fill(field("prompt lengths"), prompts);
+      await (await browser.$('[data-testid="sweep-start"]')).click();
+      await until(`the form to refuse '${prompts}'`, () => document.querySelector(".sweep .form-error").textContent, (v) => why.test(v), 60_000);
+    };
+    await refused("8..2", /^Prompt tokens: 8\.\.2: a range's low end comes first$/);
+    await refused("64, 40000", /exceeds the model's context of \d+ tokens/);
+    await shot("sweep-refused");
+    await fill(field("prompt lengths"), "32");
     await fill('.sweep input[aria-label^="concurrencies"]', "1, 2");
     await fill('.sweep input[aria-label^="output tokens"]', "8");
     await fill('.sweep input[aria-label^="measured requests"]', "3");
@@ -719,7 +732,7 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
 
       // Our stamps are taken as chunks arrive: never before the server sent them, and on
       // loopback not much after.
-      const [ttft, gap] = [summary.ttftMs.p50, 1000 / summary.decodeTps.p50];
+      const [ttft, gap] = [summary.ttft_ms.p50, 1000 / summary.decode_tps.p50];
       console.log(`server live: ${summary.requests} requests, TTFT p50 ${ttft.toFixed(1)} ms (server: ${FIRST_MS}), decode gap p50 ${gap.toFixed(1)} ms (server: ${GAP_MS})`);
       assert.ok(ttft >= FIRST_MS && ttft < FIRST_MS + 100, `TTFT p50 ${ttft} ms`);
       assert.ok(gap >= GAP_MS * 0.95 && gap < GAP_MS * 1.5, `decode gap p50 ${gap} ms`);
@@ -820,7 +833,7 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
         exact.value = String(s.prompt === "max" ? exact.max : s.prompt);
         exact.dispatchEvent(new Event("change", { bubbles: true }));
       }, settings);
-    const before = await browser.execute(() => ({ backends: window.__lx.settings().backends, concurrency: window.__lx.settings().concurrency, prompt: window.__lx.settings().promptTokens }));
+    const before = await browser.execute(() => ({ backends: window.__lx.settings().backends, concurrency: window.__lx.settings().concurrency, prompt: window.__lx.settings().prompt_tokens }));
     const gib = (v, unit) => Number(v) / (unit === "MiB" ? 1024 : 1);
     // What the figures say, read back: each backend's need, and the memory they are held to.
     const needs = (text) => Object.fromEntries([...text.matchAll(/(llama\.cpp|candle) (?:needs )?([\d.]+) ([MG]iB)/g)].map((m) => [m[1], gib(m[2], m[3])]));

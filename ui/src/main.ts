@@ -68,7 +68,7 @@ function setModelList(list: CatalogModel[], current: string | null) {
     h(
       "option",
       { value: m.name, selected: m.name === current, title: `${m.description} · ${m.parameters ?? ""} ${m.quantization} · ${bytes(m.size)} · ${m.license}` },
-      m.synthetic ? `${m.name.replace(/^synth:/, "")} · ${m.parameters ?? ""}${m.present ? "" : ` · writes ${bytes(m.size)}`}` : `${m.name}${m.isDefault ? " (default)" : ""}${m.present ? "" : ` · download ${bytes(m.size)}`}`,
+      m.synthetic ? `${m.name.replace(/^synth:/, "")} · ${m.parameters ?? ""}${m.present ? "" : ` · writes ${bytes(m.size)}`}` : `${m.name}${m.is_default ? " (default)" : ""}${m.present ? "" : ` · download ${bytes(m.size)}`}`,
     );
   const synthetic = list.filter((m) => m.synthetic);
   modelSelect.replaceChildren(
@@ -87,15 +87,15 @@ function fetchText(e: FetchEvent): [string, number | null] {
     case "downloading":
       return [`downloading ${e.name} (${e.part}/${e.parts})…`, null];
     case "transferring":
-      return [`downloading ${bytes(e.bytesDone)}${e.bytesTotal ? ` of ${bytes(e.bytesTotal)}` : ""}`, e.bytesTotal ? e.bytesDone / e.bytesTotal : null];
+      return [`downloading ${bytes(e.bytes_done)}${e.bytes_total ? ` of ${bytes(e.bytes_total)}` : ""}`, e.bytes_total ? e.bytes_done / e.bytes_total : null];
     case "extracting":
       return [`extracting part ${e.part}/${e.parts}…`, e.part / e.parts];
     case "verifying":
-      return [`verifying sha256 ${bytes(e.bytesDone)} of ${bytes(e.bytesTotal)}`, e.bytesTotal ? e.bytesDone / e.bytesTotal : null];
+      return [`verifying sha256 ${bytes(e.bytes_done)} of ${bytes(e.bytes_total)}`, e.bytes_total ? e.bytes_done / e.bytes_total : null];
     case "generating":
-      return [`writing a synthetic model: ${bytes(e.bytesDone)} of ${bytes(e.bytesTotal)}`, e.bytesTotal ? e.bytesDone / e.bytesTotal : null];
+      return [`writing a synthetic model: ${bytes(e.bytes_done)} of ${bytes(e.bytes_total)}`, e.bytes_total ? e.bytes_done / e.bytes_total : null];
     case "done":
-      return [e.alreadyPresent ? "reading the model…" : "fetched and verified; reading the model…", 1];
+      return [e.already_present ? "reading the model…" : "fetched and verified; reading the model…", 1];
   }
 }
 
@@ -130,10 +130,10 @@ async function openModel(spec: string) {
 function setModel(info: ModelInfo) {
   model = info;
   const f = info.facts;
-  setText(modelStatus, `${f.synthetic ? "SYNTHETIC: timings only, text is noise · " : ""}${f.name ?? info.name} · ${f.architecture} · ${f.quantization.name} · ${bytes(f.file_size)} · context ${info.contextLength}`);
+  setText(modelStatus, `${f.synthetic ? "SYNTHETIC: timings only, text is noise · " : ""}${f.name ?? info.name} · ${f.architecture} · ${f.quantization.name} · ${bytes(f.file_size)} · context ${info.context_length}`);
   modelStatus.classList.toggle("synthetic", Boolean(f.synthetic));
   modelStatus.title = info.path;
-  controls.setContext(info.contextLength);
+  controls.setContext(info.context_length);
   hardware.setModel(info);
   // A backend whose model code lacks this architecture is greyed out, with the reason.
   refreshBackends().catch((e) => problem(e));
@@ -364,7 +364,8 @@ const welcome = h(
 
 const sweep = new SweepPanel({
   backends: () => controls.settings.backends,
-  context: () => model?.contextLength ?? CONTEXT_FALLBACK_TOKENS,
+  parseLengths: api.parseLengths,
+  context: () => model?.context_length ?? CONTEXT_FALLBACK_TOKENS,
   start: async (plan, options, onEvent) => {
     if (store.running) await stopLive();
     updateButtons();
@@ -378,7 +379,7 @@ const sweep = new SweepPanel({
   cancel: () => api.sweepCancel().catch((e) => problem(e)),
   exportCsv: () => api.exportCsv("sweep").then(() => undefined).catch((e) => problem(e)),
   onPoint: (e, weightBytes) => {
-    store.addSweepPoint(e.point, controls.settings.chunkTokens);
+    store.addSweepPoint(e);
     store.addDepthPoint(e.point);
     if (model && weightBytes) store.addSizePoint(e.point, model.facts.name ?? model.name, !!model.facts.synthetic, weightBytes);
   },
@@ -442,7 +443,7 @@ let ceilingFor = "";
 function refreshCeiling() {
   const backend = store.activeBackend();
   const s = store.settings;
-  const key = store.running && backend && s ? `${backend}|${store.backends.get(backend)?.info?.device}|${s.promptTokens}|${s.maxTokens}|${s.concurrency}` : "";
+  const key = store.running && backend && s ? `${backend}|${store.backends.get(backend)?.info?.device}|${s.prompt_tokens}|${s.max_tokens}|${s.concurrency}` : "";
   if (key === ceilingFor) return;
   ceilingFor = key;
   if (!key || !backend) return void (readout.ceiling = null);
@@ -476,7 +477,7 @@ function update() {
       tpsCard.empty.hidden = tpsChart.update() > 0;
       sensorsStrip.update();
       const s = controls.settings;
-      const curvesSig = `${store.summaryVersion}|${s.promptTokens}|${s.concurrency}|${s.maxTokens}|${s.chunkTokens}`;
+      const curvesSig = `${store.summaryVersion}|${s.prompt_tokens}|${s.concurrency}|${s.max_tokens}|${s.chunk_tokens}`;
       if (curvesSig !== drawnCurves) {
         drawnCurves = curvesSig;
         curveTtftCard.empty.hidden = ttftCurve.update() > 0;
@@ -537,9 +538,9 @@ async function boot() {
   void hardware.loadSpeed(false);
   try {
     const [list, open] = await Promise.all([api.models(), api.currentModel()]);
-    setModelList(list, open?.spec ?? list.find((m) => m.isDefault)?.name ?? null);
+    setModelList(list, open?.spec ?? list.find((m) => m.is_default)?.name ?? null);
     if (open) setModel(open);
-    else await openModel(list.find((m) => m.isDefault)?.name ?? "default");
+    else await openModel(list.find((m) => m.is_default)?.name ?? "default");
   } catch (e) {
     problem(e, "load");
   }

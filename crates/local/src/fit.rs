@@ -115,7 +115,6 @@ pub fn plan(q: &Question, backend: &str, kv: KvTypes) -> Result<Plan, String> {
 /// session would make for them ([`Capacity::for_settings`]), and how far the prompt and
 /// the clients can go, the other settings kept, before a load no longer fits.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
-#[serde(rename_all = "camelCase")]
 pub struct SettingsFit {
     pub backend: String,
     /// The load's footprint: both workers' with the `disaggregated` policy; without a draft

@@ -192,9 +192,9 @@ impl Error {
 }
 
 /// Progress of a long operation, for a progress bar.
-/// Serialized tagged by `type`, fields in camelCase (as the app's front end reads them).
+/// Serialized tagged by `type` (camelCase), fields as named here (as the app's front end reads them).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ts_rs::TS)]
-#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
+#[serde(tag = "type", rename_all = "camelCase")]
 #[non_exhaustive]
 pub enum Progress {
     /// A download starts: part `part` of `parts` (1-based); `name` is the package or file fetched.

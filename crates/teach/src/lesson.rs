@@ -43,7 +43,6 @@ pub enum Metric {
 /// One drawn figure: its name, unit, and the points (by their place in the demo's plan)
 /// it is drawn over.
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
-#[serde(rename_all = "camelCase")]
 pub struct Figure {
     pub metric: Metric,
     pub label: &'static str,
@@ -53,7 +52,6 @@ pub struct Figure {
 
 /// A prediction the audience can pick: in words, and as the way each figure goes.
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
-#[serde(rename_all = "camelCase")]
 pub struct Choice {
     pub label: &'static str,
     /// One per figure.
@@ -61,7 +59,6 @@ pub struct Choice {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
-#[serde(rename_all = "camelCase")]
 pub struct Lesson {
     /// The demo's name (`lx demo NAME`).
     pub name: &'static str,

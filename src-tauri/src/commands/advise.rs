@@ -26,7 +26,6 @@ use crate::state::{run_file_name, AppState, Locked, Sweep};
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum AdviseEvent {
     /// Measuring began: the preset, where the run file goes, the budget.
-    #[serde(rename_all = "camelCase")]
     Started {
         preset: PresetRecord,
         #[ts(type = "string")]
@@ -38,10 +37,8 @@ pub enum AdviseEvent {
     /// A trial ended: its backend, its test (arrival rate or clients), the share of its
     /// requests that met the objectives, and the time spent of the budget. `stopped`: the
     /// user stopped it, and it does not count.
-    #[serde(rename_all = "camelCase")]
     Trial { backend: String, test: String, slo_met: Option<f64>, errors: usize, stopped: bool, elapsed_s: f64, budget_s: f64 },
     /// The recommendation and the evidence it rests on.
-    #[serde(rename_all = "camelCase")]
     Finished {
         advice: Advice,
         searches: Vec<SearchRecord>,

@@ -30,7 +30,6 @@ use crate::state::{run_file_name, AppState, Locked, Sweep, Throttle};
 #[serde(tag = "type", rename_all = "camelCase")]
 pub enum LessonEvent {
     /// Measuring began; the run file goes to `path`.
-    #[serde(rename_all = "camelCase")]
     Started {
         #[ts(type = "string")]
         path: PathBuf,
@@ -39,28 +38,23 @@ pub enum LessonEvent {
     /// The backend is loading the model (a server is being asked for it).
     Loading { backend: String },
     /// It loaded: where it runs.
-    #[serde(rename_all = "camelCase")]
     Loaded { backend: String, device: String, threads: usize, load_ms: f64 },
     /// Before the points, each setting is scoring the fidelity text (a lesson that measures
     /// how far its settings move the model): `what` it scores now.
     Fidelity { what: String },
     /// Point `index` (in the lesson's order) is about to run with these settings.
-    #[serde(rename_all = "camelCase")]
     PointStarted { index: usize, label: String, prompt_tokens: u32, concurrency: usize, max_tokens: u32, policy: Policy, requests: usize },
     /// Output of the request the preview follows: `text` continues it, or starts a new one
     /// when `fresh`.
-    #[serde(rename_all = "camelCase")]
     Text { fresh: bool, text: String },
     /// Requests measured so far in this point.
     Progress { done: usize, total: usize },
     /// Point `index` settled: each of the lesson's figures there (`null` where a figure is
     /// not drawn over this point), and the point's figures, with the ceilings of this
     /// machine's last measured limits where there are some.
-    #[serde(rename_all = "camelCase")]
     PointDone { index: usize, label: String, values: Vec<Option<f64>>, point: PointFigures },
     /// The demo's own judgement of what was measured; `stopped`: the user cancelled it and
     /// the report covers the points measured before.
-    #[serde(rename_all = "camelCase")]
     Finished {
         report: Report,
         #[ts(type = "string")]

@@ -16,7 +16,7 @@ use crate::state::{run_file_name, AppState, Live, Locked};
 /// Start live mode on the open model with `settings`, replacing a session already running.
 ///
 /// Events arrive on `on_event` as batches (`LiveEvent[]`, at most one batch per
-/// `settings.batchMs`; the app asks for `lx_engine::defaults::APP_BATCH_MS`): `settingsApplied`, `backendStatus`,
+/// `settings.batch_ms`; the app asks for `lx_engine::defaults::APP_BATCH_MS`): `settingsApplied`, `backendStatus`,
 /// `requestStarted`, `requestAdmitted`, `requestPrefill`, `previewTokens`, `requestDone`,
 /// `summary`, `tick`, `workerCrashed`, `paused`, `rejected`, `stopped`. See
 /// `lx_run::live::LiveEvent` for every field.

@@ -16,7 +16,6 @@ use crate::state::{AppState, Locked, Model, Throttle};
 
 /// A catalog model and whether it is downloaded.
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
-#[serde(rename_all = "camelCase")]
 pub struct CatalogModel {
     /// Catalog name (what `open_model` takes).
     pub name: String,
@@ -46,7 +45,6 @@ pub struct CatalogModel {
 
 /// An open model, as the UI shows it.
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
-#[serde(rename_all = "camelCase")]
 pub struct ModelInfo {
     /// What was asked for.
     pub spec: String,

@@ -15,7 +15,6 @@ use crate::events::PointFigures;
 
 /// A saved run, as the charts overlay it.
 #[derive(Debug, Clone, Serialize, ts_rs::TS)]
-#[serde(rename_all = "camelCase")]
 pub struct OpenedRun {
     /// The file.
     pub path: String,

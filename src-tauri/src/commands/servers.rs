@@ -13,7 +13,6 @@ use crate::state::{AppState, Locked};
 
 /// A server as the user describes it.
 #[derive(Debug, Clone, Deserialize, ts_rs::TS)]
-#[serde(rename_all = "camelCase")]
 pub struct ServerSpec {
     /// Its API's base address, up to and including `/v1`.
     pub url: String,

@@ -13,6 +13,7 @@ use lx_results::printers::Printer;
 use lx_results::results::{PointResult, RunFile};
 use lx_engine::scheduler::Policy;
 use lx_local::sweep::SweepJob;
+use lx_run::live::SettingKey;
 use lx_run::sweep::{SweepObserver, SweepPlan};
 use serde::Deserialize;
 use tauri::ipc::Channel;
@@ -25,7 +26,7 @@ use crate::state::{run_file_name, AppState, Locked, Sweep, Throttle};
 /// How the app runs a sweep, beside its plan (the plan is what the run file records; these
 /// are not part of the measurement).
 #[derive(Debug, Clone, Default, PartialEq, Deserialize, ts_rs::TS)]
-#[serde(rename_all = "camelCase", default)]
+#[serde(default)]
 pub struct SweepOptions {
     /// Seconds of silence before a worker is given up, as `--hang-timeout` (default
     /// [`lx_engine::defaults::HANG_TIMEOUT_S`]).
@@ -66,6 +67,8 @@ struct Progress {
     throttle: Throttle,
     /// The run's probe, when it has ceilings: each loaded backend's device is looked up in it.
     limits: Option<lx_machine::probe::Probe>,
+    /// The sweep's prefill chunk, which its points' keys carry.
+    chunk_tokens: usize,
 }
 
 impl Progress {
@@ -117,7 +120,8 @@ impl SweepObserver for Progress {
         self.points_done += 1;
         self.done = self.done.max(self.points_done * self.per_point).min(self.total);
         self.send(SweepEvent::Progress { done: self.done, total: self.total });
-        self.send(SweepEvent::PointDone { point: PointFigures::from(point) });
+        let key = SettingKey::of_point(point, self.chunk_tokens);
+        self.send(SweepEvent::PointDone { point: PointFigures::from(point), key_id: key.id(), key });
     }
 }
 
@@ -162,6 +166,7 @@ pub async fn sweep_start(state: State<'_, AppState>, plan: SweepPlan, options: S
         per_point: job.plan.requests,
         throttle: Throttle::new(Duration::from_millis(50)),
         limits: None,
+        chunk_tokens: job.plan.chunk_tokens,
     };
     let out = path.clone();
     let thread = std::thread::Builder::new()
@@ -174,6 +179,13 @@ pub async fn sweep_start(state: State<'_, AppState>, plan: SweepPlan, options: S
     *state.sweep.locked() = Some(Sweep { stop, thread });
     *state.last_run.locked() = Some(path.clone());
     Ok(path.display().to_string())
+}
+
+/// Lengths as the sweep form's fields hold them (`64, 256..512`), parsed as `lx sweep`
+/// parses its flags: the form keeps no grammar of its own.
+#[tauri::command]
+pub fn parse_lengths(text: String) -> CmdResult<Vec<lx_run::sweep::Length>> {
+    lx_run::sweep::parse_lengths(&text).map_err(CmdError::Sweep)
 }
 
 /// Cancel the running sweep: requests in flight are cancelled, the run file keeps every
@@ -251,7 +263,7 @@ mod tests {
         assert!(p.validate(Some(4096)).unwrap_err().why.contains("--depth"));
         let p = SweepPlan { prefix_tokens: 0, prefix_cache: vec![false], ..p };
         assert_eq!(p.validate(Some(4096)), Ok(()));
-        let options: SweepOptions = serde_json::from_value(serde_json::json!({ "hangTimeoutS": 30.0, "noCeilings": true })).unwrap();
+        let options: SweepOptions = serde_json::from_value(serde_json::json!({ "hang_timeout_s": 30.0, "no_ceilings": true })).unwrap();
         assert_eq!(options, SweepOptions { hang_timeout_s: Some(30.0), no_ceilings: true });
         assert_eq!(serde_json::from_value::<SweepOptions>(serde_json::json!({})).unwrap(), SweepOptions::default());
     }

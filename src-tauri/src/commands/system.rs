@@ -9,7 +9,6 @@ use crate::state::Locked;
 
 /// A backend as the UI lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
-#[serde(rename_all = "camelCase")]
 pub struct BackendAvailability {
     /// Canonical name (`llama`, `candle`, `mlx`): what live mode and sweeps take.
     pub name: String,
@@ -36,7 +35,6 @@ impl BackendAvailability {
 /// How fast this machine can go on the open model: each measured device's limits and what
 /// they allow one request (a 1024-token prompt, 64 tokens out).
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
-#[serde(rename_all = "camelCase")]
 pub struct MachineSpeed {
     pub devices: Vec<DeviceSpeed>,
     /// When the limits were measured (Unix ms).
@@ -46,7 +44,6 @@ pub struct MachineSpeed {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
-#[serde(rename_all = "camelCase")]
 pub struct DeviceSpeed {
     pub limits: lx_machine::roofline::Limits,
     /// `None` without an open model.
@@ -76,7 +73,6 @@ pub async fn machine_speed(state: tauri::State<'_, crate::state::AppState>, meas
 /// What fits in the memory available now, for the open model: `lx fit`'s plan per backend
 /// and KV cache type (the hardware panel's table).
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
-#[serde(rename_all = "camelCase")]
 pub struct MemoryFit {
     pub memory_bytes: u64,
     /// The model's trained context: what a plan's full context is.
@@ -85,7 +81,6 @@ pub struct MemoryFit {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
-#[serde(rename_all = "camelCase")]
 pub struct FitPlan {
     pub backend: String,
     /// How it stores the KV cache: `f16`, `q8_0`, `q4_0`, or `f32` (candle, MLX).
@@ -100,7 +95,6 @@ pub struct FitPlan {
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
-#[serde(rename_all = "camelCase")]
 pub struct FitLongest {
     pub sequences: usize,
     pub context: Option<usize>,

@@ -17,7 +17,6 @@ use crate::state::{AppState, Locked, Model, Sweep};
 
 /// Whether this machine is tuned for the open model, as the hardware panel says it.
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
-#[serde(rename_all = "camelCase")]
 pub struct TuneStatus {
     /// A profile for this machine, build and model exists and reads.
     pub tuned: bool,
@@ -35,7 +34,6 @@ pub struct TuneStatus {
 pub enum TuneEvent {
     /// A trial starts: its backend, the settings asked for ("defaults" for the first), whether
     /// the competing load runs, and the time spent of the budget.
-    #[serde(rename_all = "camelCase")]
     Trial { backend: String, settings: String, contended: bool, elapsed_s: f64, budget_s: f64 },
     /// The trial ended: its figures, or why it failed.
     Measured { backend: String, text: String },

@@ -117,9 +117,9 @@ export class AdvisePanel {
         this.task.line(`${backendLabel(e.backend)}: loading…`);
         break;
       case "trial":
-        this.task.progress(e.elapsedS, e.budgetS);
+        this.task.progress(e.elapsed_s, e.budget_s);
         if (e.stopped) this.task.line(`${backendLabel(e.backend)} · ${e.test}: stopped by the user (not counted)`, "warn");
-        else this.task.line(`${backendLabel(e.backend)} · ${e.test}: ${e.sloMet == null ? "nothing completed" : `${pct(e.sloMet)} met the objectives`}${e.errors ? ` · ${e.errors} unfinished` : ""}`);
+        else this.task.line(`${backendLabel(e.backend)} · ${e.test}: ${e.slo_met == null ? "nothing completed" : `${pct(e.slo_met)} met the objectives`}${e.errors ? ` · ${e.errors} unfinished` : ""}`);
         break;
       case "finished":
         this.show(e.advice, e.searches, e.deadlines, e.lines, e.stopped);

@@ -9,7 +9,7 @@ import { clock, ms as fmtMs } from "../lib/format";
 import { READING_BAND } from "../lib/reader";
 import { align, carryForward, reduceMinMax } from "../lib/reduce";
 import type { DonePoint, LiveStore } from "../lib/store";
-import { curvePoint, keyId } from "../lib/store";
+import { curvePoint } from "../lib/store";
 import type { Distribution, PointCeiling, PointFigures, Policy, SettingSummary } from "../ipc/types";
 import { axes, Chart, dots, line } from "./chart";
 
@@ -19,10 +19,10 @@ export { backendLabel };
 
 /** The setting the curves are drawn at. */
 export interface CurrentSetting {
-  promptTokens: number;
+  prompt_tokens: number;
   concurrency: number;
-  maxTokens: number;
-  chunkTokens: number;
+  max_tokens: number;
+  chunk_tokens: number;
 }
 
 /** What a chart drew, for end-to-end tests: one entry per point of the request series. */
@@ -126,12 +126,12 @@ export class TtftChart {
     // Ticks without a p50 (a new setting with nothing settled yet) break the line: the
     // previous setting's percentiles must not be drawn as if they were this one's.
     const ticks = this.store.ticks.toArray();
-    const tickX = ticks.map((t) => t.atMs / 1000);
+    const tickX = ticks.map((t) => t.at_ms / 1000);
     const [x, ...cols] = align([...series, { x: tickX, y: tickX.map(() => null) }]);
-    const p50 = carryForward(x, ticks.map((t) => ({ t: t.atMs / 1000, v: t.ttftP50Ms })));
-    const p95 = carryForward(x, ticks.map((t) => ({ t: t.atMs / 1000, v: t.ttftP95Ms })));
+    const p50 = carryForward(x, ticks.map((t) => ({ t: t.at_ms / 1000, v: t.ttft_p50_ms })));
+    const p95 = carryForward(x, ticks.map((t) => ({ t: t.at_ms / 1000, v: t.ttft_p95_ms })));
     const instant = x.map(() => 1000);
-    const saved = savedAtSetting(this.store, this.current(), (p) => p.ttftMs.p50);
+    const saved = savedAtSetting(this.store, this.current(), (p) => p.ttft_ms.p50);
     const data = [x, ...cols.slice(0, names.length), p50, p95, instant, ...saved.map((r) => x.map(() => r.value))] as uPlot.AlignedData;
     this.drawn = drawn;
     const k = names.length;
@@ -171,11 +171,11 @@ export class TpsChart {
 
   update(): number {
     const { names, buckets, series, drawn } = requestDots(this.chart, this.store.done.toArray(), (p) => p.decodeTps, (p) => p.doneAt);
-    const ticks = this.store.ticks.toArray().filter((t) => t.throughputTps !== null && t.throughputTps > 0);
-    const thr = reduceMinMax(ticks.map((t) => t.atMs / 1000), ticks.map((t) => t.throughputTps), buckets);
+    const ticks = this.store.ticks.toArray().filter((t) => t.throughput_tps !== null && t.throughput_tps > 0);
+    const thr = reduceMinMax(ticks.map((t) => t.at_ms / 1000), ticks.map((t) => t.throughput_tps), buckets);
     const [x, ...cols] = align([...series, thr]);
     const pace = x.map(() => (READING_BAND[0] + READING_BAND[1]) / 2);
-    const saved = savedAtSetting(this.store, this.current(), (p) => p.throughputTps);
+    const saved = savedAtSetting(this.store, this.current(), (p) => p.throughput_tps);
     const data = [x, ...cols, pace, ...saved.map((r) => x.map(() => r.value))] as uPlot.AlignedData;
     this.drawn = drawn;
     this.chart.render({
@@ -208,11 +208,11 @@ interface CurvePoint {
 
 /** The settings a curve is drawn at; `chunkTokens` is null for a saved run's point (its
  * file keeps the chunk size per run, not per point). */
-type CurveKey = { promptTokens: number; concurrency: number; maxTokens: number; chunkTokens: number | null; policy: Policy };
+type CurveKey = { prompt_tokens: number; concurrency: number; max_tokens: number; chunk_tokens: number | null; policy: Policy };
 
 /** Summaries, sweep points and saved runs' points by backend+policy (and saved run), at the
  * settings the curve holds fixed. */
-function curves(store: LiveStore, keep: (k: CurveKey) => boolean, xOf: (k: { promptTokens: number; concurrency: number }) => number, yDist: "ttftMs" | "decodeTps") {
+function curves(store: LiveStore, keep: (k: CurveKey) => boolean, xOf: (k: { prompt_tokens: number; concurrency: number }) => number, yDist: "ttft_ms" | "decode_tps") {
   const groups = new Map<string, Map<number, CurvePoint>>();
   const add = (backend: string, policy: Policy, x: number, dist: Distribution, throughput: number, ceiling: PointCeiling | null, saved = "") => {
     const g = `${backend}|${policy}|${saved}`;
@@ -220,19 +220,18 @@ function curves(store: LiveStore, keep: (k: CurveKey) => boolean, xOf: (k: { pro
     if (!m) groups.set(g, (m = new Map()));
     m.set(x, { x, dist, throughput, ceiling: ceiling ?? m.get(x)?.ceiling ?? null });
   };
-  for (const [id, p] of store.sweepPoints) {
-    const chunk = Number(id.split("|")[5]);
-    if (p.requests > 0 && keep({ ...p, chunkTokens: chunk })) add(p.backend, p.policy, xOf(p), p[yDist], p.throughputTps, p.ceiling);
+  for (const { key, point: p } of store.sweepPoints.values()) {
+    if (p.requests > 0 && keep(key)) add(p.backend, p.policy, xOf(p), p[yDist], p.throughput_tps, p.ceiling);
   }
   // Live summaries win over sweep points of the same setting (they are newer).
   for (const s of store.summaries.values() as Iterable<SettingSummary>) {
-    if (s.requests > 0 && keep({ ...s.key })) add(s.key.backend, s.key.policy, xOf(s.key), s[yDist], s.throughputTps, null);
+    if (s.requests > 0 && keep({ ...s.key })) add(s.key.backend, s.key.policy, xOf(s.key), s[yDist], s.throughput_tps, null);
   }
   // Saved runs: their own curves, labelled by machine. Their ceilings are their machine's,
   // not this one's: no ceiling line from them.
   for (const run of store.overlays) {
     for (const p of run.points) {
-      if (p.requests > 0 && curvePoint(p) && keep({ ...p, chunkTokens: null })) add(p.backend, p.policy, xOf(p), p[yDist], p.throughputTps, null, run.label);
+      if (p.requests > 0 && curvePoint(p) && keep({ ...p, chunk_tokens: null })) add(p.backend, p.policy, xOf(p), p[yDist], p.throughput_tps, null, run.label);
     }
   }
   const names = [...groups.keys()].sort();
@@ -282,14 +281,14 @@ export class TtftCurve {
 
   update(): number {
     const c = this.current();
-    const cs = curves(this.store, (k) => k.concurrency === c.concurrency && k.maxTokens === c.maxTokens && (k.policy !== "chunked" || k.chunkTokens === null || k.chunkTokens === c.chunkTokens), (k) => k.promptTokens, "ttftMs");
+    const cs = curves(this.store, (k) => k.concurrency === c.concurrency && k.max_tokens === c.max_tokens && (k.policy !== "chunked" || k.chunk_tokens === null || k.chunk_tokens === c.chunk_tokens), (k) => k.prompt_tokens, "ttft_ms");
     const floors = ceilingLines(cs, (c) => c.least_ttft_ms);
     const [x, ...ys] = align([...cs.map((s) => ({ x: s.pts.map((p) => p.x), y: s.pts.map((p) => p.dist.p50) })), ...floors]);
     this.chart.render({
       sig: sigOf([...cs.map((s) => s.name), ...floors.map((f) => `floor ${f.device}`)]),
       data: [x, ...ys] as uPlot.AlignedData,
       options: (width, height) => ({
-        ...frame(width, height, "log2", `prompt tokens (at ${c.concurrency} client${c.concurrency === 1 ? "" : "s"}, ${c.maxTokens} output tokens)`, "TTFT p50", (v) => fmtMs(v)),
+        ...frame(width, height, "log2", `prompt tokens (at ${c.concurrency} client${c.concurrency === 1 ? "" : "s"}, ${c.max_tokens} output tokens)`, "TTFT p50", (v) => fmtMs(v)),
         series: [{}, ...cs.map((s) => curveStyle(s, "", 2)), ...floors.map((f) => ceilingLine(`least possible TTFT · ${f.device}`))],
       }),
     });
@@ -308,7 +307,7 @@ export class TpsCurve {
 
   update(): number {
     const c = this.current();
-    const cs = curves(this.store, (k) => k.promptTokens === c.promptTokens && k.maxTokens === c.maxTokens && (k.policy !== "chunked" || k.chunkTokens === null || k.chunkTokens === c.chunkTokens), (k) => k.concurrency, "decodeTps");
+    const cs = curves(this.store, (k) => k.prompt_tokens === c.prompt_tokens && k.max_tokens === c.max_tokens && (k.policy !== "chunked" || k.chunk_tokens === null || k.chunk_tokens === c.chunk_tokens), (k) => k.concurrency, "decode_tps");
     const series = cs.flatMap((s) => [
       { x: s.pts.map((p) => p.x), y: s.pts.map((p) => p.throughput) },
       { x: s.pts.map((p) => p.x), y: s.pts.map((p) => p.dist.p50) },
@@ -319,7 +318,7 @@ export class TpsCurve {
       sig: sigOf([...cs.map((s) => s.name), ...ceilings.map((c) => `ceiling ${c.device}`)]),
       data: [x, ...ys] as uPlot.AlignedData,
       options: (width, height) => ({
-        ...frame(width, height, "log2", `concurrent clients (at ${c.promptTokens}-token prompts)`, "tokens/s"),
+        ...frame(width, height, "log2", `concurrent clients (at ${c.prompt_tokens}-token prompts)`, "tokens/s"),
         series: [
           {},
           ...cs.flatMap((s) => [
@@ -334,4 +333,3 @@ export class TpsCurve {
   }
 }
 
-export { keyId };

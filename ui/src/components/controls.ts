@@ -39,7 +39,7 @@ const SPEC_HELP: Record<Drafter, string> = {
   draft: "a draft model (made from this model unless one is named) proposes tokens, verified in one pass; loads it beside the model; accepted tokens are underlined",
 };
 
-export const DEFAULT_SETTINGS: LiveSettings = { ...LIVE_SETTINGS, batchMs: APP_BATCH_MS };
+export const DEFAULT_SETTINGS: LiveSettings = { ...LIVE_SETTINGS, batch_ms: APP_BATCH_MS };
 
 /** What the controls ask of the app to add and forget servers (each refreshes the list). */
 export interface ServerHooks {
@@ -100,8 +100,8 @@ export class Controls {
     });
     this.maxInput.addEventListener("change", () => {
       const max = Math.max(1, Math.min(4096, this.context - 1, Math.round(Number(this.maxInput.value) || 1)));
-      this.settings.maxTokens = max;
-      this.settings.promptTokens = Math.min(this.settings.promptTokens, this.maxPrompt());
+      this.settings.max_tokens = max;
+      this.settings.prompt_tokens = Math.min(this.settings.prompt_tokens, this.maxPrompt());
       this.sync();
       this.changed(true);
     });
@@ -132,7 +132,7 @@ export class Controls {
       this.changed(true);
     });
     this.chunkInput.addEventListener("change", () => {
-      this.settings.chunkTokens = Math.max(1, Math.round(Number(this.chunkInput.value) || 256));
+      this.settings.chunk_tokens = Math.max(1, Math.round(Number(this.chunkInput.value) || 256));
       this.sync();
       this.changed(true);
     });
@@ -206,11 +206,11 @@ export class Controls {
   }
 
   private maxPrompt(): number {
-    return Math.max(MIN_PROMPT, this.context - this.settings.maxTokens);
+    return Math.max(MIN_PROMPT, this.context - this.settings.max_tokens);
   }
 
   private setPrompt(tokens: number, from: "slider" | "input") {
-    this.settings.promptTokens = tokens;
+    this.settings.prompt_tokens = tokens;
     this.sync(from === "slider");
     this.changed(from === "input");
   }
@@ -220,12 +220,12 @@ export class Controls {
   moveTo(to: { promptTokens: number; concurrency: number; maxTokens: number; policy: Policy }): void {
     const s = this.settings;
     const moved = [
-      [s.promptTokens !== to.promptTokens, this.promptSlider],
+      [s.prompt_tokens !== to.promptTokens, this.promptSlider],
       [s.concurrency !== to.concurrency, this.concSlider],
       [s.policy !== to.policy, this.policySelect],
     ] as const;
-    s.maxTokens = Math.min(to.maxTokens, this.context - 1);
-    s.promptTokens = Math.min(to.promptTokens, this.maxPrompt());
+    s.max_tokens = Math.min(to.maxTokens, this.context - 1);
+    s.prompt_tokens = Math.min(to.promptTokens, this.maxPrompt());
     s.concurrency = to.concurrency;
     s.policy = to.policy;
     this.sync();
@@ -241,8 +241,8 @@ export class Controls {
   /** A model was opened: the prompt slider ends at its context. */
   setContext(context: number): void {
     this.context = Math.max(32, context);
-    this.settings.maxTokens = Math.min(this.settings.maxTokens, this.context - 1);
-    this.settings.promptTokens = Math.min(this.settings.promptTokens, this.maxPrompt());
+    this.settings.max_tokens = Math.min(this.settings.max_tokens, this.context - 1);
+    this.settings.prompt_tokens = Math.min(this.settings.prompt_tokens, this.maxPrompt());
     this.sync();
     this.refreshFit(true);
   }
@@ -297,13 +297,13 @@ export class Controls {
 
   private sync(fromSlider = false) {
     const s = this.settings;
-    if (!fromSlider) this.promptSlider.value = String(positionOf(s.promptTokens, this.maxPrompt()));
+    if (!fromSlider) this.promptSlider.value = String(positionOf(s.prompt_tokens, this.maxPrompt()));
     this.promptInput.max = String(this.maxPrompt());
-    if (document.activeElement !== this.promptInput || fromSlider) this.promptInput.value = String(s.promptTokens);
+    if (document.activeElement !== this.promptInput || fromSlider) this.promptInput.value = String(s.prompt_tokens);
     setText(this.promptRange, `${MIN_PROMPT} to ${this.maxPrompt()} tokens (context ${this.context} − output)`);
     this.concSlider.value = String(s.concurrency);
     setText(this.concValue, String(s.concurrency));
-    this.maxInput.value = String(s.maxTokens);
+    this.maxInput.value = String(s.max_tokens);
     // A server schedules requests itself: our policy, chunk and threads apply only to the
     // embedded backends, so with nothing but servers selected they are greyed out.
     const onlyServers = s.backends.length > 0 && s.backends.every((b) => this.servers.has(b));
@@ -324,7 +324,7 @@ export class Controls {
     this.kvSelect.value = s.kv.k === s.kv.v ? s.kv.k : "f16";
     this.kvSelect.disabled = !kvChosen;
     setText(this.kvHelp, kvChosen ? KV_HELP[this.kvSelect.value as KvType] : kvOnlyNote());
-    this.chunkInput.value = String(s.chunkTokens);
+    this.chunkInput.value = String(s.chunk_tokens);
     this.chunkInput.disabled = onlyServers || s.policy !== "chunked";
     this.threadsInput.value = String(s.threads);
     this.threadsInput.disabled = onlyServers;
@@ -336,7 +336,7 @@ export class Controls {
    *  measurement). `force`: the model or the backends' list changed. */
   private refreshFit(force = false) {
     const s = this.settings;
-    const sizing = JSON.stringify([s.backends, s.promptTokens, s.maxTokens, s.concurrency, s.kv, s.policy === "disaggregated", this.context]);
+    const sizing = JSON.stringify([s.backends, s.prompt_tokens, s.max_tokens, s.concurrency, s.kv, s.policy === "disaggregated", this.context]);
     if (sizing === this.fitFor && !force) return;
     this.fitFor = sizing;
     if (this.fitTimer !== null) window.clearTimeout(this.fitTimer);
@@ -367,8 +367,8 @@ export class Controls {
     }
     // The tightest backend bounds what the selection can run.
     const least = (v: (number | null)[]) => (v.some((x) => x === null) ? null : Math.min(...(v as number[])));
-    const prompt = least(fits.map((f) => f.longestPrompt));
-    const clients = least(fits.map((f) => f.mostClients));
+    const prompt = least(fits.map((f) => f.longest_prompt));
+    const clients = least(fits.map((f) => f.most_clients));
     const limits = [
       prompt === null ? "no prompt fits at these clients" : `prompts up to ${num(Math.min(prompt, this.maxPrompt()))} tokens at ${this.settings.concurrency} client${this.settings.concurrency === 1 ? "" : "s"}`,
       clients === null ? "not one client at this prompt" : `up to ${num(Math.min(clients, Number(this.concSlider.max)))} clients at this prompt`,
@@ -376,8 +376,8 @@ export class Controls {
     const needs = fits.map((f) => `${label(f.backend)} ${gib(total(f))}`).join(", ");
     const over = fits.filter((f) => !f.fits);
     const head = over.length
-      ? `Does not fit: ${over.map((f) => `${label(f.backend)} needs ${gib(total(f))}`).join(", ")} of the ${gib(fits[0].memoryBytes)} available, so its load would be refused.`
-      : `Memory: ${needs} of the ${gib(fits[0].memoryBytes)} available.`;
+      ? `Does not fit: ${over.map((f) => `${label(f.backend)} needs ${gib(total(f))}`).join(", ")} of the ${gib(fits[0].memory_bytes)} available, so its load would be refused.`
+      : `Memory: ${needs} of the ${gib(fits[0].memory_bytes)} available.`;
     this.fitNote.title = fits.map((f) => `${label(f.backend)}: ${gib(f.needs.weights)} weights, ${gib(f.needs.kv_cache)} KV cache, ${gib(f.needs.scratch)} buffers, ${gib(f.needs.runtime)} process`).join("\n");
     setText(this.fitNote, `${head} Fits: ${limits}.`);
   }

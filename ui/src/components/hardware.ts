@@ -74,7 +74,7 @@ export class HardwarePanel {
       this.fitHead.replaceChildren();
       return;
     }
-    const full = num(fit.fullContext);
+    const full = num(fit.full_context);
     const seqs = fit.plans[0]?.longest.map((l) => l.sequences) ?? [];
     const heads: [string, string][] = [
       ["Backend", ""],
@@ -86,13 +86,13 @@ export class HardwarePanel {
     this.fitHead.replaceChildren(...heads.map(([c, title]) => h("th", title ? { title } : {}, c)));
     const gib = (b: number) => bytes(b, true);
     for (const p of fit.plans) {
-      const longest = p.longest.map((l) => (l.context === null ? "none" : l.context >= fit.fullContext ? "all" : num(l.context)));
-      const f = p.oneAtFull;
+      const longest = p.longest.map((l) => (l.context === null ? "none" : l.context >= fit.full_context ? "all" : num(l.context)));
+      const f = p.one_at_full;
       const need = h("td", f ? { title: `${gib(f.weights)} weights, ${gib(f.kv_cache)} KV cache, ${gib(f.scratch)} buffers, ${gib(f.runtime)} process` } : {}, f ? gib(f.weights + f.kv_cache + f.scratch + f.runtime) : "—");
-      const cells = [backendLabel(p.backend), p.kv, ...longest, num(p.mostAtFull)].map((c) => h("td", {}, c));
+      const cells = [backendLabel(p.backend), p.kv, ...longest, num(p.most_at_full)].map((c) => h("td", {}, c));
       this.fitRows.append(h("tr", { "data-backend": p.backend }, ...cells, need));
     }
-    setText(this.fitStatus, `The longest context that fits the ${gib(fit.memoryBytes)} available now, by sequences at once; predicted from the model file as each backend holds it (weights and KV cache counted, buffers estimated, the worker process measured). A load that cannot fit is refused before it starts.`);
+    setText(this.fitStatus, `The longest context that fits the ${gib(fit.memory_bytes)} available now, by sequences at once; predicted from the model file as each backend holds it (weights and KV cache counted, buffers estimated, the worker process measured). A load that cannot fit is refused before it starts.`);
   }
 
   /** The backend check: proof that each backend runs here, on each device it can use. */
@@ -143,7 +143,7 @@ export class HardwarePanel {
       const limits = `${l.device} reads memory at ${num(Math.round(l.memory_bytes_per_s / 1e9))} GB/s and multiplies at ${num(Math.round(l.compute_flops_per_s / 1e9))} GFLOP/s`;
       return c ? `${limits}: for${model} that allows at most ${c.decode_tps.toFixed(0)} tokens/s for one reader (bound by ${c.decode_bound}) and a 1024-token prompt in no less than ${fmtMs(c.least_ttft_ms)}.` : `${limits}.`;
     });
-    const when = this.speed ? ` (measured ${new Date(this.speed.measuredUnixMs).toLocaleString()}${this.speed.busy ? `; ${this.speed.busy}` : ""})` : "";
+    const when = this.speed ? ` (measured ${new Date(this.speed.measured_unix_ms).toLocaleString()}${this.speed.busy ? `; ${this.speed.busy}` : ""})` : "";
     this.summary.replaceChildren(
       h("p", {}, where),
       speed?.length && !this.speedNote
@@ -187,7 +187,7 @@ export class HardwarePanel {
         ["Parameters", `${params(f.parameter_count)} (${num(f.parameter_count)})`],
         ["Quantization", f.quantization.name],
         ["File size", bytes(f.file_size)],
-        ["Context", `${num(m.contextLength)} tokens`],
+        ["Context", `${num(m.context_length)} tokens`],
         ["Layers / heads", `${f.block_count ?? "?"} / ${f.head_count ?? "?"} (${f.head_count_kv ?? "?"} KV)`],
         ["Vocabulary", f.vocab_size ? num(f.vocab_size) : "—"],
         ["sha256", m.sha256 ? `${m.sha256.slice(0, 16)}… (verified)` : "not checked (local file)"],
@@ -213,7 +213,7 @@ export class HardwarePanel {
       const info = st?.info;
       const lines: [string, string][] = [["Available", b.available ? "yes" : (b.reason ?? "no")]];
       if (b.devices.length) lines.push(["Devices", b.devices.join("; ")]);
-      if (st) lines.push(["Worker", `${st.state}${st.pid ? ` · pid ${st.pid}` : ""}${st.loadMs ? ` · loaded in ${fmtMs(st.loadMs)}` : ""}`]);
+      if (st) lines.push(["Worker", `${st.state}${st.pid ? ` · pid ${st.pid}` : ""}${st.load_ms ? ` · loaded in ${fmtMs(st.load_ms)}` : ""}`]);
       if (info) lines.push(["Running on", `${info.device} · ${info.version}`]);
       if (info?.cpu_fallback) lines.push(["Warning", info.cpu_fallback]);
       if (info?.draft) lines.push(["Draft model", info.draft]);
@@ -223,8 +223,8 @@ export class HardwarePanel {
       }
       if (st?.capacity) {
         const c = st.capacity;
-        const kv = c.kvCacheBytes != null ? ` · KV cache ${bytes(c.kvCacheBytes, true)}${c.kv.k === c.kv.v ? ` ${c.kv.k}` : ` K ${c.kv.k}, V ${c.kv.v}`}` : "";
-        lines.push(["Loaded for", `${c.slots} sequences × ${num(c.ctxPerSlot)} tokens${kv}${c.draft ? " · with its draft model" : ""}`]);
+        const kv = c.kv_cache_bytes != null ? ` · KV cache ${bytes(c.kv_cache_bytes, true)}${c.kv.k === c.kv.v ? ` ${c.kv.k}` : ` K ${c.kv.k}, V ${c.kv.v}`}` : "";
+        lines.push(["Loaded for", `${c.slots} sequences × ${num(c.ctx_per_slot)} tokens${kv}${c.draft ? " · with its draft model" : ""}`]);
       }
       if (st?.state === "error" && st.message) lines.push(["Error", st.message]);
       const head = h("h4", {}, backendLabel(b.name));

@@ -333,14 +333,14 @@ export class LessonsView {
         break;
       case "loaded":
         m.device = `${backendLabel(e.backend)} on ${e.device}`;
-        m.loaded = `${m.device}: loaded in ${(e.loadMs / 1000).toFixed(1)} s`;
+        m.loaded = `${m.device}: loaded in ${(e.load_ms / 1000).toFixed(1)} s`;
         break;
       case "pointStarted": {
         const p = m.points[e.index];
         if (p) Object.assign(p, { label: e.label, state: "running", done: 0, total: e.requests });
-        m.status = `measuring ${e.label}: ${e.promptTokens} prompt tokens, ${e.concurrency} client${e.concurrency === 1 ? "" : "s"}, ${e.policy}`;
-        this.moveMeters(e.promptTokens, e.concurrency, e.policy);
-        this.deps.moveControls({ promptTokens: e.promptTokens, concurrency: e.concurrency, maxTokens: e.maxTokens, policy: e.policy });
+        m.status = `measuring ${e.label}: ${e.prompt_tokens} prompt tokens, ${e.concurrency} client${e.concurrency === 1 ? "" : "s"}, ${e.policy}`;
+        this.moveMeters(e.prompt_tokens, e.concurrency, e.policy);
+        this.deps.moveControls({ promptTokens: e.prompt_tokens, concurrency: e.concurrency, maxTokens: e.max_tokens, policy: e.policy });
         break;
       }
       case "text":
@@ -356,7 +356,7 @@ export class LessonsView {
       case "pointDone": {
         const p = m.points[e.index];
         if (p) Object.assign(p, { label: e.label, values: e.values, figures: e.point, state: "done" });
-        if (e.point.errors > 0) m.status = `${e.label}: ${e.point.errors} request(s) failed: ${e.point.errorMessages[0] ?? ""}`;
+        if (e.point.errors > 0) m.status = `${e.label}: ${e.point.errors} request(s) failed: ${e.point.error_messages[0] ?? ""}`;
         break;
       }
       case "finished":
@@ -445,7 +445,7 @@ export class LessonsView {
   }
 
   private defaultBackend(): string | undefined {
-    const usable = this.deps.backends().filter((b) => b.available && (!b.server || this.lesson?.onAServer));
+    const usable = this.deps.backends().filter((b) => b.available && (!b.server || this.lesson?.on_a_server));
     const preferred = this.deps.preferred();
     return usable.find((b) => b.name === preferred)?.name ?? usable[0]?.name;
   }
@@ -492,7 +492,7 @@ export class LessonsView {
           "li",
           { class: "lesson-card" },
           h("span", { class: "lesson-number" }, String(i + 1)),
-          h("div", {}, h("p", { class: "lesson-question" }, l.question), h("p", { class: "muted small" }, `${l.shows}${l.onAServer ? " · runs on a server too" : ""}`)),
+          h("div", {}, h("p", { class: "lesson-question" }, l.question), h("p", { class: "muted small" }, `${l.shows}${l.on_a_server ? " · runs on a server too" : ""}`)),
           start,
         );
       }),
@@ -502,7 +502,7 @@ export class LessonsView {
   private questionView(lesson: Lesson): HTMLElement {
     const select = h("select", { "data-testid": "lesson-backend", "aria-label": "where the lesson measures" }) as HTMLSelectElement;
     for (const b of this.deps.backends()) {
-      const refused = b.server && !lesson.onAServer;
+      const refused = b.server && !lesson.on_a_server;
       const why = !b.available ? (b.reason ?? "not available") : refused ? "servers schedule their own requests: this lesson needs a backend of this app" : "";
       select.append(h("option", { value: b.name, disabled: Boolean(why), title: why }, `${b.label}${why ? ` (${refused ? "needs a backend of this app" : "not available"})` : ""}`));
     }
@@ -643,8 +643,8 @@ export class LessonsView {
         return h(
           "li",
           {},
-          `${p.label}: decode ${f.decodeTps.p50.toFixed(0)} tok/s per request, ${pct(f.decodeTps.p50, c.decode_tps)} of the ${c.decode_tps.toFixed(0)} its ${c.decode_bound} allows; ` +
-            `first token ${f.ttftMs.p50.toFixed(0)} ms, against ${c.least_ttft_ms.toFixed(0)} ms at the least (${c.prefill_bound}).`,
+          `${p.label}: decode ${f.decode_tps.p50.toFixed(0)} tok/s per request, ${pct(f.decode_tps.p50, c.decode_tps)} of the ${c.decode_tps.toFixed(0)} its ${c.decode_bound} allows; ` +
+            `first token ${f.ttft_ms.p50.toFixed(0)} ms, against ${c.least_ttft_ms.toFixed(0)} ms at the least (${c.prefill_bound}).`,
         );
       });
     if (rows.length === 0) {

@@ -45,23 +45,23 @@ export class Readout {
     const backend = this.store.activeBackend();
     const s = this.store.currentSummary(backend);
     const has = s !== undefined && s.requests > 0;
-    setText(this.p50.value, has ? fmtMs(s.ttftMs.p50) : "—");
-    setText(this.p95.value, has ? fmtMs(s.ttftMs.p95) : "—");
-    this.p50.el.classList.toggle("instant", has && s.ttftMs.p50 < 1000);
-    setText(this.decode.value, has ? fmtTps(s.decodeTps.p50) : "—");
+    setText(this.p50.value, has ? fmtMs(s.ttft_ms.p50) : "—");
+    setText(this.p95.value, has ? fmtMs(s.ttft_ms.p95) : "—");
+    this.p50.el.classList.toggle("instant", has && s.ttft_ms.p50 < 1000);
+    setText(this.decode.value, has ? fmtTps(s.decode_tps.p50) : "—");
     // Planned drafting may send none: on a machine where a drafted position costs most of a
     // pass, drafts that rarely hold (or a draft model as slow as the model) never pay.
     const drafting = this.store.settings?.spec.drafter !== undefined && this.store.settings.spec.drafter !== "none";
     const drafts = !has ? "" : s.drafted > 0 ? ` · drafts: ${((100 * s.accepted) / s.drafted).toFixed(0)}% of ${num(s.drafted)} accepted` : drafting ? " · drafts: none yet, none has been worth its cost here" : "";
-    setText(this.decode.sub, has ? `p95 of slowest: ${fmtTps(s.decodeTps.min)} min${drafts}` : "");
+    setText(this.decode.sub, has ? `p95 of slowest: ${fmtTps(s.decode_tps.min)} min${drafts}` : "");
     const c = has ? this.ceiling : null;
-    setText(this.decode.ceiling, c && has ? ceilingLine(s.decodeTps.p50, c.decode_tps, c.decode_bound) : "");
+    setText(this.decode.ceiling, c && has ? ceilingLine(s.decode_tps.p50, c.decode_tps, c.decode_bound) : "");
     this.decode.ceiling.title = c ? "Decode reads every weight once per token, so one request is bound by memory bandwidth; requests decoding together share that read." : "";
-    setText(this.thr.ceiling, c && has && s.throughputTps > 0 ? ceilingLine(s.throughputTps, c.throughput_tps, c.decode_bound) : "");
-    setText(this.thr.value, has && s.throughputTps > 0 ? fmtTps(s.throughputTps) : "—");
+    setText(this.thr.ceiling, c && has && s.throughput_tps > 0 ? ceilingLine(s.throughput_tps, c.throughput_tps, c.decode_bound) : "");
+    setText(this.thr.value, has && s.throughput_tps > 0 ? fmtTps(s.throughput_tps) : "—");
     const t = this.store.lastTick;
-    setText(this.thr.sub, t?.throughputTps ? `now ${fmtTps(t.throughputTps)} (1 s window)` : "");
-    setText(this.flight.value, t ? String(t.inFlight) : "—");
+    setText(this.thr.sub, t?.throughput_tps ? `now ${fmtTps(t.throughput_tps)} (1 s window)` : "");
+    setText(this.flight.value, t ? String(t.in_flight) : "—");
     setText(this.flight.sub, t ? `${t.queued} queued · ${t.prefilling} prefilling` : "");
     const set = this.store.settings;
     setText(
@@ -69,7 +69,7 @@ export class Readout {
       !this.store.running && !has
         ? "Press Go live to start measuring."
         : set && backend
-          ? `${backendLabel(backend)} · ${set.policy} · ${set.promptTokens}-token prompts · ${set.concurrency} client${set.concurrency === 1 ? "" : "s"} · ${set.maxTokens} output tokens — ${has ? `${num(s.requests)} settled request${s.requests === 1 ? "" : "s"}` : "measuring…"}`
+          ? `${backendLabel(backend)} · ${set.policy} · ${set.prompt_tokens}-token prompts · ${set.concurrency} client${set.concurrency === 1 ? "" : "s"} · ${set.max_tokens} output tokens — ${has ? `${num(s.requests)} settled request${s.requests === 1 ? "" : "s"}` : "measuring…"}`
           : "starting…",
     );
     setText(this.fidelityLine, backend ? this.fidelityText(backend) : "");

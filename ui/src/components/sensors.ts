@@ -40,11 +40,11 @@ export class SensorsStrip {
     setText(this.alert, words.throttling.length ? `Throttling: ${words.throttling.join("; ")}` : "");
     if (readings.length === 0) return 0;
     const buckets = Math.max(100, Math.floor(this.chart.host.clientWidth / 2));
-    const t = readings.map((r) => r.atMs / 1000);
-    const mhz = readings.map((r) => r.gpuMhz ?? r.cpuMhz);
-    const which = readings.some((r) => r.gpuMhz != null) ? "GPU" : "CPU";
+    const t = readings.map((r) => r.at_ms / 1000);
+    const mhz = readings.map((r) => r.gpu_mhz ?? r.cpu_mhz);
+    const which = readings.some((r) => r.gpu_mhz != null) ? "GPU" : "CPU";
     const throttled = readings.map((r, i) => (r.throttling.length ? mhz[i] : null));
-    const watts = readings.map((r) => r.powerW);
+    const watts = readings.map((r) => r.power_w);
     const hasPower = watts.some((w) => w != null);
     const series = [reduceMinMax(t, mhz, buckets), { x: t, y: throttled }, ...(hasPower ? [reduceMinMax(t, watts, buckets)] : [])];
     const [x, ...ys] = align(series);

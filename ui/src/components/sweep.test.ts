@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { PointFigures } from "../ipc/types";
-import { explainCeilings, ofCeiling, parseLengths, parseList, parseNumbers, sensorNotes } from "./sweep";
+import { explainCeilings, ofCeiling, parseList, parseNumbers, sensorNotes } from "./sweep";
 
 describe("parseList", () => {
   it("reads comma or space separated whole numbers, once each", () => {
@@ -10,19 +10,7 @@ describe("parseList", () => {
     expect(parseList("", 1, 10)).toBe("give at least one value");
     expect(parseList("5, x", 1, 10)).toContain("'x'");
     expect(parseList("0", 1, 10)).toContain("from 1 to 10");
-  });
-});
-
-describe("parseLengths", () => {
-  it("reads fixed lengths and ranges as lx sweep writes them", () => {
-    expect(parseLengths("64..512, 512 64..512", 1, 2048)).toEqual([{ from: 64, to: 512 }, { to: 512 }]);
-  });
-  it("says what is wrong", () => {
-    expect(parseLengths("", 1, 10)).toBe("give at least one value");
-    expect(parseLengths("5..x", 1, 10)).toContain("'5..x'");
-    expect(parseLengths("8..2", 1, 10)).toContain("low end comes first");
-    expect(parseLengths("1..20", 1, 10)).toContain("from 1 to 10");
-    expect(parseLengths("3..", 1, 10)).toContain("'3..'");
+    expect(parseList("0", 1)).toContain("of at least 1");
   });
 });
 
@@ -79,10 +67,10 @@ describe("ceilings", () => {
 });
 
 describe("sensor notes", () => {
-  const point = (p: Partial<PointFigures>) => ({ backend: "llama", promptTokens: 512, concurrency: 4, throttling: [], sensorsNotAvailable: [], ...p }) as PointFigures;
+  const point = (p: Partial<PointFigures>) => ({ backend: "llama", prompt_tokens: 512, concurrency: 4, throttling: [], sensors_not_available: [], ...p }) as PointFigures;
   it("say once what cannot be read here, and every point that throttled", () => {
     const missing = ["CPU package power: no powercap/RAPL here", "GPU power and clocks: no NVIDIA driver library here"];
-    const notes = sensorNotes([point({ sensorsNotAvailable: missing }), point({ sensorsNotAvailable: missing, concurrency: 16, throttling: ["CPU clock fell from 3400 to 2800 MHz (-18%) while the load was steady"] })]);
+    const notes = sensorNotes([point({ sensors_not_available: missing }), point({ sensors_not_available: missing, concurrency: 16, throttling: ["CPU clock fell from 3400 to 2800 MHz (-18%) while the load was steady"] })]);
     expect(notes).toBe(
       "Not available here: CPU package power: no powercap/RAPL here. Not available here: GPU power and clocks: no NVIDIA driver library here. " +
         "Throttling: llama.cpp 512-token prompts at 16 clients: CPU clock fell from 3400 to 2800 MHz (-18%) while the load was steady.",

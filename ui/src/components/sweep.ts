@@ -9,41 +9,21 @@ import type { Drafter } from "../ipc/generated/Drafter";
 import type { PromptText } from "../ipc/generated/PromptText";
 import { POLICIES } from "../ipc/types";
 import { backendLabel } from "./charts";
-import { CHUNK_TOKENS, FIDELITY_CHUNKS, HANG_TIMEOUT_S, READING_PACE_TPS, SPECULATION } from "../ipc/generated/defaults";
+import { CHUNK_TOKENS, FIDELITY_CHUNKS, HANG_TIMEOUT_S, READING_PACE_TPS, SPECULATION, SWEEP_FORM } from "../ipc/generated/defaults";
 import { klText } from "../lib/fidelity";
 
 // The speculative-decoding choices that stand for several drafters.
 const SPEC_CHOICES: Record<string, Drafter[]> = { both: ["none", "lookup"], all: ["none", "lookup", "draft"] };
 
-export function parseList(text: string, min: number, max: number): number[] | string {
+/** Whole numbers from `min` (and at most `max`, where there is a most), each once. */
+export function parseList(text: string, min: number, max = Infinity): number[] | string {
   const parts = text.split(/[\s,]+/).filter(Boolean);
   if (parts.length === 0) return "give at least one value";
   const out: number[] = [];
   for (const p of parts) {
     const v = Number(p);
-    if (!Number.isInteger(v) || v < min || v > max) return `'${p}' is not a whole number from ${min} to ${max}`;
+    if (!Number.isInteger(v) || v < min || v > max) return `'${p}' is not a whole number ${max === Infinity ? `of at least ${min}` : `from ${min} to ${max}`}`;
     if (!out.includes(v)) out.push(v);
-  }
-  return out;
-}
-
-/** Lengths as `lx sweep` takes them: whole numbers, or ranges `A..B` (drawn per request). */
-export function parseLengths(text: string, min: number, max: number): Length[] | string {
-  const parts = text.split(/[\s,]+/).filter(Boolean);
-  if (parts.length === 0) return "give at least one value";
-  const seen: string[] = [];
-  const out: Length[] = [];
-  for (const p of parts) {
-    const [a, b] = p.split("..");
-    const ends = b === undefined ? [a] : [a, b];
-    for (const e of ends) {
-      const v = Number(e);
-      if (e === "" || !Number.isInteger(v) || v < min || v > max) return `'${p}' is not a whole number (or A..B) from ${min} to ${max}`;
-    }
-    if (ends.length === 2 && Number(ends[0]) > Number(ends[1])) return `'${p}': the low end comes first`;
-    if (seen.includes(p)) continue;
-    seen.push(p);
-    out.push(ends.length === 2 ? { from: Number(ends[0]), to: Number(ends[1]) } : { to: Number(ends[0]) });
   }
   return out;
 }
@@ -61,6 +41,9 @@ export function parseNumbers(text: string): number[] | string {
 
 export interface SweepHooks {
   backends: () => string[];
+  /** Lengths as `lx sweep` reads them (`64, 256..512`), parsed by the engine; rejects with
+   * why a field cannot be read. */
+  parseLengths: (text: string) => Promise<Length[]>;
   context: () => number;
   start: (plan: SweepPlan, options: SweepOptions, onEvent: (e: SweepEvent) => void) => Promise<string>;
   cancel: () => Promise<void>;
@@ -75,19 +58,19 @@ export interface SweepHooks {
 
 export class SweepPanel {
   readonly el: HTMLElement;
-  private prompts = h("input", { type: "text", value: "64, 256, 1024", "aria-label": "prompt lengths, comma-separated (A..B: a range)" }) as HTMLInputElement;
-  private conc = h("input", { type: "text", value: "1, 4", "aria-label": "concurrencies, comma-separated" }) as HTMLInputElement;
-  private maxTok = h("input", { type: "text", value: "64", "aria-label": "output tokens, comma-separated (A..B: a range)" }) as HTMLInputElement;
-  private requests = h("input", { type: "number", min: 1, max: 10000, value: 8, "aria-label": "measured requests per point" }) as HTMLInputElement;
+  private prompts = h("input", { type: "text", value: SWEEP_FORM.prompt_tokens, "aria-label": "prompt lengths, comma-separated (A..B: a range)" }) as HTMLInputElement;
+  private conc = h("input", { type: "text", value: SWEEP_FORM.concurrency, "aria-label": "concurrencies, comma-separated" }) as HTMLInputElement;
+  private maxTok = h("input", { type: "text", value: SWEEP_FORM.max_tokens, "aria-label": "output tokens, comma-separated (A..B: a range)" }) as HTMLInputElement;
+  private requests = h("input", { type: "number", min: 1, max: 10000, value: SWEEP_FORM.requests, "aria-label": "measured requests per point" }) as HTMLInputElement;
   // Everything else `lx sweep` has, under "More options" (empty: lx sweep's default).
-  private depths = h("input", { type: "text", value: "0", "aria-label": "context depths, tokens already in the context, comma-separated" }) as HTMLInputElement;
+  private depths = h("input", { type: "text", value: SWEEP_FORM.depths, "aria-label": "context depths, tokens already in the context, comma-separated" }) as HTMLInputElement;
   private rates = h("input", { type: "text", value: "", placeholder: "closed loop", "aria-label": "arrival rates, requests per second, comma-separated" }) as HTMLInputElement;
   private maxInFlight = h("input", { type: "number", min: 1, value: "", placeholder: "no cap", "aria-label": "most requests in flight (open loop)" }) as HTMLInputElement;
   private duration = h("input", { type: "number", min: 1, value: "", placeholder: "until done", "aria-label": "seconds per point at most" }) as HTMLInputElement;
-  private seed = h("input", { type: "number", min: 0, value: 0, "aria-label": "seed of arrivals and drawn lengths" }) as HTMLInputElement;
-  private repetitions = h("input", { type: "number", min: 1, max: 100, value: 1, "aria-label": "repetitions of every point" }) as HTMLInputElement;
+  private seed = h("input", { type: "number", min: 0, value: SWEEP_FORM.seed, "aria-label": "seed of arrivals and drawn lengths" }) as HTMLInputElement;
+  private repetitions = h("input", { type: "number", min: 1, max: 100, value: SWEEP_FORM.repetitions, "aria-label": "repetitions of every point" }) as HTMLInputElement;
   private warmup = h("input", { type: "number", min: 0, value: "", placeholder: "largest clients", "aria-label": "warm-up requests per point" }) as HTMLInputElement;
-  private prefix = h("input", { type: "number", min: 0, value: 0, "aria-label": "shared prefix tokens" }) as HTMLInputElement;
+  private prefix = h("input", { type: "number", min: 0, value: SWEEP_FORM.prefix_tokens, "aria-label": "shared prefix tokens" }) as HTMLInputElement;
   private prefixCache = h("select", { "aria-label": "prefix caching" }, ...[["off", "off"], ["on", "on"], ["both", "off and on"]].map(([v, t]) => h("option", { value: v }, t))) as HTMLSelectElement;
   private spec = h("select", { "aria-label": "speculative decoding", "data-testid": "sweep-spec" }, ...[["none", "off"], ["lookup", "prompt lookup"], ["draft", "draft model"], ["both", "off and prompt lookup"], ["all", "off, prompt lookup and draft model"]].map(([v, t]) => h("option", { value: v }, t))) as HTMLSelectElement;
   private promptText = h("select", { "aria-label": "what the prompts ask for", "data-testid": "sweep-prompts" }, ...[["prose", "prose to continue"], ["copy", "a passage to copy"]].map(([v, t]) => h("option", { value: v }, t))) as HTMLSelectElement;
@@ -203,9 +186,12 @@ export class SweepPanel {
 
   private async start() {
     const ctx = this.hooks.context();
-    const prompts = parseLengths(this.prompts.value, 1, ctx);
-    const conc = parseList(this.conc.value, 1, 256);
-    const maxTok = parseLengths(this.maxTok.value, 1, 4096);
+    // Lengths longer than the model's context are refused when the sweep starts, with the
+    // context named, as lx sweep refuses them.
+    const lengths = (text: string) => this.hooks.parseLengths(text).catch((e: AppError) => e.message);
+    const prompts = await lengths(this.prompts.value);
+    const conc = parseList(this.conc.value, 1);
+    const maxTok = await lengths(this.maxTok.value);
     const rates = parseNumbers(this.rates.value);
     const depths = parseList(this.depths.value, 0, ctx);
     const policies = this.policyBoxes.filter((b) => b.checked).map((b) => b.value as Policy);
@@ -227,15 +213,15 @@ export class SweepPanel {
       max_tokens: maxTok as Length[],
       requests,
       warmup: opt(this.warmup),
-      repetitions: opt(this.repetitions) ?? 1,
+      repetitions: opt(this.repetitions) ?? SWEEP_FORM.repetitions,
       // auto: this machine's tuned choice, as in live mode
       threads: 0,
       depths: depths as number[],
       rates: rates as number[],
       max_in_flight: opt(this.maxInFlight),
       duration_s: opt(this.duration),
-      seed: opt(this.seed) ?? 0,
-      prefix_tokens: opt(this.prefix) ?? 0,
+      seed: opt(this.seed) ?? SWEEP_FORM.seed,
+      prefix_tokens: opt(this.prefix) ?? SWEEP_FORM.prefix_tokens,
       prefix_cache: cache === "both" ? [false, true] : [cache === "on"],
       spec: SPEC_CHOICES[this.spec.value] ?? [this.spec.value as Drafter],
       spec_settings: SPECULATION,
@@ -252,7 +238,7 @@ export class SweepPanel {
       split: { prefill_threads: 0, decode_threads: 0, prefill_device: "same", decode_device: "same", via: "file", prefill_chunks: false },
       fidelity_chunks: this.fidelity.checked ? FIDELITY_CHUNKS : null,
     };
-    const options: SweepOptions = { hangTimeoutS: opt(this.hangTimeout), noCeilings: this.noCeilings.checked };
+    const options: SweepOptions = { hang_timeout_s: opt(this.hangTimeout), no_ceilings: this.noCeilings.checked };
     this.table.replaceChildren();
     this.table.parentElement?.classList.toggle("with-fidelity", this.fidelity.checked);
     this.sensorPoints = [];
@@ -270,7 +256,11 @@ export class SweepPanel {
     } catch (e) {
       this.setRunning(false);
       setText(this.status, "");
-      this.hooks.error(e as AppError);
+      // A plan the engine refuses (a length past the model's context, say) is the form's to
+      // say, beside its fields; anything else is the app's.
+      const err = e as AppError;
+      if (err.kind === "sweep") setText(this.formError, err.message);
+      else this.hooks.error(err);
     }
   }
 
@@ -283,7 +273,7 @@ export class SweepPanel {
   private event(e: SweepEvent) {
     switch (e.type) {
       case "started":
-        setText(this.status, `${e.totalPoints} points, ${num(e.totalRequests)} measured requests · writing ${e.path}`);
+        setText(this.status, `${e.total_points} points, ${num(e.total_requests)} measured requests · writing ${e.path}`);
         break;
       case "probing":
         setText(this.status, "measuring this machine's memory bandwidth and compute rate for the ceilings (once per machine and build)…");
@@ -292,7 +282,7 @@ export class SweepPanel {
         setText(this.status, `fidelity: scoring the text with ${e.what}…`);
         break;
       case "ceilings":
-        this.weightBytes = e.weightBytesPerStep;
+        this.weightBytes = e.weight_bytes_per_step;
         this.busy = e.busy;
         break;
       case "deviceCeilings":
@@ -307,7 +297,7 @@ export class SweepPanel {
         setText(this.status, `loading ${backendLabel(e.backend)}…`);
         break;
       case "loaded":
-        setText(this.status, `${backendLabel(e.backend)} loaded on ${e.info.device} in ${fmtMs(e.loadMs)}${e.info.cpu_fallback ? ` · warning: ${e.info.cpu_fallback}` : ""}`);
+        setText(this.status, `${backendLabel(e.backend)} loaded on ${e.info.device} in ${fmtMs(e.load_ms)}${e.info.cpu_fallback ? ` · warning: ${e.info.cpu_fallback}` : ""}`);
         break;
       case "pointStarted":
         setText(this.status, `point ${e.index + 1}/${e.total}: ${backendLabel(e.backend)} ${e.policy}, ${e.spec.prompt_tokens}-token prompts, ${e.spec.concurrency} clients, ${e.spec.max_tokens} output tokens`);
@@ -321,10 +311,10 @@ export class SweepPanel {
         this.table.append(
           h(
             "tr",
-            { class: p.errors > 0 ? "has-errors" : "", title: p.errorMessages.join("\n") },
-            ...[backendLabel(p.backend), p.policy, lengthLabel(p.promptTokensFrom == null ? null : p.promptTokensFrom - p.depth, p.promptTokens - p.depth) + (p.depth ? ` d${p.depth}` : "") + (p.repetition ? ` #${p.repetition}` : ""), String(p.concurrency), lengthLabel(p.maxTokensFrom, p.maxTokens), ok ? fmtMs(p.ttftMs.p50) : "—", ok ? fmtMs(p.ttftMs.p95) : "—", ok ? fmtTps(p.decodeTps.p50) : "—", ok ? fmtTps(p.throughputTps) : "—"].map((c) => h("td", {}, c)),
-            ...[klText(p.meanKl), p.top1Agreement == null ? "—" : (100 * p.top1Agreement).toFixed(2)].map((c) => h("td", { class: "fidelity-col" }, c)),
-            ...[num(p.peakMib), ok ? ofCeiling(p.decodeTps.p50, p.ceiling?.decode_tps, p.ceiling?.decode_bound) : "—", num(p.powerW, 1), num(p.joulesPerToken, 3), num(p.clockMhz), String(p.errors)].map((c) => h("td", {}, c)),
+            { class: p.errors > 0 ? "has-errors" : "", title: p.error_messages.join("\n") },
+            ...[backendLabel(p.backend), p.policy, lengthLabel(p.prompt_tokens_from == null ? null : p.prompt_tokens_from - p.depth, p.prompt_tokens - p.depth) + (p.depth ? ` d${p.depth}` : "") + (p.repetition ? ` #${p.repetition}` : ""), String(p.concurrency), lengthLabel(p.max_tokens_from, p.max_tokens), ok ? fmtMs(p.ttft_ms.p50) : "—", ok ? fmtMs(p.ttft_ms.p95) : "—", ok ? fmtTps(p.decode_tps.p50) : "—", ok ? fmtTps(p.throughput_tps) : "—"].map((c) => h("td", {}, c)),
+            ...[klText(p.mean_kl), p.top1_agreement == null ? "—" : (100 * p.top1_agreement).toFixed(2)].map((c) => h("td", { class: "fidelity-col" }, c)),
+            ...[num(p.peak_mib), ok ? ofCeiling(p.decode_tps.p50, p.ceiling?.decode_tps, p.ceiling?.decode_bound) : "—", num(p.power_w, 1), num(p.joules_per_token, 3), num(p.clock_mhz), String(p.errors)].map((c) => h("td", {}, c)),
           ),
         );
         this.sensorPoints.push(p);
@@ -336,7 +326,7 @@ export class SweepPanel {
         this.setRunning(false);
         this.bar.value = e.stopped ? this.bar.value : 1;
         this.csvBtn.disabled = false;
-        setText(this.status, `${e.stopped ? "Cancelled" : "Done"}${e.failedPoints ? ` · ${e.failedPoints} point(s) had errors (hover a row)` : ""} · run file ${e.path}`);
+        setText(this.status, `${e.stopped ? "Cancelled" : "Done"}${e.failed_points ? ` · ${e.failed_points} point(s) had errors (hover a row)` : ""} · run file ${e.path}`);
         break;
       case "failed":
         this.setRunning(false);
@@ -350,8 +340,8 @@ export class SweepPanel {
 /** Under the table: what the power and clock columns could not read here, and each point
  * that throttled. */
 export function sensorNotes(points: PointFigures[]): string {
-  const missing = points.find((p) => p.sensorsNotAvailable.length)?.sensorsNotAvailable ?? [];
-  const throttled = points.flatMap((p) => p.throttling.map((t) => `${backendLabel(p.backend)} ${p.promptTokens}-token prompts at ${p.concurrency} clients: ${t}`));
+  const missing = points.find((p) => p.sensors_not_available.length)?.sensors_not_available ?? [];
+  const throttled = points.flatMap((p) => p.throttling.map((t) => `${backendLabel(p.backend)} ${p.prompt_tokens}-token prompts at ${p.concurrency} clients: ${t}`));
   return [...missing.map((m) => `Not available here: ${m}.`), ...throttled.map((t) => `Throttling: ${t}.`)].join(" ");
 }
 

@@ -90,15 +90,15 @@ export class Timeline {
       this.svgEl.append(label);
       const end = (t: number | null) => t ?? (r.done ? r.submit : now);
       const admitted = r.admit;
-      rect(y, r.submit, admitted ?? end(r.prefill[0]?.startMs ?? null), THEME.queue, `queue ${fmtMs((admitted ?? now) - r.submit)}`);
+      rect(y, r.submit, admitted ?? end(r.prefill[0]?.start_ms ?? null), THEME.queue, `queue ${fmtMs((admitted ?? now) - r.submit)}`);
       const t = r.transfer;
       split ||= t !== null;
-      for (const p of r.prefill) rect(y, p.startMs, p.endMs, THEME.prefill, `prefill ${p.tokens} tokens in ${fmtMs(p.endMs - p.startMs)}${t ? " (prefill worker)" : ""}`, t ? "prefill" : "row");
+      for (const p of r.prefill) rect(y, p.start_ms, p.end_ms, THEME.prefill, `prefill ${p.tokens} tokens in ${fmtMs(p.end_ms - p.start_ms)}${t ? " (prefill worker)" : ""}`, t ? "prefill" : "row");
       if (t) {
         // At least 3 px wide: a transfer of milliseconds in a minute of timeline stays visible (its title has the figures).
-        const [x0, x1] = [X(t.startMs), Math.max(X(t.endMs), X(t.startMs) + 3)];
+        const [x0, x1] = [X(t.start_ms), Math.max(X(t.end_ms), X(t.start_ms) + 3)];
         const band = svg("polygon", { points: `${x0},${y + 1} ${x1},${y + ROW_H / 2} ${x1},${y + ROW_H - 1} ${x0},${y + ROW_H / 2}`, fill: THEME.transfer, "data-transfer": "" });
-        titled(band, `transfer ${(t.bytes / 1e6).toFixed(1)} MB in ${fmtMs(t.endMs - t.startMs)}, prefill worker → decode worker`);
+        titled(band, `transfer ${(t.bytes / 1e6).toFixed(1)} MB in ${fmtMs(t.end_ms - t.start_ms)}, prefill worker → decode worker`);
       }
       if (r.first !== null) rect(y, r.first, end(r.last), backendColor(r.backend), `decode ${fmtMs(end(r.last) - r.first)}${t ? " (decode worker)" : ""}`, t ? "decode" : "row");
       for (const t of r.verified) {

@@ -88,7 +88,7 @@ export class TunePanel {
   private onEvent(e: TuneEvent): void {
     switch (e.type) {
       case "trial":
-        this.task.progress(e.elapsedS, e.budgetS);
+        this.task.progress(e.elapsed_s, e.budget_s);
         this.current = this.task.line(`${backendLabel(e.backend)} · ${e.settings}${e.contended ? " · competing load" : ""}: measuring…`);
         break;
       case "measured":

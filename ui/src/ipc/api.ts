@@ -13,6 +13,7 @@ import type {
   HardwareReport,
   Lesson,
   LessonEvent,
+  Length,
   MachineSpeed,
   MemoryFit,
   LiveEvent,
@@ -55,6 +56,7 @@ export const liveSave = () => call<string>("live_save");
 export const sweepStart = (plan: SweepPlan, options: SweepOptions, onEvent: (e: SweepEvent) => void) =>
   call<string>("sweep_start", { plan, options, onEvent: channel(onEvent) });
 export const sweepCancel = () => call<void>("sweep_cancel");
+export const parseLengths = (text: string) => call<Length[]>("parse_lengths", { text });
 
 export const tuneStatus = () => call<TuneStatus>("tune_status");
 export const tuneStart = (budgetS: number, onEvent: (e: TuneEvent) => void) => call<void>("tune_start", { budgetS, onEvent: channel(onEvent) });

@@ -16,15 +16,15 @@ export interface SensorWords {
 
 /** The words for the newest reading `r` of a session whose sensors opened as `opened`. */
 export function describeSensors(opened: SensorsOpened | null, r: SensorReading | undefined): SensorWords {
-  const missing = opened?.notAvailable ?? [];
+  const missing = opened?.not_available ?? [];
   if (!opened) return { caption: "Sensors: waiting for Go live.", missing, throttling: [] };
   const parts: string[] = [];
-  if (r?.gpuMhz != null) parts.push(`GPU clock ${num(r.gpuMhz)} MHz`);
-  if (r?.cpuMhz != null) parts.push(`CPU clock ${num(r.cpuMhz)} MHz`);
+  if (r?.gpu_mhz != null) parts.push(`GPU clock ${num(r.gpu_mhz)} MHz`);
+  if (r?.cpu_mhz != null) parts.push(`CPU clock ${num(r.cpu_mhz)} MHz`);
   else if (missing.some((m) => m.startsWith("CPU clock"))) parts.push("CPU clock: not available here");
-  if (r?.tempC != null) parts.push(`${num(r.tempC)} °C`);
+  if (r?.temp_c != null) parts.push(`${num(r.temp_c)} °C`);
   const powerMissing = !opened.sources.some((s) => s.startsWith("CPU package energy") || s.startsWith("NVIDIA"));
   if (powerMissing) parts.push("power: not available here");
-  else if (r?.powerW != null) parts.push(`power ${num(r.powerW, 1)} W`);
+  else if (r?.power_w != null) parts.push(`power ${num(r.power_w, 1)} W`);
   return { caption: parts.join(" · ") || "Sensors: no reading yet.", missing, throttling: r?.throttling ?? [] };
 }

@@ -1,31 +1,31 @@
 import { describe, expect, it } from "vitest";
 import { LiveStore } from "./store";
-import type { LiveEvent, LiveSettings, OpenedRun, PointFigures } from "../ipc/types";
+import type { LiveEvent, LiveSettings, OpenedRun, PointFigures, SettingKey, SettingSummary } from "../ipc/types";
 
 const settings: LiveSettings = {
   backends: ["llama"],
-  promptTokens: 64,
+  prompt_tokens: 64,
   concurrency: 2,
-  maxTokens: 8,
+  max_tokens: 8,
   policy: "continuous",
-  chunkTokens: 256,
+  chunk_tokens: 256,
   threads: 0,
   kv: { k: "f16", v: "f16" },
-  gpuLayers: null,
-  rotateAfterS: 8,
-  batchMs: 100,
-  hangTimeoutS: 300,
+  gpu_layers: null,
+  rotate_after_s: 8,
+  batch_ms: 100,
+  hang_timeout_s: 300,
   spec: { drafter: "none", ngram_max: 4, ngram_min: 2, draft_max: 8, adaptive: true },
 };
 
 const started = (id: number, atMs: number, preview = false): LiveEvent => ({
-  type: "requestStarted", id, backend: "llama", promptTokens: 64, maxTokens: 8, policy: "continuous", concurrency: 2, atMs, preview, promptTail: preview ? "once upon" : null,
+  type: "requestStarted", id, backend: "llama", prompt_tokens: 64, max_tokens: 8, policy: "continuous", concurrency: 2, at_ms: atMs, preview, prompt_tail: preview ? "once upon" : null,
 });
 
 const done = (id: number, submit: number, first: number, last: number, extra: Partial<Extract<LiveEvent, { type: "requestDone" }>> = {}): LiveEvent => ({
-  type: "requestDone", id, backend: "llama", policy: "continuous", promptTokens: 64, maxTokens: 8, concurrency: 2, submitAtMs: submit, admitAtMs: submit + 1,
-  prefill: [{ tokens: 64, startMs: submit + 1, endMs: first - 1 }], firstTokenAtMs: first, lastTokenAtMs: last, verifiedAtMs: [], transfer: null, outputTokens: 8, ttftMs: first - submit,
-  queueMs: 1, decodeTps: 7000 / (last - first), prefillTps: 1000, e2eMs: last - submit, settled: true, finish: "length", error: null, ...extra,
+  type: "requestDone", id, backend: "llama", policy: "continuous", prompt_tokens: 64, max_tokens: 8, concurrency: 2, submit_at_ms: submit, admit_at_ms: submit + 1,
+  prefill: [{ tokens: 64, start_ms: submit + 1, end_ms: first - 1 }], first_token_at_ms: first, last_token_at_ms: last, verified_at_ms: [], transfer: null, output_tokens: 8, ttft_ms: first - submit,
+  queue_ms: 1, decode_tps: 7000 / (last - first), prefill_tps: 1000, e2e_ms: last - submit, settled: true, finish: "length", error: null, ...extra,
 });
 
 describe("LiveStore", () => {
@@ -33,7 +33,7 @@ describe("LiveStore", () => {
     const s = new LiveStore();
     s.beginSession(settings);
     s.apply([started(1, 10)], 1000);
-    const transfer = { bytes: 14_000_000, startMs: 40, endMs: 55 };
+    const transfer = { bytes: 14_000_000, start_ms: 40, end_ms: 55 };
     s.apply([{ type: "requestTransferred", id: 1, transfer }], 1050);
     expect(s.inFlight.get(1)?.transfer).toEqual(transfer);
     s.apply([done(1, 10, 60, 200, { transfer })], 1300);
@@ -47,14 +47,14 @@ describe("LiveStore", () => {
     const s = new LiveStore();
     s.beginSession(settings);
     s.apply([started(1, 10, true), started(2, 11)], 1000);
-    s.apply([{ type: "requestAdmitted", id: 1, atMs: 12, queueMs: 2 }, { type: "previewTokens", id: 1, firstIndex: 0, pieces: [" there", " lived"], atMs: [60, 80], drafted: [false, true] }], 1100);
+    s.apply([{ type: "requestAdmitted", id: 1, at_ms: 12, queue_ms: 2 }, { type: "previewTokens", id: 1, first_index: 0, pieces: [" there", " lived"], at_ms: [60, 80], drafted: [false, true] }], 1100);
     expect(s.preview?.pieces.join("")).toBe(" there lived");
     expect(s.preview?.drafted).toEqual([false, true]);
     expect(s.preview?.ttftMs).toBe(50);
     expect(s.inFlight.size).toBe(2);
     // The timeline marks the verify pass that brought an accepted draft, while in flight and done.
     expect(s.inFlight.get(1)?.verified).toEqual([80]);
-    s.apply([done(1, 10, 60, 200, { verifiedAtMs: [80, 150] })], 1300);
+    s.apply([done(1, 10, 60, 200, { verified_at_ms: [80, 150] })], 1300);
     expect(s.inFlight.size).toBe(1);
     expect(s.finished.size).toBe(1);
     expect(s.finished.last()?.verified).toEqual([80, 150]);
@@ -75,11 +75,11 @@ describe("LiveStore", () => {
   it("shows a crash with retry and clears it when the backend is back", () => {
     const s = new LiveStore();
     s.beginSession(settings);
-    s.apply([{ type: "workerCrashed", backend: "llama", reason: "exited on signal 9", pid: 42, atMs: 5 }]);
+    s.apply([{ type: "workerCrashed", backend: "llama", reason: "exited on signal 9", pid: 42, at_ms: 5 }]);
     expect(s.problems).toHaveLength(1);
     expect(s.problems[0].retry).toBe(true);
     expect(s.problems[0].message).toContain("pid 42");
-    s.apply([{ type: "backendStatus", backend: "llama", state: "measuring", info: null, loadMs: null, pid: 43, capacity: null, message: null, atMs: 9 }]);
+    s.apply([{ type: "backendStatus", backend: "llama", state: "measuring", info: null, load_ms: null, pid: 43, capacity: null, message: null, at_ms: 9 }]);
     expect(s.problems).toHaveLength(0);
   });
 
@@ -100,10 +100,34 @@ describe("LiveStore", () => {
   });
 });
 
+describe("figures by setting", () => {
+  const summary = (keyId: string, requests: number): LiveEvent => ({ type: "summary", key_id: keyId, summary: { requests } as SettingSummary });
+
+  it("are kept by the key the engine sent, and the readout shows the one the settings in force name", () => {
+    const s = new LiveStore();
+    s.beginSession(settings);
+    expect(s.currentSummary("llama")).toBeUndefined();
+    s.apply([{ type: "settingsApplied", settings, key_ids: { llama: "a" }, at_ms: 0 }, summary("a", 3), summary("b", 5)]);
+    expect(s.currentSummary("llama")?.requests).toBe(3);
+    s.apply([{ type: "settingsApplied", settings, key_ids: { llama: "b" }, at_ms: 1 }, summary("b", 6)]);
+    expect(s.currentSummary("llama")?.requests).toBe(6);
+    expect(s.currentSummary("candle")).toBeUndefined();
+  });
+
+  it("keep one sweep point per key, with the key it was measured at", () => {
+    const s = new LiveStore();
+    const key = { backend: "llama", policy: "chunked", prompt_tokens: 64, concurrency: 2, max_tokens: 8, chunk_tokens: 128, drafter: "none", spec_fixed: false, shared_cache: false, kv: { k: "f16", v: "f16" } } as SettingKey;
+    const point = { backend: "llama", policy: "chunked", prompt_tokens: 64, concurrency: 2, max_tokens: 8, requests: 4, prompt_tokens_from: null, max_tokens_from: null, rate: null, repetition: null, depth: 0 } as PointFigures;
+    s.addSweepPoint({ point, key, key_id: "k" });
+    s.addSweepPoint({ point: { ...point, requests: 5 }, key, key_id: "k" });
+    expect([...s.sweepPoints.values()].map((p) => [p.key.chunk_tokens, p.point.requests])).toEqual([[128, 5]]);
+  });
+});
+
 describe("saved runs", () => {
   const point = (p: Partial<PointFigures>): PointFigures =>
-    ({ backend: "llama", policy: "continuous", promptTokens: 64, concurrency: 2, maxTokens: 8, requests: 4, promptTokensFrom: null, maxTokensFrom: null, rate: null, repetition: null, depth: 0, ...p }) as PointFigures;
-  const run = (path: string, points: PointFigures[]): OpenedRun => ({ path, label: `machine of ${path}`, model: "Gemma 3 270m", synthetic: false, weightBytesPerStep: 246_600_000, backends: ["llama on CPU"], points });
+    ({ backend: "llama", policy: "continuous", prompt_tokens: 64, concurrency: 2, max_tokens: 8, requests: 4, prompt_tokens_from: null, max_tokens_from: null, rate: null, repetition: null, depth: 0, ...p }) as PointFigures;
+  const run = (path: string, points: PointFigures[]): OpenedRun => ({ path, label: `machine of ${path}`, model: "Gemma 3 270m", synthetic: false, weight_bytes_per_step: 246_600_000, backends: ["llama on CPU"], points });
 
   it("are kept in the order opened, once each, and taken off again", () => {
     const s = new LiveStore();
@@ -136,16 +160,16 @@ describe("saved runs", () => {
 describe("the model-size chart's points", () => {
   const dist = (p50: number) => ({ count: 4, p50, p90: p50, p95: p50, p99: p50, mean: p50, min: p50, max: p50, stddev: 0 });
   const point = (p: Partial<PointFigures>): PointFigures =>
-    ({ backend: "llama", policy: "continuous", promptTokens: 64, concurrency: 1, maxTokens: 32, requests: 4, promptTokensFrom: null, maxTokensFrom: null, rate: null, repetition: null, depth: 0, decodeTps: dist(90), ...p }) as PointFigures;
+    ({ backend: "llama", policy: "continuous", prompt_tokens: 64, concurrency: 1, max_tokens: 32, requests: 4, prompt_tokens_from: null, max_tokens_from: null, rate: null, repetition: null, depth: 0, decode_tps: dist(90), ...p }) as PointFigures;
 
   it("keep one request alone per model, backend and policy, at its shortest prompt", () => {
     const s = new LiveStore();
-    s.addSizePoint(point({ promptTokens: 512, decodeTps: dist(80) }), "Gemma 3 270m", false, 246_600_000);
-    s.addSizePoint(point({ decodeTps: dist(90) }), "Gemma 3 270m", false, 246_600_000);
-    s.addSizePoint(point({ promptTokens: 256, decodeTps: dist(85) }), "Gemma 3 270m", false, 246_600_000);
+    s.addSizePoint(point({ prompt_tokens: 512, decode_tps: dist(80) }), "Gemma 3 270m", false, 246_600_000);
+    s.addSizePoint(point({ decode_tps: dist(90) }), "Gemma 3 270m", false, 246_600_000);
+    s.addSizePoint(point({ prompt_tokens: 256, decode_tps: dist(85) }), "Gemma 3 270m", false, 246_600_000);
     s.addSizePoint(point({ concurrency: 4 }), "Gemma 3 270m", false, 246_600_000);
     s.addSizePoint(point({ rate: 2 }), "Gemma 3 270m", false, 246_600_000);
-    s.addSizePoint(point({ decodeTps: dist(150) }), "SmolLM2 135M", true, 97_000_000);
+    s.addSizePoint(point({ decode_tps: dist(150) }), "SmolLM2 135M", true, 97_000_000);
     expect(s.allSizePoints().map((p) => [p.model, p.promptTokens, p.decodeTps, p.synthetic])).toEqual([
       ["Gemma 3 270m", 64, 90, false],
       ["SmolLM2 135M", 64, 150, true],
@@ -154,9 +178,9 @@ describe("the model-size chart's points", () => {
 
   it("take a saved run's from its file, labelled by it, when it knows its bytes per token", () => {
     const s = new LiveStore();
-    const saved: OpenedRun = { path: "a.json", label: "AMD EPYC, 2026-12-01 23:44 UTC", model: "Gemma 3 270m", synthetic: false, weightBytesPerStep: 246_600_000, backends: [], points: [point({ promptTokens: 512, decodeTps: dist(86) }), point({ decodeTps: dist(91.78) }), point({ backend: "candle", decodeTps: dist(63.39) })] };
+    const saved: OpenedRun = { path: "a.json", label: "AMD EPYC, 2026-12-01 23:44 UTC", model: "Gemma 3 270m", synthetic: false, weight_bytes_per_step: 246_600_000, backends: [], points: [point({ prompt_tokens: 512, decode_tps: dist(86) }), point({ decode_tps: dist(91.78) }), point({ backend: "candle", decode_tps: dist(63.39) })] };
     s.addOverlay(saved);
-    s.addOverlay({ ...saved, path: "b.json", weightBytesPerStep: null });
+    s.addOverlay({ ...saved, path: "b.json", weight_bytes_per_step: null });
     expect(s.allSizePoints().map((p) => [p.saved, p.backend, p.decodeTps, p.weightBytes])).toEqual([
       [saved.label, "llama", 91.78, 246_600_000],
       [saved.label, "candle", 63.39, 246_600_000],

@@ -87,8 +87,11 @@ export interface Problem {
   retry: boolean;
 }
 
-export const keyId = (k: SettingKey) =>
-  `${k.backend}|${k.policy}|${k.promptTokens}|${k.concurrency}|${k.maxTokens}|${k.chunkTokens}|${k.drafter}${k.specFixed ? "/fixed" : ""}${k.sharedCache ? "/shared" : ""}|${k.kv.k}/${k.kv.v}`;
+/** A sweep point with the setting it measured (its key as the engine made it). */
+export interface KeyedPoint {
+  key: SettingKey;
+  point: PointFigures;
+}
 
 export const CAPACITY = { done: 20_000, ticks: 10_000, timeline: 40, sensors: 10_000 };
 
@@ -106,8 +109,11 @@ export class LiveStore {
   sensorsOpened: SensorsOpened | null = null;
   /** Latest summary per setting (kept across sessions: the curves build up). */
   summaries = new Map<string, SettingSummary>();
-  /** Sweep points, for the curves. */
-  sweepPoints = new Map<string, PointFigures>();
+  /** Sweep points, for the curves, by their key's id (as summaries are). */
+  sweepPoints = new Map<string, KeyedPoint>();
+  /** The key id of each backend's figures under the settings in force (from the engine:
+   * the UI never builds a key itself). */
+  private currentKeys: Record<string, string> = {};
   /** Saved runs opened to compare with (kept across sessions), in the order opened. */
   overlays: OpenedRun[] = [];
   /** One request alone on each model swept in this app (the model-size chart). */
@@ -130,6 +136,7 @@ export class LiveStore {
   beginSession(settings: LiveSettings): void {
     this.running = true;
     this.settings = settings;
+    this.currentKeys = {};
     this.done.clear();
     this.ticks.clear();
     this.sensors.clear();
@@ -162,10 +169,11 @@ export class LiveStore {
     switch (e.type) {
       case "settingsApplied":
         this.settings = e.settings;
-        this.seen(e.atMs, wallNow);
+        this.currentKeys = e.key_ids;
+        this.seen(e.at_ms, wallNow);
         break;
       case "backendStatus":
-        this.seen(e.atMs, wallNow);
+        this.seen(e.at_ms, wallNow);
         {
           const prev = this.backends.get(e.backend);
           // Keep what we knew about a loaded worker when a later status omits it.
@@ -182,12 +190,12 @@ export class LiveStore {
         if (e.state === "measuring" || e.state === "ready") this.clearProblems(e.backend);
         break;
       case "requestStarted": {
-        this.seen(e.atMs, wallNow);
+        this.seen(e.at_ms, wallNow);
         this.inFlight.set(e.id, {
           id: e.id,
           backend: e.backend,
-          promptTokens: e.promptTokens,
-          submit: e.atMs,
+          promptTokens: e.prompt_tokens,
+          submit: e.at_ms,
           admit: null,
           prefill: [],
           first: null,
@@ -202,10 +210,10 @@ export class LiveStore {
           this.preview = {
             id: e.id,
             backend: e.backend,
-            promptTokens: e.promptTokens,
-            maxTokens: e.maxTokens,
-            promptTail: e.promptTail ?? "",
-            startedAt: e.atMs,
+            promptTokens: e.prompt_tokens,
+            maxTokens: e.max_tokens,
+            promptTail: e.prompt_tail ?? "",
+            startedAt: e.at_ms,
             admittedAt: null,
             pieces: [],
             drafted: [],
@@ -221,13 +229,13 @@ export class LiveStore {
       }
       case "requestAdmitted": {
         const r = this.inFlight.get(e.id);
-        if (r) r.admit = e.atMs;
-        if (this.preview?.id === e.id) this.preview.admittedAt = e.atMs;
+        if (r) r.admit = e.at_ms;
+        if (this.preview?.id === e.id) this.preview.admittedAt = e.at_ms;
         break;
       }
       case "requestPrefill": {
         const r = this.inFlight.get(e.id);
-        if (r) r.prefill.push({ tokens: e.tokens, startMs: e.startMs, endMs: e.endMs });
+        if (r) r.prefill.push({ tokens: e.tokens, start_ms: e.start_ms, end_ms: e.end_ms });
         break;
       }
       case "requestTransferred": {
@@ -239,39 +247,39 @@ export class LiveStore {
         const p = this.preview;
         if (p && p.id === e.id) {
           for (let i = 0; i < e.pieces.length; i++) {
-            p.pieces[e.firstIndex + i] = e.pieces[i];
-            p.drafted[e.firstIndex + i] = e.drafted[i] ?? false;
-            p.times[e.firstIndex + i] = e.atMs[i];
+            p.pieces[e.first_index + i] = e.pieces[i];
+            p.drafted[e.first_index + i] = e.drafted[i] ?? false;
+            p.times[e.first_index + i] = e.at_ms[i];
           }
           if (p.ttftMs === null && p.times.length > 0) p.ttftMs = p.times[0] - p.startedAt;
         }
         const r = this.inFlight.get(e.id);
-        if (r && e.atMs.length > 0) {
-          r.first ??= e.atMs[0];
-          r.last = e.atMs[e.atMs.length - 1];
-          e.atMs.forEach((t, i) => {
+        if (r && e.at_ms.length > 0) {
+          r.first ??= e.at_ms[0];
+          r.last = e.at_ms[e.at_ms.length - 1];
+          e.at_ms.forEach((t, i) => {
             if (e.drafted[i] && r.verified[r.verified.length - 1] !== t) r.verified.push(t);
           });
         }
         break;
       }
       case "requestDone": {
-        this.seen(e.lastTokenAtMs ?? e.submitAtMs, wallNow);
+        this.seen(e.last_token_at_ms ?? e.submit_at_ms, wallNow);
         const row = this.inFlight.get(e.id);
         this.inFlight.delete(e.id);
         const finished: TimelineRow = {
           id: e.id,
           backend: e.backend,
-          promptTokens: e.promptTokens,
-          submit: e.submitAtMs,
-          admit: e.admitAtMs,
+          promptTokens: e.prompt_tokens,
+          submit: e.submit_at_ms,
+          admit: e.admit_at_ms,
           prefill: e.prefill.length > 0 ? e.prefill : (row?.prefill ?? []),
-          first: e.firstTokenAtMs,
-          last: e.lastTokenAtMs,
+          first: e.first_token_at_ms,
+          last: e.last_token_at_ms,
           done: true,
           error: e.error,
           preview: row?.preview ?? false,
-          verified: e.verifiedAtMs,
+          verified: e.verified_at_ms,
           transfer: e.transfer ?? row?.transfer ?? null,
         };
         this.finished.push(finished);
@@ -280,13 +288,13 @@ export class LiveStore {
             id: e.id,
             backend: e.backend,
             policy: e.policy,
-            promptTokens: e.promptTokens,
+            promptTokens: e.prompt_tokens,
             concurrency: e.concurrency,
-            maxTokens: e.maxTokens,
-            firstAt: e.firstTokenAtMs === null ? null : e.firstTokenAtMs / 1000,
-            doneAt: (e.lastTokenAtMs ?? e.submitAtMs) / 1000,
-            ttftMs: e.ttftMs,
-            decodeTps: e.decodeTps,
+            maxTokens: e.max_tokens,
+            firstAt: e.first_token_at_ms === null ? null : e.first_token_at_ms / 1000,
+            doneAt: (e.last_token_at_ms ?? e.submit_at_ms) / 1000,
+            ttftMs: e.ttft_ms,
+            decodeTps: e.decode_tps,
             settled: e.settled,
             error: e.error,
           });
@@ -294,18 +302,18 @@ export class LiveStore {
         if (this.preview?.id === e.id) {
           this.preview.done = true;
           this.preview.doneWall = wallNow;
-          this.preview.decodeTps = e.decodeTps;
-          this.preview.ttftMs = e.ttftMs;
+          this.preview.decodeTps = e.decode_tps;
+          this.preview.ttftMs = e.ttft_ms;
           this.preview.error = e.error;
         }
         break;
       }
       case "summary":
-        this.summaries.set(keyId(e.summary.key), e.summary);
+        this.summaries.set(e.key_id, e.summary);
         this.summaryVersion++;
         break;
       case "tick":
-        this.seen(e.atMs, wallNow);
+        this.seen(e.at_ms, wallNow);
         this.ticks.push(e);
         this.lastTick = e;
         break;
@@ -313,7 +321,7 @@ export class LiveStore {
         this.sensorsOpened = e;
         break;
       case "sensors":
-        this.seen(e.atMs, wallNow);
+        this.seen(e.at_ms, wallNow);
         this.sensors.push(e);
         break;
       case "workerCrashed":
@@ -349,12 +357,8 @@ export class LiveStore {
 
   /** The summary of the setting in force on `backend` (the live readout). */
   currentSummary(backend: string | undefined): SettingSummary | undefined {
-    const s = this.settings;
-    if (!s || !backend) return undefined;
-    const spec = s.spec;
-    const specFixed = spec.drafter !== "none" && !spec.adaptive;
-    const sharedCache = spec.drafter === "lookup" && (spec.shared_cache ?? false);
-    return this.summaries.get(keyId({ backend, policy: s.policy, promptTokens: s.promptTokens, concurrency: s.concurrency, maxTokens: s.maxTokens, chunkTokens: s.chunkTokens, drafter: spec.drafter, specFixed, sharedCache, kv: s.kv }));
+    const id = backend === undefined ? undefined : this.currentKeys[backend];
+    return id === undefined ? undefined : this.summaries.get(id);
   }
 
   /** The backend being measured now. */
@@ -382,9 +386,9 @@ export class LiveStore {
   }
 
   /** The saved runs' points at `s` (any backend), for the time charts' reference lines. */
-  overlayPointsAt(s: Pick<LiveSettings, "policy" | "promptTokens" | "concurrency" | "maxTokens">): { run: OpenedRun; point: PointFigures }[] {
+  overlayPointsAt(s: Pick<LiveSettings, "policy" | "prompt_tokens" | "concurrency" | "max_tokens">): { run: OpenedRun; point: PointFigures }[] {
     return this.overlays.flatMap((run) =>
-      run.points.filter((p) => p.requests > 0 && curvePoint(p) && p.policy === s.policy && p.promptTokens === s.promptTokens && p.concurrency === s.concurrency && p.maxTokens === s.maxTokens).map((point) => ({ run, point })),
+      run.points.filter((p) => p.requests > 0 && curvePoint(p) && p.policy === s.policy && p.prompt_tokens === s.prompt_tokens && p.concurrency === s.concurrency && p.max_tokens === s.max_tokens).map((point) => ({ run, point })),
     );
   }
 
@@ -395,8 +399,8 @@ export class LiveStore {
     if (!sizePoint(p)) return;
     const key = `${model}|${p.backend}|${p.policy}`;
     const had = this.sizePoints.get(key);
-    if (had && had.promptTokens < p.promptTokens) return;
-    this.sizePoints.set(key, { model, synthetic, weightBytes, backend: p.backend, policy: p.policy, promptTokens: p.promptTokens, decodeTps: p.decodeTps.p50, saved: "" });
+    if (had && had.promptTokens < p.prompt_tokens) return;
+    this.sizePoints.set(key, { model, synthetic, weightBytes, backend: p.backend, policy: p.policy, promptTokens: p.prompt_tokens, decodeTps: p.decode_tps.p50, saved: "" });
     this.summaryVersion++;
     this.version++;
   }
@@ -404,14 +408,14 @@ export class LiveStore {
   /** The model-size chart's points: this app's sweeps, then each saved run's. */
   allSizePoints(): SizePoint[] {
     const saved = this.overlays.flatMap((run) => {
-      const bytes = run.weightBytesPerStep;
+      const bytes = run.weight_bytes_per_step;
       if (bytes == null) return [];
       const best = new Map<string, SizePoint>();
       for (const p of run.points) {
         if (!sizePoint(p)) continue;
         const key = `${p.backend}|${p.policy}`;
         const had = best.get(key);
-        if (!had || p.promptTokens < had.promptTokens) best.set(key, { model: run.model, synthetic: run.synthetic, weightBytes: bytes, backend: p.backend, policy: p.policy, promptTokens: p.promptTokens, decodeTps: p.decodeTps.p50, saved: run.label });
+        if (!had || p.prompt_tokens < had.promptTokens) best.set(key, { model: run.model, synthetic: run.synthetic, weightBytes: bytes, backend: p.backend, policy: p.policy, promptTokens: p.prompt_tokens, decodeTps: p.decode_tps.p50, saved: run.label });
       }
       return [...best.values()];
     });
@@ -433,10 +437,9 @@ export class LiveStore {
     return [...this.depthPoints.values(), ...saved];
   }
 
-  addSweepPoint(p: PointFigures, chunkTokens: number): void {
-    if (!curvePoint(p)) return;
-    // A sweep's figures carry no drafter or cache type: its points sit with plain decoding's.
-    this.sweepPoints.set(keyId({ backend: p.backend, policy: p.policy, promptTokens: p.promptTokens, concurrency: p.concurrency, maxTokens: p.maxTokens, chunkTokens, drafter: "none", specFixed: false, sharedCache: false, kv: { k: "f16", v: "f16" } }), p);
+  addSweepPoint(e: { point: PointFigures; key: SettingKey; key_id: string }): void {
+    if (!curvePoint(e.point)) return;
+    this.sweepPoints.set(e.key_id, { key: e.key, point: e.point });
     this.summaryVersion++;
     this.version++;
   }
@@ -459,9 +462,9 @@ export interface DepthPoint {
 }
 
 function depthPointOf(p: PointFigures, saved: string): DepthPoint | null {
-  const fixed = p.promptTokensFrom == null && p.maxTokensFrom == null && p.rate == null && p.repetition == null;
-  if (!fixed || p.requests === 0 || p.prefillTps.count === 0 || p.decodeTps.count === 0) return null;
-  return { backend: p.backend, policy: p.policy, promptTokens: p.promptTokens - p.depth, maxTokens: p.maxTokens, concurrency: p.concurrency, depth: p.depth, prefillTps: p.prefillTps.p50, decodeTps: p.decodeTps.p50, saved };
+  const fixed = p.prompt_tokens_from == null && p.max_tokens_from == null && p.rate == null && p.repetition == null;
+  if (!fixed || p.requests === 0 || p.prefill_tps.count === 0 || p.decode_tps.count === 0) return null;
+  return { backend: p.backend, policy: p.policy, promptTokens: p.prompt_tokens - p.depth, maxTokens: p.max_tokens, concurrency: p.concurrency, depth: p.depth, prefillTps: p.prefill_tps.p50, decodeTps: p.decode_tps.p50, saved };
 }
 
 /** The curve a depth point belongs to: the same run (or this app), backend and setting. */
@@ -486,11 +489,11 @@ export interface SizePoint {
 
 /** One client alone at a fixed setting, measured: decode as the model's size sets it. */
 function sizePoint(p: PointFigures): boolean {
-  return p.concurrency === 1 && p.requests > 0 && p.decodeTps.count > 0 && curvePoint(p);
+  return p.concurrency === 1 && p.requests > 0 && p.decode_tps.count > 0 && curvePoint(p);
 }
 
 /** The curves are closed-loop points at fixed lengths in an empty context; drawn lengths,
  * arrival rates, depths and repetitions stay in a sweep's table and run file. */
 export function curvePoint(p: PointFigures): boolean {
-  return p.promptTokensFrom == null && p.maxTokensFrom == null && p.rate == null && p.repetition == null && p.depth === 0;
+  return p.prompt_tokens_from == null && p.max_tokens_from == null && p.rate == null && p.repetition == null && p.depth === 0;
 }

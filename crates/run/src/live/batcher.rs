@@ -45,9 +45,9 @@ impl EventBatcher {
                 self.pending.retain(|e| !matches!(e, LiveEvent::Tick { .. }));
                 self.pending.push(event);
             }
-            LiveEvent::Summary { ref summary } => {
-                let key = summary.key.clone();
-                self.pending.retain(|e| !matches!(e, LiveEvent::Summary { summary } if summary.key == key));
+            LiveEvent::Summary { ref key_id, .. } => {
+                let newer = key_id.clone();
+                self.pending.retain(|e| !matches!(e, LiveEvent::Summary { key_id, .. } if *key_id == newer));
                 self.pending.push(event);
             }
             other => self.pending.push(other),

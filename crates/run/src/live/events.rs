@@ -1,5 +1,7 @@
 //! Everything live mode reports ([`LiveEvent`]) and the records those events carry. The
-//! serde shape (tagged by `type`, camelCase) is what the front end reads.
+//! serde shape (tagged by `type` in camelCase, fields as named here) is what the front end reads.
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -26,7 +28,6 @@ pub enum BackendState {
 
 /// A prompt slice processed in one pass, with times on the session clock.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
-#[serde(rename_all = "camelCase")]
 pub struct PrefillSpan {
     /// Prompt tokens in this pass.
     pub tokens: u32,
@@ -39,7 +40,6 @@ pub struct PrefillSpan {
 /// A prefilled sequence's state moving from the prefill worker to the decode worker
 /// (`disaggregated`): saved, carried, loaded.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, ts_rs::TS)]
-#[serde(rename_all = "camelCase")]
 pub struct TransferSpan {
     /// The state's bytes, as sent.
     #[ts(type = "number")]
@@ -52,7 +52,6 @@ pub struct TransferSpan {
 
 /// Distributions of one setting's settled requests.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
-#[serde(rename_all = "camelCase")]
 pub struct SettingSummary {
     /// The setting.
     pub key: SettingKey,
@@ -77,15 +76,18 @@ pub struct SettingSummary {
     pub accepted: u64,
 }
 
-/// Everything live mode reports. Times named `...AtMs`/`startMs`/`endMs` are ms since the
+/// Everything live mode reports. Times named `..._at_ms`/`start_ms`/`end_ms` are ms since the
 /// session started, on the coordinator's monotonic clock; durations are ms.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
-#[serde(tag = "type", rename_all = "camelCase", rename_all_fields = "camelCase")]
+#[serde(tag = "type", rename_all = "camelCase")]
 pub enum LiveEvent {
     /// Settings took effect: requests submitted from now on use them.
     SettingsApplied {
         /// The settings now in force.
         settings: LiveSettings,
+        /// Each backend's [`SettingKey::id`] under them: the summary
+        /// the readout shows is the one with that key.
+        key_ids: BTreeMap<String, String>,
         /// When they took effect.
         at_ms: f64,
     },
@@ -221,6 +223,8 @@ pub enum LiveEvent {
     Summary {
         /// The summary.
         summary: SettingSummary,
+        /// Its key as one string ([`SettingKey::id`]).
+        key_id: String,
     },
     /// A periodic reading (every [`TICK_EVERY`](super::TICK_EVERY)) while a backend is measured.
     Tick {

@@ -2,16 +2,19 @@
 //! ([`SettingKey`]), and what a worker is loaded for ([`Capacity`]): the checks on a
 //! change, and the sizing that decides whether it needs a reload.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use lx_engine::backend::{KvTypes, LoadSpec};
 use lx_engine::scheduler::{Policy, SchedulerConfig};
 use lx_engine::invalid::Invalid;
 use lx_engine::speculative::{Drafter, Speculation};
+use lx_results::results::PointResult;
 
 /// What live mode runs. Every field can change while it runs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ts_rs::TS)]
-#[serde(rename_all = "camelCase", default)]
+#[serde(default)]
 pub struct LiveSettings {
     /// Backends to measure, in turn (canonical names: `llama`, `candle`, `mlx`).
     pub backends: Vec<String>,
@@ -142,7 +145,9 @@ impl LiveSettings {
         Ok(())
     }
 
+    /// The key of `backend`'s figures under these settings.
     pub(super) fn key(&self, backend: &str) -> SettingKey {
+        let (drafter, spec_fixed, shared_cache) = SettingKey::decoding(&self.spec);
         SettingKey {
             backend: backend.to_string(),
             policy: self.policy,
@@ -150,11 +155,17 @@ impl LiveSettings {
             concurrency: self.concurrency,
             max_tokens: self.max_tokens,
             chunk_tokens: self.chunk_tokens,
-            drafter: self.spec.drafter,
-            spec_fixed: self.spec.is_on() && !self.spec.adaptive,
-            shared_cache: self.spec.drafter == Drafter::Lookup && self.spec.shared_cache,
+            drafter,
+            spec_fixed,
+            shared_cache,
             kv: self.kv,
         }
+    }
+
+    /// Each backend's key under these settings, as [`SettingKey::id`]s: what the UI looks
+    /// the current summary up by.
+    pub(super) fn key_ids(&self) -> BTreeMap<String, String> {
+        self.backends.iter().map(|b| (b.clone(), self.key(b).id())).collect()
     }
 
     /// Tokens per pass the scheduler may use: room for every client's whole prompt, as a
@@ -174,7 +185,6 @@ impl LiveSettings {
 
 /// One setting of one backend: the unit summaries and curves are kept by.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize, ts_rs::TS)]
-#[serde(rename_all = "camelCase")]
 pub struct SettingKey {
     /// Backend name.
     pub backend: String,
@@ -202,9 +212,41 @@ pub struct SettingKey {
     pub kv: KvTypes,
 }
 
+impl SettingKey {
+    /// The key as one string, equal for equal keys: what the UI keeps summaries and sweep
+    /// points by. It receives it beside them, so it never builds a key itself.
+    pub fn id(&self) -> String {
+        serde_json::to_string(self).expect("a setting key is plain data")
+    }
+
+    /// The setting a sweep point measured, keyed as live mode keys its own, so that a
+    /// point and a live summary of the same setting meet on one curve. A run file keeps
+    /// the prefill chunk per run, not per point: `chunk_tokens` is the sweep's.
+    pub fn of_point(p: &PointResult, chunk_tokens: usize) -> SettingKey {
+        let (drafter, spec_fixed, shared_cache) = SettingKey::decoding(&p.traffic.spec);
+        SettingKey {
+            backend: p.backend.clone(),
+            policy: p.policy,
+            prompt_tokens: p.prompt_tokens,
+            concurrency: p.concurrency,
+            max_tokens: p.max_tokens,
+            chunk_tokens,
+            drafter,
+            spec_fixed,
+            shared_cache,
+            kv: p.traffic.kv,
+        }
+    }
+
+    /// How a key tells speculative decoding's settings apart: the drafter, whether it
+    /// drafts a fixed length, and whether prompt lookup reads earlier requests too.
+    fn decoding(spec: &Speculation) -> (Drafter, bool, bool) {
+        (spec.drafter, spec.is_on() && !spec.adaptive, spec.drafter == Drafter::Lookup && spec.shared_cache)
+    }
+}
+
 /// What a worker was loaded for: a setting fits when it needs no more.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ts_rs::TS)]
-#[serde(rename_all = "camelCase")]
 pub struct Capacity {
     /// Concurrent sequences (KV-cache lanes).
     pub slots: usize,

@@ -7,7 +7,7 @@ import type { SearchRecord } from "./SearchRecord";
 /**
  * What the advisor is doing. Sent on the channel `advise_start` takes.
  */
-export type AdviseEvent = { "type": "started", preset: PresetRecord, path: string, budgetS: number, } | { "type": "loading", backend: string, } | { "type": "trial", backend: string, test: string, sloMet: number | null, errors: number, stopped: boolean, elapsedS: number, budgetS: number, } | { "type": "finished", advice: Advice, searches: Array<SearchRecord>, deadlines: Array<DeadlineRecord>, 
+export type AdviseEvent = { "type": "started", preset: PresetRecord, path: string, budget_s: number, } | { "type": "loading", backend: string, } | { "type": "trial", backend: string, test: string, slo_met: number | null, errors: number, stopped: boolean, elapsed_s: number, budget_s: number, } | { "type": "finished", advice: Advice, searches: Array<SearchRecord>, deadlines: Array<DeadlineRecord>, 
 /**
  * The advice as `lx advise` prints it.
  */

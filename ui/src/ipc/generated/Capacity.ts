@@ -12,11 +12,11 @@ slots: number,
 /**
  * Context of each sequence, in tokens.
  */
-ctxPerSlot: number, 
+ctx_per_slot: number, 
 /**
  * Most tokens one pass may carry.
  */
-maxBatchTokens: number, 
+max_batch_tokens: number, 
 /**
  * Compute threads asked for (0: physical cores).
  */
@@ -24,7 +24,7 @@ threads: number,
 /**
  * GPU layers asked for.
  */
-gpuLayers: number | null, 
+gpu_layers: number | null, 
 /**
  * A draft model is loaded beside the model (speculative decoding's `draft` drafter).
  */
@@ -41,4 +41,4 @@ disaggregated: boolean,
  * What the model's KV cache takes at this capacity and these types (the draft model's
  * not counted), when the model's shape is known: set by the session as it loads.
  */
-kvCacheBytes?: number | null, };
+kv_cache_bytes?: number | null, };

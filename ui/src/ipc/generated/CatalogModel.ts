@@ -35,7 +35,7 @@ license: string,
 /**
  * The default model.
  */
-isDefault: boolean, 
+is_default: boolean, 
 /**
  * The file is in the model cache.
  */

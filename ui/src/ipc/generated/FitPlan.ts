@@ -15,8 +15,8 @@ longest: Array<FitLongest>,
 /**
  * The most sequences that fit at the full context.
  */
-mostAtFull: number, 
+most_at_full: number, 
 /**
  * One sequence at the full context, split into what holds it.
  */
-oneAtFull: Footprint | null, };
+one_at_full: Footprint | null, };

@@ -30,4 +30,4 @@ labels: Array<string>,
 /**
  * Whether it can measure a server alone (else: why it needs a backend of the app).
  */
-onAServer: boolean, };
+on_a_server: boolean, };

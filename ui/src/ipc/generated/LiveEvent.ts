@@ -10,7 +10,7 @@ import type { SettingSummary } from "./SettingSummary";
 import type { TransferSpan } from "./TransferSpan";
 
 /**
- * Everything live mode reports. Times named `...AtMs`/`startMs`/`endMs` are ms since the
+ * Everything live mode reports. Times named `..._at_ms`/`start_ms`/`end_ms` are ms since the
  * session started, on the coordinator's monotonic clock; durations are ms.
  */
 export type LiveEvent = { "type": "settingsApplied", 
@@ -19,9 +19,14 @@ export type LiveEvent = { "type": "settingsApplied",
  */
 settings: LiveSettings, 
 /**
+ * Each backend's [`SettingKey::id`] under them: the summary
+ * the readout shows is the one with that key.
+ */
+key_ids: { [key in string]: string }, 
+/**
  * When they took effect.
  */
-atMs: number, } | { "type": "backendStatus", 
+at_ms: number, } | { "type": "backendStatus", 
 /**
  * Backend name.
  */
@@ -37,7 +42,7 @@ info: BackendInfo | null,
 /**
  * Model load time in the worker, ms.
  */
-loadMs: number | null, 
+load_ms: number | null, 
 /**
  * Worker process id, while it runs.
  */
@@ -53,7 +58,7 @@ message: string | null,
 /**
  * When.
  */
-atMs: number, } | { "type": "requestStarted", 
+at_ms: number, } | { "type": "requestStarted", 
 /**
  * Request id (unique in the session).
  */
@@ -65,11 +70,11 @@ backend: string,
 /**
  * Prompt tokens.
  */
-promptTokens: number, 
+prompt_tokens: number, 
 /**
  * Output tokens asked for.
  */
-maxTokens: number, 
+max_tokens: number, 
 /**
  * Policy in force when it was submitted.
  */
@@ -81,7 +86,7 @@ concurrency: number,
 /**
  * Submit time.
  */
-atMs: number, 
+at_ms: number, 
 /**
  * Its tokens are streamed as [`LiveEvent::PreviewTokens`].
  */
@@ -89,7 +94,7 @@ preview: boolean,
 /**
  * Preview only: the end of its prompt as text, to show what the output continues.
  */
-promptTail: string | null, } | { "type": "requestAdmitted", 
+prompt_tail: string | null, } | { "type": "requestAdmitted", 
 /**
  * Request id.
  */
@@ -97,11 +102,11 @@ id: number,
 /**
  * Admit time.
  */
-atMs: number, 
+at_ms: number, 
 /**
  * admit − submit, ms.
  */
-queueMs: number, } | { "type": "requestPrefill", 
+queue_ms: number, } | { "type": "requestPrefill", 
 /**
  * Request id.
  */
@@ -113,11 +118,11 @@ tokens: number,
 /**
  * Pass start.
  */
-startMs: number, 
+start_ms: number, 
 /**
  * Pass end.
  */
-endMs: number, } | { "type": "requestTransferred", 
+end_ms: number, } | { "type": "requestTransferred", 
 /**
  * Request id.
  */
@@ -129,7 +134,7 @@ id: number,
 /**
  * Index of the first token in this event (0 = the token the prefill produced).
  */
-firstIndex: number, 
+first_index: number, 
 /**
  * One text piece per token.
  */
@@ -137,7 +142,7 @@ pieces: Array<string>,
 /**
  * Receipt time of each token.
  */
-atMs: Array<number>, 
+at_ms: Array<number>, 
 /**
  * Per token: it came from a draft the target accepted (speculative decoding).
  */
@@ -157,11 +162,11 @@ policy: Policy,
 /**
  * Prompt tokens.
  */
-promptTokens: number, 
+prompt_tokens: number, 
 /**
  * Output tokens asked for.
  */
-maxTokens: number, 
+max_tokens: number, 
 /**
  * Concurrency it was submitted under.
  */
@@ -169,11 +174,11 @@ concurrency: number,
 /**
  * Submit time.
  */
-submitAtMs: number, 
+submit_at_ms: number, 
 /**
  * Admit time, if it was admitted.
  */
-admitAtMs: number | null, 
+admit_at_ms: number | null, 
 /**
  * Prompt passes.
  */
@@ -181,16 +186,16 @@ prefill: Array<PrefillSpan>,
 /**
  * Receipt of the first token.
  */
-firstTokenAtMs: number | null, 
+first_token_at_ms: number | null, 
 /**
  * Receipt of the last token.
  */
-lastTokenAtMs: number | null, 
+last_token_at_ms: number | null, 
 /**
  * Receipt of each verify pass that accepted drafted tokens (speculative decoding),
  * once per pass: where the timeline marks them.
  */
-verifiedAtMs: Array<number>, 
+verified_at_ms: Array<number>, 
 /**
  * Its state's move between workers (`disaggregated`).
  */
@@ -198,27 +203,27 @@ transfer: TransferSpan | null,
 /**
  * Output tokens received.
  */
-outputTokens: number, 
+output_tokens: number, 
 /**
  * first token − submit, ms.
  */
-ttftMs: number | null, 
+ttft_ms: number | null, 
 /**
  * admit − submit, ms.
  */
-queueMs: number | null, 
+queue_ms: number | null, 
 /**
  * Per-request decode rate, tok/s.
  */
-decodeTps: number | null, 
+decode_tps: number | null, 
 /**
  * Prefill rate, tok/s.
  */
-prefillTps: number | null, 
+prefill_tps: number | null, 
 /**
  * last token − submit, ms.
  */
-e2eMs: number | null, 
+e2e_ms: number | null, 
 /**
  * Counted in the setting's summary (see the `live` module docs).
  */
@@ -234,11 +239,15 @@ error: string | null, } | { "type": "summary",
 /**
  * The summary.
  */
-summary: SettingSummary, } | { "type": "tick", 
+summary: SettingSummary, 
+/**
+ * Its key as one string ([`SettingKey::id`]).
+ */
+key_id: string, } | { "type": "tick", 
 /**
  * When.
  */
-atMs: number, 
+at_ms: number, 
 /**
  * Backend being measured.
  */
@@ -247,11 +256,11 @@ backend: string,
  * Output tokens received over the last [`THROUGHPUT_WINDOW`](super::THROUGHPUT_WINDOW) ÷ that window, tok/s
  * (absent until 500 ms have been measured).
  */
-throughputTps: number | null, 
+throughput_tps: number | null, 
 /**
  * Requests in flight.
  */
-inFlight: number, 
+in_flight: number, 
 /**
  * Of those, waiting for a slot.
  */
@@ -263,11 +272,11 @@ prefilling: number,
 /**
  * The current setting's p50 TTFT so far, ms.
  */
-ttftP50Ms: number | null, 
+ttft_p50_ms: number | null, 
 /**
  * The current setting's p95 TTFT so far, ms.
  */
-ttftP95Ms: number | null, } | { "type": "sensorsOpened", 
+ttft_p95_ms: number | null, } | { "type": "sensorsOpened", 
 /**
  * One line per source read.
  */
@@ -275,31 +284,31 @@ sources: Array<string>,
 /**
  * What cannot be read, and why.
  */
-notAvailable: Array<string>, 
+not_available: Array<string>, 
 /**
  * How often they are read, ms.
  */
-everyMs: number, } | { "type": "sensors", 
+every_ms: number, } | { "type": "sensors", 
 /**
  * When it was read.
  */
-atMs: number, 
+at_ms: number, 
 /**
  * Mean CPU clock, MHz.
  */
-cpuMhz: number | null, 
+cpu_mhz: number | null, 
 /**
  * The first GPU's SM clock, MHz.
  */
-gpuMhz: number | null, 
+gpu_mhz: number | null, 
 /**
  * The first GPU's temperature, °C.
  */
-tempC: number | null, 
+temp_c: number | null, 
 /**
  * Power since the previous reading (CPU packages and GPUs that can be read), W.
  */
-powerW: number | null, 
+power_w: number | null, 
 /**
  * Throttling now: a clock fallen over 10% while the load held steady, or a GPU's
  * clocks held back (power cap, thermal slowdown).
@@ -320,7 +329,7 @@ pid: number | null,
 /**
  * When.
  */
-atMs: number, } | { "type": "paused", 
+at_ms: number, } | { "type": "paused", 
 /**
  * Why.
  */
@@ -328,7 +337,7 @@ reason: string,
 /**
  * When.
  */
-atMs: number, } | { "type": "rejected", 
+at_ms: number, } | { "type": "rejected", 
 /**
  * Why.
  */
@@ -336,4 +345,4 @@ message: string, } | { "type": "stopped",
 /**
  * When.
  */
-atMs: number, };
+at_ms: number, };

@@ -14,7 +14,7 @@ backends: Array<string>,
 /**
  * Prompt length of each request, in tokens (BOS included).
  */
-promptTokens: number, 
+prompt_tokens: number, 
 /**
  * Clients kept busy (closed loop).
  */
@@ -22,7 +22,7 @@ concurrency: number,
 /**
  * Output tokens per request (EOS ignored).
  */
-maxTokens: number, 
+max_tokens: number, 
 /**
  * Scheduling policy.
  */
@@ -30,7 +30,7 @@ policy: Policy,
 /**
  * `chunked` policy: prompt tokens per pass.
  */
-chunkTokens: number, 
+chunk_tokens: number, 
 /**
  * Compute threads; 0 means physical cores. Changing it reloads the workers.
  */
@@ -38,19 +38,19 @@ threads: number,
 /**
  * Layers offloaded to a GPU; `None` means all. Changing it reloads the workers.
  */
-gpuLayers: number | null, 
+gpu_layers: number | null, 
 /**
  * With several backends: seconds each one is measured before the next takes over.
  */
-rotateAfterS: number, 
+rotate_after_s: number, 
 /**
  * Least time between two event batches, in ms.
  */
-batchMs: number, 
+batch_ms: number, 
 /**
  * A worker silent this long with requests in flight is declared hung and killed, in s.
  */
-hangTimeoutS: number, 
+hang_timeout_s: number, 
 /**
  * Speculative decoding in our scheduler (servers decode as they were started).
  */

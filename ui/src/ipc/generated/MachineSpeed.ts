@@ -9,7 +9,7 @@ export type MachineSpeed = { devices: Array<DeviceSpeed>,
 /**
  * When the limits were measured (Unix ms).
  */
-measuredUnixMs: number, 
+measured_unix_ms: number, 
 /**
  * Set when other programs were busy while they were measured (they read low).
  */

@@ -5,8 +5,8 @@ import type { FitPlan } from "./FitPlan";
  * What fits in the memory available now, for the open model: `lx fit`'s plan per backend
  * and KV cache type (the hardware panel's table).
  */
-export type MemoryFit = { memoryBytes: number, 
+export type MemoryFit = { memory_bytes: number, 
 /**
  * The model's trained context: what a plan's full context is.
  */
-fullContext: number, plans: Array<FitPlan>, };
+full_context: number, plans: Array<FitPlan>, };

@@ -20,7 +20,7 @@ path: string,
 /**
  * Context length in tokens (the prompt slider's end).
  */
-contextLength: number, 
+context_length: number, 
 /**
  * Verified sha256, where known.
  */

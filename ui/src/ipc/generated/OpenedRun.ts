@@ -25,7 +25,7 @@ synthetic: boolean,
 /**
  * Weight bytes one decode step of its model reads (the model-size chart's x).
  */
-weightBytesPerStep: number | null, 
+weight_bytes_per_step: number | null, 
 /**
  * Each backend and the device it ran on.
  */

@@ -18,7 +18,7 @@ policy: Policy,
 /**
  * Prompt tokens.
  */
-promptTokens: number, 
+prompt_tokens: number, 
 /**
  * Concurrent clients.
  */
@@ -26,7 +26,7 @@ concurrency: number,
 /**
  * Output tokens per request.
  */
-maxTokens: number, 
+max_tokens: number, 
 /**
  * Completed requests counted.
  */
@@ -38,27 +38,27 @@ errors: number,
 /**
  * first token − submit, ms.
  */
-ttftMs: Distribution, 
+ttft_ms: Distribution, 
 /**
  * Per-request decode rate, tok/s.
  */
-decodeTps: Distribution, 
+decode_tps: Distribution, 
 /**
  * Queue wait, ms.
  */
-queueMs: Distribution, 
+queue_ms: Distribution, 
 /**
  * Output tokens ÷ measured wall time, tok/s.
  */
-throughputTps: number, 
+throughput_tps: number, 
 /**
  * Why requests failed.
  */
-errorMessages: Array<string>, 
+error_messages: Array<string>, 
 /**
  * Low ends of drawn lengths (`None`: fixed).
  */
-promptTokensFrom: number | null, maxTokensFrom: number | null, 
+prompt_tokens_from: number | null, max_tokens_from: number | null, 
 /**
  * Open-loop arrival rate, requests/s (`None`: closed loop).
  */
@@ -74,7 +74,7 @@ depth: number,
 /**
  * Prefill tok/s, measured by the worker.
  */
-prefillTps: Distribution, 
+prefill_tps: Distribution, 
 /**
  * The most this setting allows on the device (`None`: no probe, or a server).
  */
@@ -82,15 +82,15 @@ ceiling: PointCeiling | null,
 /**
  * Mean power over the window of what this machine's sensors can read, W.
  */
-powerW: number | null, 
+power_w: number | null, 
 /**
  * Energy ÷ output tokens, J.
  */
-joulesPerToken: number | null, 
+joules_per_token: number | null, 
 /**
  * Mean clock (the first GPU's, else the CPU's), MHz.
  */
-clockMhz: number | null, 
+clock_mhz: number | null, 
 /**
  * Throttling seen in the window.
  */
@@ -98,18 +98,18 @@ throttling: Array<string>,
 /**
  * What the sensors cannot read here, and why.
  */
-sensorsNotAvailable: Array<string>, 
+sensors_not_available: Array<string>, 
 /**
  * KL divergence of the point's backend and settings from the reference (or, with
  * drafts, from decoding without them), nats, mean over the text (`None`: not measured).
  */
-meanKl: number | null, 
+mean_kl: number | null, 
 /**
  * How often its top choice and the reference's agree, as a fraction.
  */
-top1Agreement: number | null, 
+top1_agreement: number | null, 
 /**
  * The worker's peak resident memory over the point, warm-up included, MiB (`None`: not
  * readable here, or a server).
  */
-peakMib: number | null, };
+peak_mib: number | null, };

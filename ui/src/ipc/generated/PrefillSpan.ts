@@ -11,8 +11,8 @@ tokens: number,
 /**
  * Pass start, ms since the session started.
  */
-startMs: number, 
+start_ms: number, 
 /**
  * Pass end, ms since the session started.
  */
-endMs: number, };
+end_ms: number, };

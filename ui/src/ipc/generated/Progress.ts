@@ -2,7 +2,7 @@
 
 /**
  * Progress of a long operation, for a progress bar.
- * Serialized tagged by `type`, fields in camelCase (as the app's front end reads them).
+ * Serialized tagged by `type` (camelCase), fields as named here (as the app's front end reads them).
  */
 export type Progress = { "type": "downloading", 
 /**
@@ -20,11 +20,11 @@ name: string, } | { "type": "transferring",
 /**
  * Bytes received so far.
  */
-bytesDone: number, 
+bytes_done: number, 
 /**
  * Total, when known.
  */
-bytesTotal: number | null, } | { "type": "extracting", 
+bytes_total: number | null, } | { "type": "extracting", 
 /**
  * 1-based part number.
  */
@@ -36,19 +36,19 @@ parts: number, } | { "type": "verifying",
 /**
  * Bytes hashed so far.
  */
-bytesDone: number, 
+bytes_done: number, 
 /**
  * Bytes to hash.
  */
-bytesTotal: number, } | { "type": "generating", 
+bytes_total: number, } | { "type": "generating", 
 /**
  * Bytes written so far.
  */
-bytesDone: number, 
+bytes_done: number, 
 /**
  * The file's size.
  */
-bytesTotal: number, } | { "type": "done", 
+bytes_total: number, } | { "type": "done", 
 /**
  * The model file.
  */
@@ -56,4 +56,4 @@ path: string,
 /**
  * True when the file was already there and verified.
  */
-alreadyPresent: boolean, };
+already_present: boolean, };

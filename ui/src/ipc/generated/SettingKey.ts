@@ -18,7 +18,7 @@ policy: Policy,
 /**
  * Prompt tokens per request.
  */
-promptTokens: number, 
+prompt_tokens: number, 
 /**
  * Concurrent clients.
  */
@@ -26,11 +26,11 @@ concurrency: number,
 /**
  * Output tokens per request.
  */
-maxTokens: number, 
+max_tokens: number, 
 /**
  * Prefill chunk (matters for `chunked` only).
  */
-chunkTokens: number, 
+chunk_tokens: number, 
 /**
  * Speculative decoding's drafter (`none`: plain decoding).
  */
@@ -38,11 +38,11 @@ drafter: Drafter,
 /**
  * Drafts of the most tokens every pass, instead of planned ones.
  */
-specFixed: boolean, 
+spec_fixed: boolean, 
 /**
  * Prompt lookup also matched earlier requests' text.
  */
-sharedCache: boolean, 
+shared_cache: boolean, 
 /**
  * The KV cache's types.
  */

@@ -17,31 +17,31 @@ requests: number,
 /**
  * first token received − submit, ms.
  */
-ttftMs: Distribution, 
+ttft_ms: Distribution, 
 /**
  * (output tokens − 1) ÷ (last token − first token), per request, tok/s.
  */
-decodeTps: Distribution, 
+decode_tps: Distribution, 
 /**
  * admit − submit, ms.
  */
-queueMs: Distribution, 
+queue_ms: Distribution, 
 /**
  * prompt tokens ÷ (prefill end − prefill start), tok/s.
  */
-prefillTps: Distribution, 
+prefill_tps: Distribution, 
 /**
  * last token − submit, ms.
  */
-e2eMs: Distribution, 
+e2e_ms: Distribution, 
 /**
  * Output tokens received ÷ the setting's measured wall time, tok/s (0 until measurable).
  */
-throughputTps: number, 
+throughput_tps: number, 
 /**
  * The setting's measured wall time, s.
  */
-windowS: number, 
+window_s: number, 
 /**
  * Speculative decoding over the summarised requests: tokens drafted, and accepted.
  */

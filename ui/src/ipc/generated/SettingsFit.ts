@@ -15,13 +15,13 @@ needs: Footprint,
 /**
  * The memory it is held to.
  */
-memoryBytes: number, fits: boolean, 
+memory_bytes: number, fits: boolean, 
 /**
  * The longest prompt that fits at these clients and output tokens (`None`: none does).
  */
-longestPrompt: number | null, 
+longest_prompt: number | null, 
 /**
  * The most clients that fit at this prompt and output length, up to
  * [`MAX_CONCURRENCY`] (`None`: not one).
  */
-mostClients: number | null, };
+most_clients: number | null, };

@@ -4,6 +4,7 @@ import type { Limits } from "./Limits";
 import type { PointFigures } from "./PointFigures";
 import type { PointSpec } from "./PointSpec";
 import type { Policy } from "./Policy";
+import type { SettingKey } from "./SettingKey";
 
 /**
  * Progress of a sweep (`sweep_start`), at most ~20 messages a second.
@@ -16,15 +17,15 @@ path: string,
 /**
  * Points in the grid.
  */
-totalPoints: number, 
+total_points: number, 
 /**
  * Measured requests in the grid (warm-up excluded).
  */
-totalRequests: number, } | { "type": "probing" } | { "type": "fidelity", what: string, } | { "type": "ceilings", 
+total_requests: number, } | { "type": "probing" } | { "type": "fidelity", what: string, } | { "type": "ceilings", 
 /**
  * Weight bytes read per decode step.
  */
-weightBytesPerStep: number, 
+weight_bytes_per_step: number, 
 /**
  * Set when other programs ran beside the probe, so its limits read low.
  */
@@ -60,7 +61,7 @@ info: BackendInfo,
 /**
  * Load time, ms.
  */
-loadMs: number, } | { "type": "pointStarted", 
+load_ms: number, } | { "type": "pointStarted", 
 /**
  * 0-based index.
  */
@@ -92,7 +93,15 @@ total: number, } | { "type": "pointDone",
 /**
  * Its figures.
  */
-point: PointFigures, } | { "type": "finished", 
+point: PointFigures, 
+/**
+ * The setting it measured, keyed as live mode keys its summaries.
+ */
+key: SettingKey, 
+/**
+ * That key as one string ([`lx_run::live::SettingKey::id`]).
+ */
+key_id: string, } | { "type": "finished", 
 /**
  * The run file.
  */
@@ -104,7 +113,7 @@ stopped: boolean,
 /**
  * Points with errors.
  */
-failedPoints: number, } | { "type": "failed", 
+failed_points: number, } | { "type": "failed", 
 /**
  * Why.
  */

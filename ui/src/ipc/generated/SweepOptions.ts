@@ -9,8 +9,8 @@ export type SweepOptions = {
  * Seconds of silence before a worker is given up, as `--hang-timeout` (default
  * [`lx_engine::defaults::HANG_TIMEOUT_S`]).
  */
-hangTimeoutS: number | null, 
+hang_timeout_s: number | null, 
 /**
  * Leave out the ceilings and their probe, as `--no-ceilings`.
  */
-noCeilings: boolean, };
+no_ceilings: boolean, };

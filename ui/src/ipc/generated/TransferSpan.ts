@@ -12,8 +12,8 @@ bytes: number,
 /**
  * The prefill worker began saving it, ms since the session started.
  */
-startMs: number, 
+start_ms: number, 
 /**
  * The decode worker had loaded it.
  */
-endMs: number, };
+end_ms: number, };

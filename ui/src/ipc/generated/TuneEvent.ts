@@ -4,4 +4,4 @@ import type { TuneStatus } from "./TuneStatus";
 /**
  * What the tuner is doing. Sent on the channel `tune_start` takes.
  */
-export type TuneEvent = { "type": "trial", backend: string, settings: string, contended: boolean, elapsedS: number, budgetS: number, } | { "type": "measured", backend: string, text: string, } | { "type": "note", backend: string, note: string, } | { "type": "finished", status: TuneStatus, } | { "type": "failed", message: string, };
+export type TuneEvent = { "type": "trial", backend: string, settings: string, contended: boolean, elapsed_s: number, budget_s: number, } | { "type": "measured", backend: string, text: string, } | { "type": "note", backend: string, note: string, } | { "type": "finished", status: TuneStatus, } | { "type": "failed", message: string, };

@@ -22,16 +22,16 @@ export const LIVE_SETTINGS: LiveSettings = {
   "backends": [
     "llama"
   ],
-  "promptTokens": 256,
+  "prompt_tokens": 256,
   "concurrency": 1,
-  "maxTokens": 64,
+  "max_tokens": 64,
   "policy": "continuous",
-  "chunkTokens": 256,
+  "chunk_tokens": 256,
   "threads": 0,
-  "gpuLayers": null,
-  "rotateAfterS": 8.0,
-  "batchMs": 100,
-  "hangTimeoutS": 300.0,
+  "gpu_layers": null,
+  "rotate_after_s": 8.0,
+  "batch_ms": 100,
+  "hang_timeout_s": 300.0,
   "spec": {
     "drafter": "none",
     "ngram_max": 4,
@@ -53,17 +53,17 @@ export const SPECULATION: Speculation = {
   "adaptive": true
 };
 /** Each backend of this project by canonical name (lx_engine::kind::BackendKind): the name people read, the KV cache types a load takes (the first the default), and what it keeps the cache in whatever a load asks. */
-export const BACKENDS: Record<string, { label: string; kvTypes: KvType[]; kvKeptAs: string | null }> = {
+export const BACKENDS: Record<string, { label: string; kv_types: KvType[]; kv_kept_as: string | null }> = {
   "candle": {
-    "kvKeptAs": "f32",
-    "kvTypes": [
+    "kv_kept_as": "f32",
+    "kv_types": [
       "f16"
     ],
     "label": "candle"
   },
   "llama": {
-    "kvKeptAs": null,
-    "kvTypes": [
+    "kv_kept_as": null,
+    "kv_types": [
       "f16",
       "q8_0",
       "q4_0"
@@ -71,10 +71,21 @@ export const BACKENDS: Record<string, { label: string; kvTypes: KvType[]; kvKept
     "label": "llama.cpp"
   },
   "mlx": {
-    "kvKeptAs": "f32",
-    "kvTypes": [
+    "kv_kept_as": "f32",
+    "kv_types": [
       "f16"
     ],
     "label": "MLX"
   }
+};
+/** What the sweep form's fields start at: `lx sweep`'s defaults (SweepPlan::default()), written as its flags take them. */
+export const SWEEP_FORM = {
+  "concurrency": "1, 4",
+  "depths": "0",
+  "max_tokens": "64",
+  "prefix_tokens": 0,
+  "prompt_tokens": "64, 256, 1024",
+  "repetitions": 1,
+  "requests": 8,
+  "seed": 0
 };

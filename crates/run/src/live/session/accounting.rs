@@ -129,7 +129,7 @@ impl Session {
         }
         for key in std::mem::take(&mut self.dirty) {
             if let Some(summary) = self.summary(&key) {
-                self.batcher.push(LiveEvent::Summary { summary });
+                self.batcher.push(LiveEvent::Summary { key_id: summary.key.id(), summary });
             }
         }
         if let Some(batch) = self.batcher.flush_due(now) {

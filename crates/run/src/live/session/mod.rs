@@ -113,7 +113,7 @@ impl Session {
 
     pub(super) fn run(mut self) {
         let at_ms = self.now_ms();
-        self.emit(LiveEvent::SettingsApplied { settings: self.settings.clone(), at_ms });
+        self.emit(LiveEvent::SettingsApplied { settings: self.settings.clone(), key_ids: self.settings.key_ids(), at_ms });
         let (sensing, opened) = Sensing::start();
         self.sensing = Some(sensing);
         self.emit(opened);
@@ -212,7 +212,7 @@ impl Session {
             }
         }
         let at_ms = self.now_ms();
-        self.emit(LiveEvent::SettingsApplied { settings: self.settings.clone(), at_ms });
+        self.emit(LiveEvent::SettingsApplied { settings: self.settings.clone(), key_ids: self.settings.key_ids(), at_ms });
     }
 
     fn retry(&mut self) {

@@ -69,7 +69,7 @@ fn settings_are_checked_against_the_context() {
 
 #[test]
 fn settings_come_from_partial_camel_case_json() {
-    let s: LiveSettings = serde_json::from_str(r#"{"promptTokens": 512, "concurrency": 4, "policy": "chunked"}"#).unwrap();
+    let s: LiveSettings = serde_json::from_str(r#"{"prompt_tokens": 512, "concurrency": 4, "policy": "chunked"}"#).unwrap();
     assert_eq!((s.prompt_tokens, s.concurrency, s.policy), (512, 4, Policy::Chunked));
     assert_eq!(s.max_tokens, LiveSettings::default().max_tokens);
 }
@@ -180,10 +180,10 @@ fn batcher_rate_is_bounded_whatever_the_event_rate() {
 }
 
 #[test]
-fn events_serialise_tagged_and_camel_case() {
+fn events_serialise_tagged_with_their_fields_as_named() {
     let e = LiveEvent::RequestAdmitted { id: 3, at_ms: 1.5, queue_ms: 0.5 };
     let v = serde_json::to_value(&e).unwrap();
-    assert_eq!(v, serde_json::json!({"type": "requestAdmitted", "id": 3, "atMs": 1.5, "queueMs": 0.5}));
+    assert_eq!(v, serde_json::json!({"type": "requestAdmitted", "id": 3, "at_ms": 1.5, "queue_ms": 0.5}));
     let back: LiveEvent = serde_json::from_value(v).unwrap();
     assert_eq!(back, e);
 }
@@ -205,7 +205,7 @@ fn keeps_n_clients_busy_and_reports_requests() {
         }
         other => panic!("{other:?}"),
     }
-    log.wait_for("a summary", Duration::from_secs(5), |e| matches!(e, LiveEvent::Summary { summary } if summary.throughput_tps > 0.0));
+    log.wait_for("a summary", Duration::from_secs(5), |e| matches!(e, LiveEvent::Summary { summary, .. } if summary.throughput_tps > 0.0));
     log.wait_for("a tick", Duration::from_secs(5), |e| matches!(e, LiveEvent::Tick { in_flight: 3, .. }));
     // Exactly one preview stream, with one piece per token.
     let previews = log.count(|e| matches!(e, LiveEvent::RequestStarted { preview: true, .. }));
