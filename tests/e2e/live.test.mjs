@@ -253,7 +253,8 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     const summary = await until(
       "settled requests with prompt lookup that drafted",
       (p) => {
-        const v = [...window.__lx.store.summaries.values()].find((x) => x.key.drafter === "lookup" && x.key.prompt_tokens === p);
+        // The setting in force: lookup in earlier requests' text too (the readout shows its figures).
+        const v = [...window.__lx.store.summaries.values()].find((x) => x.key.drafter === "lookup" && x.key.shared_cache && x.key.prompt_tokens === p);
         return v ? { requests: v.requests, drafted: v.drafted, accepted: v.accepted } : null;
       },
       (v) => v !== null && v.requests >= 2 && v.drafted > 0,

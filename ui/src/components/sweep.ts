@@ -185,6 +185,10 @@ export class SweepPanel {
   }
 
   private async start() {
+    // The engine reads the lengths (a round trip): until it has, the button is off and the
+    // status says so, so neither a second click nor the last sweep's "Done" is taken for this one.
+    this.startBtn.disabled = true;
+    setText(this.status, "checking the form…");
     const ctx = this.hooks.context();
     // Lengths longer than the model's context are refused when the sweep starts, with the
     // context named, as lx sweep refuses them.
@@ -201,7 +205,11 @@ export class SweepPanel {
     const problem =
       typeof prompts === "string" ? `Prompt tokens: ${prompts}` : typeof conc === "string" ? `Clients: ${conc}` : typeof maxTok === "string" ? `Output tokens: ${maxTok}` : typeof rates === "string" ? `Arrival rates: ${rates}` : typeof depths === "string" ? `Depths: ${depths}` : policies.length === 0 ? "Choose at least one policy" : !(requests >= 1) ? "Requests per point: at least 1" : "";
     setText(this.formError, problem);
-    if (problem) return;
+    if (problem) {
+      this.startBtn.disabled = false;
+      setText(this.status, "");
+      return;
+    }
     const cache = this.prefixCache.value;
     const concurrency = conc as number[];
     // What a blank field means is said by its placeholder: lx sweep's default.
