@@ -185,10 +185,12 @@ export class SweepPanel {
   }
 
   private async start() {
-    // The engine reads the lengths (a round trip): until it has, the button is off and the
-    // status says so, so neither a second click nor the last sweep's "Done" is taken for this one.
+    // The engine reads the lengths (a round trip): until it has, the button is off, and the
+    // status and the bar start over, so neither a second click nor the last sweep's "Done" or
+    // full bar is taken for this one.
     this.startBtn.disabled = true;
     setText(this.status, "checking the form…");
+    this.bar.value = 0;
     const ctx = this.hooks.context();
     // Lengths longer than the model's context are refused when the sweep starts, with the
     // context named, as lx sweep refuses them.
