@@ -25,6 +25,8 @@ const PAGES: &[(&str, &[&str])] = &[
             "docs/results/ci-times-amd-avx512-cold-0cab3cd.json",
             "docs/results/ci-times-intel-avx512-warm-1278d97.json",
             "docs/results/ci-times-intel-avx512-warm-f5d21f4.json",
+            "docs/results/ci-times-amd-avx512-cold-c808990.json",
+            "docs/results/ci-times-amd-avx512-cold-4c9b56f.json",
             "docs/results/demo-prompt-length-epyc.json",
             "docs/results/lesson-prompt-length-app.json",
             "docs/results/lesson-batching-app.json",
