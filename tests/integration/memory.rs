@@ -1,6 +1,6 @@
 //! Memory: what each backend says it holds (weights, KV cache) is what `lx fit` predicts for
-//! its load, and the peak each point measured is within 10% of the whole prediction; `lx fit`
-//! plans contexts within a memory, longer for a smaller cache.
+//! its load, and the peak each point measured is within 10% of the whole prediction (MLX's in
+//! mlx.rs); `lx fit` plans contexts within a memory, longer for a smaller cache.
 
 use integration_tests::{lx, model_path};
 
@@ -8,55 +8,51 @@ fn json(path: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-/// Every backend of this build at two concurrencies (one load each: the cache is sized for
-/// the larger), llama.cpp and candle after a depth that makes the KV cache count (MLX's CPU
-/// build takes minutes to fill one, so it is checked without).
+/// llama.cpp and candle at two concurrencies (one load each: the cache is sized for the
+/// larger), after a depth that makes the KV cache count. MLX's sweep is checked so in mlx.rs,
+/// where it holds half the lock (its CPU build computes on one core and takes minutes to fill
+/// a cache, so without a depth).
 #[test]
 fn each_backend_holds_what_fit_predicts_and_peaks_within_ten_percent() {
     let _lock = integration_tests::heavy();
     let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("run.json");
+    #[rustfmt::skip]
+    lx(&["sweep", "--model", model_path().to_str().unwrap(), "--backend", "llama,candle", "--prompt-tokens", "64", "--concurrency", "1,3", "--max-tokens", "4",
+        "--depth", "1024", "--requests", "3", "--warmup", "1", "--no-ceilings", "--untuned", "--out", out.to_str().unwrap()]).ok();
+    holds_what_fit_predicts(&out);
+}
+
+/// `lx fit --check` on a sweep's run file: what each backend says it holds (weights, KV cache)
+/// is what `lx fit` predicts for its load, and each point's measured peak is within 10% of the
+/// whole prediction.
+pub(crate) fn holds_what_fit_predicts(run_file: &std::path::Path) {
+    let dir = tempfile::tempdir().unwrap();
     let model = model_path();
     let model = model.to_str().unwrap();
-    let mut runs = vec![("llama,candle", "1024")];
-    if lx_local::unavailable("mlx").is_none() {
-        runs.push(("mlx", "0"));
-    }
-    let mut files = Vec::new();
-    for (i, (backends, depth)) in runs.iter().enumerate() {
-        let out = dir.path().join(format!("run{i}.json"));
-        #[rustfmt::skip]
-        lx(&["sweep", "--model", model, "--backend", backends, "--prompt-tokens", "64", "--concurrency", "1,3", "--max-tokens", "4", "--depth", depth,
-            "--requests", "3", "--warmup", "1", "--no-ceilings", "--untuned", "--out", out.to_str().unwrap()]).ok();
-        files.push(out);
-    }
     let checked = dir.path().join("check.json");
-    let mut args = vec!["fit", "--model", model, "--out", checked.to_str().unwrap(), "--check"];
-    args.extend(files.iter().map(|f| f.to_str().unwrap()));
-    let out = lx(&args).ok();
+    let out = lx(&["fit", "--model", model, "--out", checked.to_str().unwrap(), "--check", run_file.to_str().unwrap()]).ok();
     let checked = json(&checked);
     assert_eq!(checked["kind"], "memory-fit");
     let rows = checked["points"].as_array().unwrap();
-    let mut points = 0;
-    for run in files.iter().map(|f| json(f)) {
-        points += run["points"].as_array().unwrap().len();
-        for info in run["backends"].as_array().unwrap() {
-            let name = info["name"].as_str().unwrap();
-            let row = rows.iter().find(|r| r["backend"] == name).unwrap_or_else(|| panic!("{name}: {}", out.stdout()));
-            let predicted = &row["predicted"];
-            let said = |k: &str| info[k].as_u64().unwrap_or_else(|| panic!("{name} says nothing of {k}: {info}"));
-            let near = |a: u64, b: u64, within: f64| (a as f64 - b as f64).abs() <= within;
-            // llama.cpp prints its buffers in MiB to two decimals: each may be off by 5 KiB.
-            // What candle repacks at its first product is not among what it says it holds.
-            let (rounding, weights) = match name {
-                "llama" => (4.0 * 5243.0, said("weights_bytes")),
-                "candle" => (0.0, said("weights_bytes") + lx_backend_candle::memory::repacked_bytes(&lx_format::gguf::GgufFile::open(model).unwrap(), lx_backend_candle::WeightFormat::Dual, info["capabilities"]["slots"].as_u64().unwrap() as usize)),
-                _ => (0.0, said("weights_bytes")),
-            };
-            assert!(near(said("kv_cache_bytes"), predicted["kv_cache"].as_u64().unwrap(), rounding), "{name} KV cache: said {info}, predicted {predicted}");
-            assert!(near(weights, predicted["weights"].as_u64().unwrap(), rounding), "{name} weights: said {info}, predicted {predicted}");
-        }
+    let run = json(run_file);
+    for info in run["backends"].as_array().unwrap() {
+        let name = info["name"].as_str().unwrap();
+        let row = rows.iter().find(|r| r["backend"] == name).unwrap_or_else(|| panic!("{name}: {}", out.stdout()));
+        let predicted = &row["predicted"];
+        let said = |k: &str| info[k].as_u64().unwrap_or_else(|| panic!("{name} says nothing of {k}: {info}"));
+        let near = |a: u64, b: u64, within: f64| (a as f64 - b as f64).abs() <= within;
+        // llama.cpp prints its buffers in MiB to two decimals: each may be off by 5 KiB.
+        // What candle repacks at its first product is not among what it says it holds.
+        let (rounding, weights) = match name {
+            "llama" => (4.0 * 5243.0, said("weights_bytes")),
+            "candle" => (0.0, said("weights_bytes") + lx_backend_candle::memory::repacked_bytes(&lx_format::gguf::GgufFile::open(model).unwrap(), lx_backend_candle::WeightFormat::Dual, info["capabilities"]["slots"].as_u64().unwrap() as usize)),
+            _ => (0.0, said("weights_bytes")),
+        };
+        assert!(near(said("kv_cache_bytes"), predicted["kv_cache"].as_u64().unwrap(), rounding), "{name} KV cache: said {info}, predicted {predicted}");
+        assert!(near(weights, predicted["weights"].as_u64().unwrap(), rounding), "{name} weights: said {info}, predicted {predicted}");
     }
-    assert_eq!(rows.len(), points, "a row for every point: {}", out.stdout());
+    assert_eq!(rows.len(), run["points"].as_array().unwrap().len(), "a row for every point: {}", out.stdout());
     for r in rows {
         let predicted: u64 = ["weights", "kv_cache", "scratch", "runtime"].iter().map(|k| r["predicted"][k].as_u64().unwrap()).sum();
         let ratio = predicted as f64 / (1u64 << 20) as f64 / r["measured_peak_mib"].as_f64().unwrap();

@@ -16,13 +16,17 @@ fn says_why_not(why: &str) {
     assert!(why.contains("not compiled into this build") || why.contains("needs macOS on Apple Silicon"), "{why}");
 }
 
-/// A sweep runs the default model through a worker and the engine at two concurrencies.
+/// A sweep runs the default model through a worker and the engine at two concurrencies, and
+/// holds the memory `lx fit` predicts (memory.rs: one sweep proves both, since MLX's CPU build
+/// makes every sweep a long one).
 #[test]
 fn sweeps_the_default_model_or_says_why_it_cannot() {
     let _share = heavy_for("mlx");
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("mlx.json");
-    let args = ["sweep", "--backend", "mlx", "--prompt-tokens", "32", "--concurrency", "1,2", "--max-tokens", "8", "--requests", "2", "--threads", "2", "--out", out.to_str().unwrap()];
+    #[rustfmt::skip]
+    let args = ["sweep", "--backend", "mlx", "--prompt-tokens", "64", "--concurrency", "1,3", "--max-tokens", "4", "--requests", "3", "--warmup", "1", "--threads", "2",
+        "--no-ceilings", "--untuned", "--out", out.to_str().unwrap()];
     crate::cli::assert_lx_has_our_features();
     let r = lx(&args);
     let Some(why) = lx_local::unavailable("mlx") else {
@@ -31,10 +35,11 @@ fn sweeps_the_default_model_or_says_why_it_cannot() {
         let points = run["points"].as_array().unwrap();
         assert_eq!(points.len(), 2, "{}", r.dump());
         for p in points {
-            assert_eq!((p["backend"].as_str(), p["requests"].as_u64(), p["errors"].as_u64()), (Some("mlx"), Some(2), Some(0)), "{p}");
+            assert_eq!((p["backend"].as_str(), p["requests"].as_u64(), p["errors"].as_u64()), (Some("mlx"), Some(3), Some(0)), "{p}");
             assert!(p["ttft_ms"]["p50"].as_f64().unwrap() > 0.0 && p["decode_tps"]["p50"].as_f64().unwrap() > 0.0, "{p}");
         }
         eprintln!("{}", r.stdout());
+        crate::memory::holds_what_fit_predicts(&out);
         return;
     };
     r.fails_with(&why);
