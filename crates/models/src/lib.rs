@@ -42,9 +42,9 @@ pub const ENV_MODEL_DIR: &str = "LX_MODEL_DIR";
 /// Environment variable that overrides the pip command (program and leading arguments, split on
 /// whitespace), e.g. `LX_PIP="python3.12 -m pip"`. Default: `python3 -m pip`.
 pub const ENV_PIP: &str = "LX_PIP";
-/// Environment variable (honoured by hf-hub) that overrides the Hugging Face Hub endpoint.
+/// Environment variable that overrides the Hugging Face Hub endpoint (as the Hub's own tools read it).
 pub const ENV_HF_ENDPOINT: &str = "HF_ENDPOINT";
-/// Sub-directory of the model cache that holds Hugging Face Hub downloads (hf-hub's cache layout).
+/// Sub-directory of the model cache that holds Hugging Face Hub downloads (the Hub's cache layout).
 pub const HF_CACHE_SUBDIR: &str = "hf";
 
 /// Errors of this crate. The `Display` text is meant for users as is.
@@ -638,7 +638,7 @@ fn hf_resolve(
 }
 
 /// A catalog entry fetched from the Hub: downloaded into a temporary directory inside the cache
-/// (not hf-hub's cache), then verified and renamed into place like any catalog model.
+/// (not the Hub cache), then verified and renamed into place like any catalog model.
 #[cfg(feature = "hf")]
 fn fetch_hf_entry(
     entry: &CatalogEntry,

@@ -1,5 +1,5 @@
-//! Hub downloads against a tiny HTTP/1.1 server on 127.0.0.1 that answers the requests hf-hub
-//! makes for one file: `HEAD` then `GET {endpoint}/{owner}/{repo}/resolve/{revision}/{file}`, with
+//! Hub downloads against a tiny HTTP/1.1 server on 127.0.0.1 that answers the requests a Hub
+//! download makes for one file: `HEAD` then `GET {endpoint}/{owner}/{repo}/resolve/{revision}/{file}`, with
 //! the headers it reads (ETag, X-Repo-Commit, Content-Length; If-None-Match → 304; Range → 206).
 
 use std::collections::HashMap;
