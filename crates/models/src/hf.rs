@@ -374,15 +374,7 @@ pub(crate) fn resolve(
             }
         }
     }
-    let endpoint = endpoint(opts);
-    progress(Progress::Downloading {
-        part: 1,
-        parts: 1,
-        name: spec.file.clone(),
-    });
-    let fetched = (|| {
-        let hub = Hub::new(endpoint.clone())?;
-        let meta = hub.metadata(spec)?;
+    let (path, transferred) = fetching(spec, opts, progress, |hub, meta, progress| {
         let blob = cache.blob(&meta.etag);
         let mut transferred = false;
         if !blob.exists() {
@@ -391,9 +383,29 @@ pub(crate) fn resolve(
             std::fs::rename(&partial, &blob)?;
         }
         Ok((cache.link(spec, &meta)?, transferred))
-    })();
-    let (path, transferred) = fetched.map_err(|e| hub_error(spec, &endpoint, e))?;
+    })?;
     finish(spec, path, !transferred, progress)
+}
+
+/// Says that `spec` is being fetched, asks the Hub what it is, and runs `fetch` with the answer;
+/// a failure anywhere is said in the user's terms.
+fn fetching<T>(
+    spec: &HfSpec,
+    opts: &Options,
+    progress: &mut dyn FnMut(Progress),
+    fetch: impl FnOnce(&Hub, FileMeta, &mut dyn FnMut(Progress)) -> std::result::Result<T, Failure>,
+) -> Result<T> {
+    let endpoint = endpoint(opts);
+    progress(Progress::Downloading {
+        part: 1,
+        parts: 1,
+        name: spec.file.clone(),
+    });
+    let fetched = Hub::new(endpoint.clone()).and_then(|hub| {
+        let meta = hub.metadata(spec)?;
+        fetch(&hub, meta, progress)
+    });
+    fetched.map_err(|e| hub_error(spec, &endpoint, e))
 }
 
 /// Download a Hub file straight into `dest_dir` (no Hub cache), for catalog entries fetched from
@@ -404,23 +416,12 @@ pub(crate) fn download_to_dir(
     dest_dir: &Path,
     progress: &mut dyn FnMut(Progress),
 ) -> Result<PathBuf> {
-    let endpoint = endpoint(opts);
     let file_name = Path::new(&spec.file)
         .file_name()
         .unwrap_or_default()
         .to_string_lossy();
     let partial = dest_dir.join(format!("{}{file_name}.partial", crate::cache::TMP_PREFIX));
-    progress(Progress::Downloading {
-        part: 1,
-        parts: 1,
-        name: spec.file.clone(),
-    });
-    let fetched = (|| {
-        let hub = Hub::new(endpoint.clone())?;
-        let meta = hub.metadata(spec)?;
-        hub.download(spec, meta.size, &partial, progress)
-    })();
-    fetched.map_err(|e| hub_error(spec, &endpoint, e))?;
+    fetching(spec, opts, progress, |hub, meta, progress| hub.download(spec, meta.size, &partial, progress))?;
     Ok(partial)
 }
 
