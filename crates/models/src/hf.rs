@@ -96,9 +96,9 @@ impl Hub {
         let build = |redirects: Policy| {
             Client::builder()
                 .connect_timeout(Duration::from_secs(30))
-                // A chunk on a slow link takes what it takes; a stalled one is cut by the
-                // connection's own end.
-                .timeout(None)
+                // Per request, the body included: a 16 MiB chunk slower than 28 kB/s counts as
+                // stalled, and the next attempt resumes after the last whole chunk.
+                .timeout(Duration::from_secs(600))
                 .redirect(redirects)
                 .user_agent(concat!("latency-explorer/", env!("CARGO_PKG_VERSION")))
                 .build()
