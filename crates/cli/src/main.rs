@@ -64,6 +64,13 @@ enum Cmd {
     /// longest context at 1, 4 and 16 sequences and the most sequences at the model's full
     /// context; --check sets the predictions beside the peaks saved runs measured.
     Fit(commands::fit::FitArgs),
+    /// The standard suite on every backend of the build: each shape's figures against this
+    /// machine's ceilings, a score per backend against the reference machine, and one file to
+    /// share (no user, host or path in it); --sustained keeps a load on for minutes.
+    Bench(Box<commands::bench::BenchArgs>),
+    /// Bench files from many machines on one offline HTML page: scores with their intervals,
+    /// every shape's rates, filters by CPU and GPU, this machine marked.
+    Gallery(commands::gallery::GalleryArgs),
 }
 
 fn main() {
@@ -86,6 +93,8 @@ fn main() {
         Cmd::Tune(args) => commands::tune::run(args),
         Cmd::Fidelity(args) => commands::fidelity::run(args),
         Cmd::Fit(args) => commands::fit::run(args),
+        Cmd::Bench(args) => commands::bench::run(*args),
+        Cmd::Gallery(args) => commands::gallery::run(args),
     };
     match result {
         Ok(code) => std::process::exit(code),

@@ -53,3 +53,8 @@ pub fn sweep_warmup(concurrency: &[usize]) -> usize {
 pub fn trial_warmup(concurrency: usize) -> usize {
     concurrency.min(TRIAL_WARMUP_MAX)
 }
+
+/// A sustained run's trial, seconds (`lx bench --sustained --trial`, and the app's sustained
+/// view of live mode): long enough for a few whole requests of the chat shape on a slow
+/// machine, short enough that a minute holds several.
+pub const SUSTAINED_TRIAL_S: f64 = 15.0;

@@ -89,3 +89,12 @@ impl OpenModel {
         settings.run_file(command, crate::hardware_report(), self.record())
     }
 }
+
+/// A file's sha256 (hex), read through once: for a model opened by path, whose content no
+/// catalog entry vouches for (`lx bench` names a model by it).
+pub fn file_sha256(path: &std::path::Path) -> std::io::Result<String> {
+    use sha2::Digest;
+    let mut hasher = sha2::Sha256::new();
+    std::io::copy(&mut std::fs::File::open(path)?, &mut hasher)?;
+    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}

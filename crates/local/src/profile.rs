@@ -327,6 +327,15 @@ impl Applied {
     }
 }
 
+/// How [`Applied::from`] begins when the settings came from this machine's tuned profile.
+const TUNED_FROM: &str = "this machine's tuned profile";
+
+/// Whether a worker's settings came from this machine's tuned profile, from where it said
+/// they came from ([`lx_engine::backend::BackendInfo::settings_from`]).
+pub fn is_tuned(from: &str) -> bool {
+    from.starts_with(TUNED_FROM)
+}
+
 /// The settings a `backend` worker starts with on this machine: see the module's
 /// precedence. `profile` is what [`read_profile`] gave for this machine and model; `env`
 /// reads the environment.
@@ -374,6 +383,6 @@ pub fn applied(backend: &str, profile: &Result<Profile, ProfileError>, usage: Us
         }
     }
     let date = lx_engine::date::UtcDate::from_unix(profile.measured_unix_ms / 1000).minutes();
-    out.from = said(format!("this machine's tuned profile of {date} ({which})"));
+    out.from = said(format!("{TUNED_FROM} of {date} ({which})"));
     out
 }

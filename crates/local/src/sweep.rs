@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use lx_client::target::Spawner;
 use lx_client::traffic::RunControl;
-use lx_run::sweep::{run_sweep, SweepError, SweepObserver, SweepPlan};
+use lx_run::sweep::{run_points, SweepError, SweepObserver, SweepPlan, SweepPoint};
 use lx_format::workload::PromptBuilder;
 use lx_results::printers::Printer;
 use lx_results::results::RunFile;
@@ -57,6 +57,13 @@ impl SweepJob {
     /// marked stopped when the control was raised) and how many points had errors, or what
     /// ended the sweep.
     pub fn run(self, printer: &mut dyn Printer, observer: &mut dyn SweepObserver) -> (RunFile, Result<usize, SweepError>) {
+        let points = self.plan.points();
+        self.run_points(points, printer, observer)
+    }
+
+    /// [`run`](Self::run) for a list of the plan's points chosen by the caller (`lx bench`
+    /// measures a suite's shapes, each with its own requests, not the plan's whole grid).
+    pub fn run_points(self, points: Vec<SweepPoint>, printer: &mut dyn Printer, observer: &mut dyn SweepObserver) -> (RunFile, Result<usize, SweepError>) {
         let SweepJob { model, plan, mut run, out, control, ceilings, spawn } = self;
         if ceilings && plan.has_workers() {
             match crate::limits::ceilings_basis(&model.path, &mut || observer.probing()) {
@@ -70,7 +77,7 @@ impl SweepJob {
         let prompts = PromptBuilder::new(&model.tokenizer);
         let mut ctx = model.sweep_context(&prompts, spawn, out, control);
         ctx.fidelity = Some(crate::fidelity::sweep_basis(model.clone(), run.command.clone()));
-        let failed = run_sweep(&plan, &ctx, &mut run, printer, observer);
+        let failed = run_points(&plan, points, &ctx, &mut run, printer, observer);
         (run, failed)
     }
 }

@@ -14,3 +14,4 @@ pub mod speculation;
 pub mod transfer;
 pub mod decision;
 pub mod studies;
+pub mod bench;

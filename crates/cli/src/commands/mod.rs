@@ -1,8 +1,10 @@
 pub mod advise;
+pub mod bench;
 pub mod compare;
 pub mod demo;
 pub mod fidelity;
 pub mod fit;
+pub mod gallery;
 pub mod generate;
 pub mod kv_args;
 pub mod split_args;
