@@ -25,6 +25,8 @@ fn export_all(cfg: &Config) -> Result<(), ExportError> {
     crate::commands::models::CatalogModel::export_all(cfg)?;
     crate::commands::models::ModelInfo::export_all(cfg)?;
     crate::commands::runs::OpenedRun::export_all(cfg)?;
+    crate::commands::gallery::GalleryShown::export_all(cfg)?;
+    lx_results::bench::sustained::Sustained::export_all(cfg)?;
     crate::commands::servers::ServerSpec::export_all(cfg)?;
     lx_run::sweep::SweepPlan::export_all(cfg)?;
     crate::commands::sweep::SweepOptions::export_all(cfg)?;

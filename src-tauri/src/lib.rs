@@ -59,6 +59,7 @@ pub fn run() {
     quiet_webview();
     tauri::Builder::default()
         .plugin(tauri_plugin_dialog::init())
+        .register_uri_scheme_protocol(commands::gallery::SCHEME, |ctx, _request| commands::gallery::serve(&ctx.app_handle().state::<state::AppState>()))
         .setup(|app| {
             let runs_dir = app
                 .path()
@@ -92,6 +93,7 @@ pub fn run() {
             commands::live::live_preview_next,
             commands::live::live_stop,
             commands::live::live_save,
+            commands::live::live_sustained,
             // Sweeps.
             commands::sweep::sweep_start,
             commands::sweep::sweep_cancel,
@@ -118,6 +120,9 @@ pub fn run() {
             // Exports.
             commands::export::export_csv,
             commands::export::export_png,
+            // The gallery of machines (lx bench files).
+            commands::gallery::gallery_add,
+            commands::gallery::pick_bench_files,
         ])
         .build(tauri::generate_context!())
         .expect("the app could not start")

@@ -72,6 +72,14 @@ pub struct LiveResults {
 /// This machine's limits and the model's cost per token.
 pub type Ceilings = (lx_machine::probe::Probe, lx_machine::roofline::ModelCost);
 
+/// The gallery of machines: the bench files the user added, and the page made of them with
+/// the shipped ones (served by `commands::gallery::serve`).
+#[derive(Debug, Default)]
+pub struct Gallery {
+    pub added: Vec<PathBuf>,
+    pub page: String,
+}
+
 /// Managed state (one per app).
 pub struct AppState {
     pub model: Mutex<Option<Arc<Model>>>,
@@ -85,6 +93,8 @@ pub struct AppState {
     pub runs_dir: PathBuf,
     /// OpenAI-compatible servers the user added: backends for live mode and sweeps.
     pub servers: Mutex<Vec<lx_openai::Server>>,
+    /// The gallery of machines: the bench files added, and its page.
+    pub gallery: Mutex<Gallery>,
 }
 
 impl AppState {
@@ -97,6 +107,7 @@ impl AppState {
             last_run: Mutex::new(None),
             runs_dir,
             servers: Mutex::new(Vec::new()),
+            gallery: Mutex::new(Default::default()),
         }
     }
 

@@ -13,6 +13,9 @@
 //      options" (a drawn length, open-loop arrivals, repetitions), and cancels a longer one;
 //   3b. opens a saved run beside the curves (labelled by its machine, the file's own values),
 //      refuses a damaged and a newer-schema file with the reason, and takes the run off again;
+//   3c. shows the gallery of machines (the shipped bench files, a damaged one refused) in its
+//      sandboxed frame, scores with intervals, a filter; keeps a sustained run live for a
+//      while and checks its decode rate is drawn trial by trial;
 //   4. goes live on MLX where the build has it (screenshot), or finds it listed with the reason;
 //   5. adds an OpenAI-compatible server whose pace is known (tests/e2e/paced-server.mjs),
 //      measures it live alone (the policy greyed out: the server schedules itself) and checks
@@ -28,7 +31,7 @@
 // tests/e2e/artifacts), TAURI_DRIVER (default: tauri-driver on PATH or in ~/.cargo/bin).
 
 import { spawnSync } from "node:child_process";
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import path from "node:path";
 import { after, before, describe, test } from "node:test";
 import assert from "node:assert/strict";
@@ -661,6 +664,97 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
     await shot("depth-chart");
     await browser.execute(() => document.querySelector('[data-testid="overlays"] li:last-child button').click());
     await until("the depth curves to go", () => window.__lx.curves().depths, (d) => !d.some((s) => s.label.startsWith(label)));
+  });
+
+  test("the gallery sets the bench files side by side in a sandboxed page: scores with intervals, filters, this machine", async () => {
+    // The shipped bench files (docs/results/bench), added again by path: listed once each.
+    const dir = path.resolve(import.meta.dirname, "../../docs/results/bench");
+    const files = readdirSync(dir).filter((n) => n.endsWith(".json") && !n.startsWith("reference-"));
+    assert.ok(files.length >= 2, `two bench files at least: ${files}`);
+    const damaged = path.join(ARTIFACTS, "damaged-bench.json");
+    writeFileSync(damaged, "{\"schema\": ");
+    const shown = await browser.execute(
+      (paths) => window.__lx.gallery.addFiles(paths).then((s) => s, (e) => ({ refused: e?.message ?? JSON.stringify(e) })),
+      [...files.map((f) => path.join(dir, f)), damaged],
+    );
+    assert.equal(shown.files.length, files.length, JSON.stringify(shown));
+    assert.ok(shown.machines >= 2 || files.length >= 2, JSON.stringify(shown));
+    assert.equal(shown.problems.length, 1, JSON.stringify(shown.problems));
+    assert.match(shown.problems[0], /damaged-bench\.json is not JSON/);
+    assert.match(await browser.execute(() => document.querySelector('[data-testid="gallery-status"]').textContent), new RegExp(`^${files.length} bench files from \\d+ machines?\\.`));
+    // The page, inside its frame: a bar per machine and backend, the table, the filters.
+    await browser.execute(() => document.querySelector('[data-testid="gallery"]').scrollIntoView());
+    const frame = await browser.$('[data-testid="gallery-frame"]');
+    await browser.switchToFrame(frame);
+    try {
+      const page = await until(
+        "the gallery page in its frame",
+        () => ({ bars: document.querySelectorAll('[data-testid="score-bars"] g').length, rows: document.querySelectorAll('[data-testid="gallery-table"] tbody tr').length, cpus: [...document.querySelectorAll("#cpu option")].map((o) => o.value) }),
+        (v) => v.rows > 0,
+        30_000,
+      );
+      const backends = files.map((f) => JSON.parse(readFileSync(path.join(dir, f), "utf8")).backends.length).reduce((a, b) => a + b, 0);
+      assert.equal(page.rows, backends, JSON.stringify(page));
+      assert.equal(page.bars, backends, JSON.stringify(page));
+      const scored = await browser.execute(() => [...document.querySelectorAll('[data-testid="gallery-table"] tbody td:nth-child(5)')].map((td) => td.textContent));
+      assert.ok(scored.some((t) => /^\d+ \[\d+, \d+\]$/.test(t)), `a score with its interval: ${scored}`);
+      // The picture: the frame brought into view once its page has laid out.
+      await browser.switchToParentFrame();
+      const box = await browser.execute(() => {
+        const frame = document.querySelector('[data-testid="gallery-frame"]');
+        frame.scrollIntoView({ block: "end" });
+        const r = frame.getBoundingClientRect();
+        return { top: r.top, height: r.height, window: window.innerHeight };
+      });
+      assert.ok(box.height >= 400, `the page is shown at a readable height: ${JSON.stringify(box)}`);
+      await sleep(500);
+      await shot("gallery");
+      await browser.switchToFrame(await browser.$('[data-testid="gallery-frame"]'));
+      // The filter script runs in the sandbox: picking one CPU kind hides the others' rows.
+      if (page.cpus.length > 2) {
+        const visible = await browser.execute((cpu) => {
+          const select = document.getElementById("cpu");
+          select.value = cpu;
+          select.dispatchEvent(new Event("change"));
+          return [...document.querySelectorAll('[data-testid="gallery-table"] tbody tr')].filter((r) => r.style.display !== "none").map((r) => r.dataset.cpu);
+        }, page.cpus[1]);
+        assert.ok(visible.length > 0 && visible.every((c) => c === page.cpus[1]), JSON.stringify(visible));
+      }
+      // Sandboxed: the page cannot reach the app's commands.
+      assert.equal(await browser.execute(() => typeof window.__TAURI_INTERNALS__), "undefined");
+    } finally {
+      await browser.switchToParentFrame();
+    }
+  });
+
+  test("a sustained run in live mode draws its decode rate trial by trial and says how far it fell", async () => {
+    const seconds = Number(process.env.LX_E2E_SUSTAINED_S ?? 32);
+    await browser.execute(() => {
+      for (const box of document.querySelectorAll('.backend-list input[type="checkbox"]')) {
+        if (box.checked !== (box.value === "llama")) box.click();
+      }
+    });
+    await movePromptSlider(64);
+    await browser.execute(() => document.querySelector('[data-testid="sustained-toggle"]').click());
+    await browser.$('[data-testid="go-live"]').then((b) => b.click());
+    await until("live mode to run", () => window.__lx.store.running, (v) => v === true, 30_000);
+    await sleep(seconds * 1000);
+    const s = await until("two sustained trials", () => window.__lx.sustained.refresh(), (v) => (v?.trials.length ?? 0) >= 2, 60_000);
+    const ends = s.trials.map((t) => t.end_s);
+    assert.deepEqual(ends, [...ends].sort((a, b) => a - b), "trials in time order");
+    assert.ok(s.trials.every((t) => t.decode_tps > 0 && t.end_s - t.start_s === s.trial_s), JSON.stringify(s.trials));
+    assert.equal(s.backend, "llama");
+    assert.ok(s.first_minute_tps > 0 && s.fallen_below_tps < s.first_minute_tps, JSON.stringify(s));
+    const drawn = await browser.execute(() => window.__lx.sustained.chart.series().map((x) => ({ label: x.label, n: x.values.filter((v) => v !== null).length })));
+    assert.equal(drawn[0].n, s.trials.length, JSON.stringify(drawn));
+    assert.match(await browser.execute(() => document.querySelector('[data-testid="sustained-verdict"]').textContent), /^llama, .*trials/);
+    console.log(`sustained: ${s.verdict}`);
+    await browser.execute(() => document.querySelector('[data-testid="sustained"]').scrollIntoView());
+    await sleep(500);
+    await shot("sustained");
+    await browser.$('[data-testid="go-live"]').then((b) => b.click());
+    await until("live mode to stop", () => window.__lx.store.running, (v) => v === false, 30_000);
+    await browser.execute(() => document.querySelector('[data-testid="sustained-toggle"]').click());
   });
 
   test("MLX runs live where the build has it; elsewhere it is listed with the reason", async () => {

@@ -5,6 +5,7 @@
 mod bad_input;
 mod advise;
 mod batching;
+mod bench;
 mod candle;
 mod disaggregated;
 mod fidelity;

@@ -23,6 +23,8 @@ import { TunePanel } from "./components/tune";
 import { AdvisePanel } from "./components/advise";
 import { FidelityPanel } from "./components/fidelity";
 import { LessonsView } from "./components/lessons";
+import { GalleryPanel } from "./components/gallery";
+import { SustainedPanel } from "./components/sustained";
 import { h, setText } from "./lib/dom";
 import { bytes } from "./lib/format";
 import { LiveStore } from "./lib/store";
@@ -322,6 +324,8 @@ const fidelity = new FidelityPanel({
   changed: () => updateButtons(),
   error: (e) => problem(e),
 });
+const gallery = new GalleryPanel(api.galleryAdd, api.pickBenchFiles, (e) => problem(e));
+const sustained = new SustainedPanel(api.liveSustained, () => store.running);
 const lessons = new LessonsView({
   lessons: api.lessons,
   backends: () => backends,
@@ -414,12 +418,14 @@ app.replaceChildren(
       readout.el,
       h("div", { class: "grid2" }, ttftCard.card, tpsCard.card),
       h("div", { class: "grid2" }, preview.el, timeline.el),
+      sustained.el,
       overlays.el,
       h("div", { class: "grid2" }, curveTtftCard.card, curveTpsCard.card),
       h("div", { class: "grid2" }, sizesCard.card, depthsCard.card),
       h("div", { class: "grid2 wide-right" }, hardware.el, sweep.el),
       advise.el,
       fidelity.el,
+      gallery.el,
     ),
   ),
 );
@@ -570,4 +576,6 @@ window.__lx = {
   label: backendLabel,
   lessons,
   fidelity: () => ({ drawn: fidelity.drawn, series: fidelity.chart.series(), running: fidelity.running }),
+  gallery,
+  sustained,
 };

@@ -6,6 +6,9 @@ use std::sync::{Arc, Mutex};
 use lx_engine::backend::BackendInfo;
 use lx_run::live::{LiveEvent, LiveSession, LiveSettings};
 use lx_machine::roofline::PointCeiling;
+use lx_results::bench::sustained::Sustained;
+use lx_results::bench::Shape;
+use lx_results::results::PointResult;
 use tauri::ipc::Channel;
 use tauri::State;
 
@@ -126,6 +129,26 @@ pub(crate) fn live_results(state: &AppState) -> CmdResult<crate::state::LiveResu
         .locked()
         .clone()
         .ok_or_else(|| CmdError::Live("nothing measured in live mode yet".into()))
+}
+
+/// Live mode's load read as a sustained run (what `lx bench --sustained` measures): the
+/// setting measured longest this session, its requests cut into trials by when they ended,
+/// and how far its decode rate fell from its first minute. `None` before a request ended.
+#[tauri::command]
+pub async fn live_sustained(state: State<'_, AppState>) -> CmdResult<Option<Sustained>> {
+    let results = live_results(&state)?;
+    blocking(move || sustained_of(&results.points)).await
+}
+
+/// The sustained run of the point with the most requests among `points`.
+pub(crate) fn sustained_of(points: &[PointResult]) -> Option<Sustained> {
+    let p = points.iter().max_by_key(|p| p.samples.len())?;
+    let trial_s = lx_engine::defaults::SUSTAINED_TRIAL_S;
+    let trials = lx_results::bench::sustained::trials_of_samples(&p.samples, trial_s);
+    let end = trials.last()?.end_s;
+    let shape = Shape { name: p.test_name(), prompt_tokens: p.prompt_tokens, max_tokens: p.max_tokens, clients: p.concurrency, requests: p.samples.len(), warmup: p.warmup };
+    let sensors = vec!["clock and power over the same time: the strip under the tokens/s chart".to_string()];
+    Some(Sustained::of(&p.backend, shape, end, trial_s, 0.0, trials, sensors, vec![]))
 }
 
 /// Save what live mode measured as a run file (the same schema `lx sweep` writes: one point

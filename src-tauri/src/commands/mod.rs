@@ -4,6 +4,7 @@
 pub mod advise;
 pub mod export;
 pub mod fidelity;
+pub mod gallery;
 pub mod lessons;
 pub mod live;
 pub mod models;

@@ -10,6 +10,7 @@ import type {
   CheckRow,
   FetchEvent,
   FidelityEvent,
+  GalleryShown,
   HardwareReport,
   Lesson,
   LessonEvent,
@@ -27,6 +28,7 @@ import type {
   SweepEvent,
   SweepOptions,
   SweepPlan,
+  Sustained,
   TuneEvent,
   TuneStatus,
 } from "./types";
@@ -83,6 +85,11 @@ export const lessonHandout = (runs: string[]) => call<string>("lesson_handout", 
 
 export const runOpen = (path: string) => call<OpenedRun>("run_open", { path });
 export const pickRunFile = () => call<string | null>("pick_run_file");
+
+export const liveSustained = () => call<Sustained | null>("live_sustained");
+
+export const galleryAdd = (paths: string[]) => call<GalleryShown>("gallery_add", { paths });
+export const pickBenchFiles = () => call<string[]>("pick_bench_files");
 
 export const exportCsv = (source: "live" | "sweep") => call<string | null>("export_csv", { source });
 export const exportPng = (fileName: string, png: Uint8Array) =>

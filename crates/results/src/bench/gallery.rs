@@ -16,6 +16,15 @@ pub struct Entry {
     pub source: String,
 }
 
+impl Entry {
+    /// The machine, and the build where it has GPU or MLX features: one machine's two builds
+    /// are two rows.
+    pub fn label(&self) -> String {
+        let features = &self.file.build.features;
+        if features.is_empty() { self.file.machine.label() } else { format!("{} ({} build)", self.file.machine.label(), features.join("+")) }
+    }
+}
+
 const BAR_STYLE: &str = ".bars text{font-size:12px;fill:#222}.bars .mine{font-weight:700}.whisker{stroke:#222;stroke-width:1.5}\
 .filters{display:flex;gap:1.5em;flex-wrap:wrap;margin:.6em 0}.filters label{font-size:14px}select{font:inherit;padding:2px 4px}\
 tr.mine td{background:#fff4d6}.tag{font-size:11px;background:#1a1a1a;color:#fff;border-radius:3px;padding:0 4px;margin-left:4px}";
@@ -62,9 +71,10 @@ pub fn load(paths: &[std::path::PathBuf]) -> (Vec<Entry>, Vec<String>) {
 
 /// The bench files this project measured (docs/results/bench), built in: a first gallery
 /// has neighbours before the user has any file of their own.
-const SHIPPED: [(&str, &str); 2] = [
+const SHIPPED: [(&str, &str); 3] = [
     ("quick-amd-epyc-avx512-2c.json", include_str!("../../../../docs/results/bench/quick-amd-epyc-avx512-2c.json")),
     ("full-amd-epyc-avx512-2c.json", include_str!("../../../../docs/results/bench/full-amd-epyc-avx512-2c.json")),
+    ("quick-amd-epyc-avx512-2c-vulkan-lavapipe.json", include_str!("../../../../docs/results/bench/quick-amd-epyc-avx512-2c-vulkan-lavapipe.json")),
 ];
 
 /// [`SHIPPED`], scored against this build's reference.
@@ -105,7 +115,8 @@ pub fn html(entries: &[Entry], this_machine: Option<&str>) -> String {
     let mut o = String::new();
     let _ = write!(o, "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\"><title>Latency Explorer gallery</title><style>{STYLE}{BAR_STYLE}</style><script>{FILTER_SCRIPT}</script></head><body>");
     let machines: std::collections::BTreeSet<&str> = entries.iter().map(|e| e.file.machine.fingerprint.as_str()).collect();
-    let _ = write!(o, "<h1>Latency Explorer gallery</h1><p>{} bench files from {} machines. A score is 100 × the geometric mean of a backend's prefill and decode rates over the suite's shapes, each divided by the reference machine's (whose llama.cpp scores 100), with its 95% interval from the repetitions; only files of the same suite and model compare.</p>", entries.len(), machines.len());
+    let plural = |n: usize, what: &str| format!("{n} {what}{}", if n == 1 { "" } else { "s" });
+    let _ = write!(o, "<h1>Latency Explorer gallery</h1><p>{} from {}. A score is 100 × the geometric mean of a backend's prefill and decode rates over the suite's shapes, each divided by the reference machine's (whose llama.cpp scores 100), with its 95% interval from the repetitions; only files of the same suite and model compare.</p>", plural(entries.len(), "bench file"), plural(machines.len(), "machine"));
     let mine = |e: &Entry| this_machine.is_some_and(|m| m == e.file.machine.fingerprint);
     if this_machine.is_some() && !entries.iter().any(mine) {
         o.push_str("<p class=\"warn\">No file here is from this machine: run <code>lx bench --quick</code> to put it among them.</p>");
@@ -162,7 +173,7 @@ pub fn html(entries: &[Entry], this_machine: Option<&str>) -> String {
                 .iter()
                 .filter_map(|e| {
                     let s = e.file.sustained.as_ref()?;
-                    Some(Series { label: format!("{} · {}", e.file.machine.label(), s.backend), points: s.trials.iter().map(|t| (t.end_s, t.decode_tps)).collect(), ceiling: vec![] })
+                    Some(Series { label: format!("{} · {}", e.label(), s.backend), points: s.trials.iter().map(|t| (t.end_s, t.decode_tps)).collect(), ceiling: vec![] })
                 })
                 .collect(),
             ceiling_note: String::new(),
@@ -171,7 +182,7 @@ pub fn html(entries: &[Entry], this_machine: Option<&str>) -> String {
         let _ = write!(o, "<figure>{}{}</figure><ul>", chart.svg(), chart.legend());
         for e in &sustained {
             let s = e.file.sustained.as_ref().expect("filtered");
-            let _ = write!(o, "<li>{} · {}: {}</li>", escape(&e.file.machine.label()), escape(&s.backend), escape(&s.verdict()));
+            let _ = write!(o, "<li>{} · {}: {}</li>", escape(&e.label()), escape(&s.backend), escape(&s.verdict()));
         }
         o.push_str("</ul>");
     }
@@ -179,7 +190,7 @@ pub fn html(entries: &[Entry], this_machine: Option<&str>) -> String {
     o.push_str("<h2>Machines</h2>");
     for e in entries {
         let m = &e.file.machine;
-        let _ = write!(o, "<h3 data-cpu=\"{}\" data-gpu=\"{}\">{}{}</h3><dl data-cpu=\"{}\" data-gpu=\"{}\">", escape(&m.cpu), escape(&gpu_kind(&e.file)), escape(&m.label()), if mine(e) { "<span class=\"tag\">this machine</span>" } else { "" }, escape(&m.cpu), escape(&gpu_kind(&e.file)));
+        let _ = write!(o, "<h3 data-cpu=\"{}\" data-gpu=\"{}\">{}{}</h3><dl data-cpu=\"{}\" data-gpu=\"{}\">", escape(&m.cpu), escape(&gpu_kind(&e.file)), escape(&e.label()), if mine(e) { "<span class=\"tag\">this machine</span>" } else { "" }, escape(&m.cpu), escape(&gpu_kind(&e.file)));
         row(&mut o, "file", &e.source);
         row(&mut o, "measured", &utc(e.file.started_unix_ms));
         row(&mut o, "CPU", &format!("{} ({} cores, {} threads; {})", m.cpu, m.physical_cores, m.logical_cores, m.cpu_features.join(" ")));
@@ -205,30 +216,33 @@ fn score_bars(group: &[&Entry], mine: &dyn Fn(&Entry) -> bool) -> String {
     let mut bars: Vec<(&Entry, &super::BackendBench)> = group.iter().flat_map(|e| e.file.backends.iter().map(move |b| (*e, b))).collect();
     bars.sort_by(|a, b| b.1.score.as_ref().map_or(-1.0, |s| s.value).total_cmp(&a.1.score.as_ref().map_or(-1.0, |s| s.value)));
     let top = crate::report::chart::nice_above(bars.iter().filter_map(|(_, b)| b.score.as_ref().map(|s| s.high.unwrap_or(s.value))).fold(100.0, f64::max));
-    let (left, width, row_h) = (330.0, 900.0, 26.0);
-    let plot = width - left - 60.0;
+    // Each bar under its own label, so a long machine name is never cut.
+    let (left, width, row_h) = (8.0, 900.0, 40.0);
+    let plot = width - left - 150.0;
     let x = |v: f64| left + v / top * plot;
     let height = 30.0 + row_h * bars.len() as f64;
     let mut o = format!(r#"<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {width} {height}" role="img" aria-label="Score by machine and backend" class="chart bars" data-testid="score-bars">"#);
     let _ = write!(o, r#"<line x1="{0:.1}" x2="{0:.1}" y1="4" y2="{1:.1}" class="grid" stroke-dasharray="4 3"/><text x="{0:.1}" y="{2:.1}" text-anchor="middle">100 (reference)</text>"#, x(100.0), height - 16.0, height - 4.0);
     for (i, (e, b)) in bars.iter().enumerate() {
-        let y = 8.0 + i as f64 * row_h;
-        let name = format!("{} · {}", e.file.machine.label(), b.name);
+        let y = 6.0 + i as f64 * row_h;
+        let bar_y = y + 18.0;
+        let name = format!("{} · {}", e.label(), b.name);
         let class = if mine(e) { " class=\"mine\"" } else { "" };
-        let _ = write!(o, r#"<g data-cpu="{}" data-gpu="{}"><text x="{:.1}" y="{:.1}" text-anchor="end"{class}>{}{}</text>"#, escape(&e.file.machine.cpu), escape(&gpu_kind(&e.file)), left - 8.0, y + 13.0, escape(&name), if mine(e) { " (this machine)" } else { "" });
+        let _ = write!(o, r#"<g data-cpu="{}" data-gpu="{}"><text x="{left}" y="{:.1}"{class}>{}{}</text>"#, escape(&e.file.machine.cpu), escape(&gpu_kind(&e.file)), y + 12.0, escape(&name), if mine(e) { " (this machine)" } else { "" });
         match &b.score {
             Some(s) => {
                 let colour = if mine(e) { "#d55e00" } else { "#0072b2" };
-                let _ = write!(o, r#"<rect x="{left}" y="{y:.1}" width="{:.1}" height="16" fill="{colour}"><title>{}: score {}</title></rect>"#, (x(s.value) - left).max(1.0), escape(&name), escape(&s.describe()));
+                let _ = write!(o, r#"<rect x="{left}" y="{bar_y:.1}" width="{:.1}" height="14" fill="{colour}"><title>{}: score {}</title></rect>"#, (x(s.value) - left).max(1.0), escape(&name), escape(&s.describe()));
                 if let (Some(l), Some(h)) = (s.low, s.high) {
-                    let mid = y + 8.0;
-                    let _ = write!(o, r#"<line class="whisker" x1="{:.1}" x2="{:.1}" y1="{mid:.1}" y2="{mid:.1}"/><line class="whisker" x1="{0:.1}" x2="{0:.1}" y1="{2:.1}" y2="{3:.1}"/><line class="whisker" x1="{1:.1}" x2="{1:.1}" y1="{2:.1}" y2="{3:.1}"/>"#, x(l.max(0.0)), x(h), y + 3.0, y + 13.0);
+                    let mid = bar_y + 7.0;
+                    let _ = write!(o, r#"<line class="whisker" x1="{:.1}" x2="{:.1}" y1="{mid:.1}" y2="{mid:.1}"/><line class="whisker" x1="{0:.1}" x2="{0:.1}" y1="{2:.1}" y2="{3:.1}"/><line class="whisker" x1="{1:.1}" x2="{1:.1}" y1="{2:.1}" y2="{3:.1}"/>"#, x(l.max(0.0)), x(h), bar_y + 2.0, bar_y + 12.0);
                 }
-                let _ = write!(o, r#"<text x="{:.1}" y="{:.1}">{}</text>"#, x(s.high.unwrap_or(s.value)) + 6.0, y + 13.0, escape(&s.describe()));
+                let _ = write!(o, r#"<text x="{:.1}" y="{:.1}">{}</text>"#, x(s.high.unwrap_or(s.value)) + 6.0, bar_y + 11.0, escape(&s.describe()));
             }
             None => {
-                let why = b.notes.iter().find(|n| n.starts_with("no score")).cloned().unwrap_or_else(|| "no score".into());
-                let _ = write!(o, r##"<text x="{left}" y="{:.1}" fill="#8a4b00">{}</text>"##, y + 13.0, escape(&why));
+                // Why: stopped at the bound says more than the score's own reason.
+                let why = b.notes.iter().find(|n| n.starts_with("stopped")).or_else(|| b.notes.iter().find(|n| n.starts_with("no score"))).cloned().unwrap_or_else(|| "no score".into());
+                let _ = write!(o, r##"<text x="{left}" y="{:.1}" fill="#8a4b00">no score: {}</text>"##, bar_y + 11.0, escape(why.trim_start_matches("no score: ")));
             }
         }
         o.push_str("</g>");
@@ -248,7 +262,7 @@ fn table(group: &[&Entry], mine: &dyn Fn(&Entry) -> bool) -> String {
     for e in group {
         for b in &e.file.backends {
             let _ = write!(o, "<tr data-cpu=\"{}\" data-gpu=\"{}\"{}>", escape(&e.file.machine.cpu), escape(&gpu_kind(&e.file)), if mine(e) { " class=\"mine\"" } else { "" });
-            let _ = write!(o, "<td>{}{}</td><td>{}</td><td>{}</td><td>{}</td>", escape(&e.file.machine.label()), if mine(e) { "<span class=\"tag\">this machine</span>" } else { "" }, escape(&b.name), escape(&b.device), if b.tuned { "yes" } else { "no" });
+            let _ = write!(o, "<td>{}{}</td><td>{}</td><td>{}</td><td>{}</td>", escape(&e.label()), if mine(e) { "<span class=\"tag\">this machine</span>" } else { "" }, escape(&b.name), escape(&b.device), if b.tuned { "yes" } else { "no" });
             let _ = write!(o, "<td class=\"n\">{}</td>", b.score.as_ref().map_or("—".into(), |s| escape(&s.describe())));
             for s in shapes {
                 let f = b.shapes.iter().find(|f| f.shape == s.name);
@@ -273,7 +287,7 @@ fn shape_charts(group: &[&Entry]) -> Vec<Chart> {
             .iter()
             .flat_map(|e| e.file.backends.iter().map(move |b| (e, b)))
             .map(|(e, b)| Series {
-                label: format!("{} · {}", e.file.machine.label(), b.name),
+                label: format!("{} · {}", e.label(), b.name),
                 points: shapes.iter().enumerate().filter_map(|(i, s)| Some((i as f64, super::mean(pick(b.shapes.iter().find(|f| f.shape == s.name)?).iter().flatten().copied())?))).collect(),
                 ceiling: vec![],
             })

@@ -40,10 +40,15 @@ impl Private {
     }
 }
 
-/// Whether `word` is an absolute path (`/home/x/m.gguf`, `C:\Users\x`).
+/// The system's own directories: a path there (`/proc/cpuinfo`, `/sys/class/powercap`) says
+/// what the machine exposes, nothing of its owner's.
+const SYSTEM_DIRS: [&str; 6] = ["/proc/", "/sys/", "/dev/", "/usr/", "/lib/", "/etc/"];
+
+/// Whether `word` is an absolute path (`/home/x/m.gguf`, `C:\Users\x`) outside the
+/// system's own directories.
 fn is_path(word: &str) -> bool {
     let w = word.trim_matches(|c: char| matches!(c, '\'' | '"' | '(' | ')' | ',' | ':' | ';' | '`'));
-    let unix = w.starts_with('/') && w[1..].contains('/');
+    let unix = w.starts_with('/') && w[1..].contains('/') && !SYSTEM_DIRS.iter().any(|d| w.starts_with(d));
     let windows = w.len() > 3 && w.as_bytes()[1] == b':' && (w.as_bytes()[2] == b'\\' || w.as_bytes()[2] == b'/') && w.as_bytes()[0].is_ascii_alphabetic();
     unix || windows
 }
@@ -147,7 +152,7 @@ mod tests {
     #[test]
     fn figures_and_rates_are_not_paths() {
         let p = someone();
-        for text in ["tok/s", "decode 72.1 tok/s at 1/4 of the ceiling", "CPU (AVX2, 2 threads): all 19 layers", "~/m.gguf"] {
+        for text in ["tok/s", "decode 72.1 tok/s at 1/4 of the ceiling", "CPU (AVX2, 2 threads): all 19 layers", "~/m.gguf", "CPU clock: /proc/cpuinfo (the kernel's figure)", "no powercap (/sys/class/powercap is absent)"] {
             assert_eq!(scrub(text, &p), text);
             assert!(leaks(&Value::String(text.into()), &p).is_empty(), "{text}");
         }

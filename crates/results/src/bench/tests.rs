@@ -216,3 +216,13 @@ fn every_bench_file_in_the_repository_is_shipped_and_reads() {
     assert_eq!(read.len(), entries.len(), "the references are not bench files and are passed over");
     assert_eq!(gallery::with_shipped(read).len(), entries.len(), "a shipped file named again is listed once");
 }
+
+/// The README quotes the reference machine's candle score: it is the shipped file's.
+#[test]
+fn the_readme_quotes_the_reference_files_own_score() {
+    let readme = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md")).unwrap();
+    let entry = gallery::shipped().into_iter().find(|e| e.source.starts_with("quick-amd-epyc-avx512-2c.json")).unwrap();
+    let candle = entry.file.backends.iter().find(|b| b.name == "candle").and_then(|b| b.score.clone()).unwrap();
+    let said = format!("candle scores\n{}", candle.describe());
+    assert!(readme.replace("\n", " ").contains(&said.replace("\n", " ")), "the README should say \"{said}\"");
+}
