@@ -193,7 +193,7 @@ describe("Latency Explorer app", { timeout: 45 * 60_000 }, () => {
       60_000,
     );
     const hasPower = sensors.sources.some((s) => /^(CPU package energy|NVIDIA)/.test(s));
-    assert.equal(sensors.sources.length + sensors.missing.length, 3, JSON.stringify(sensors));
+    assert.equal(sensors.sources.length + sensors.missing.length, 4, JSON.stringify(sensors));
     assert.match(sensors.caption, /clock [\d,]+ MHz/);
     assert.equal(sensors.caption.includes("power: not available here"), !hasPower, sensors.caption);
     assert.equal(sensors.labels.includes("power"), hasPower, JSON.stringify(sensors.labels));

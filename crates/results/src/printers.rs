@@ -614,7 +614,7 @@ mod tests {
     fn sensor_figures_fill_their_columns_and_say_what_they_count() {
         let empty = tempfile::tempdir().unwrap();
         let readings = (0..=8)
-            .map(|i| lx_machine::sensors::Reading { t_ms: i as f64 * 250.0, cpu_mhz: Some(3000.0 - 100.0 * i as f64), cpu_energy_j: Some(0.045 * i as f64 * 250.0), gpus: vec![] })
+            .map(|i| lx_machine::sensors::Reading { t_ms: i as f64 * 250.0, cpu_mhz: Some(3000.0 - 100.0 * i as f64), cpu_energy_j: Some(0.045 * i as f64 * 250.0), cpu_temp_c: None, gpus: vec![] })
             .collect();
         let trace = lx_machine::sensors::Trace {
             readings,

@@ -132,3 +132,55 @@ impl Powercap {
         Some(total as f64 / 1e6)
     }
 }
+
+/// The CPU's temperature: the hottest of its package sensors (hwmon's `k10temp`, `coretemp`,
+/// `zenpower` or `cpu_thermal`, else a thermal zone of the CPU's type), °C. A laptop's
+/// sustained speed follows it.
+pub struct CpuTemp {
+    /// Each sensor's input (millidegrees Celsius) and what it is.
+    inputs: Vec<(PathBuf, String)>,
+}
+
+/// hwmon drivers that measure the CPU package (AMD, Intel, AMD's alternative, Arm SoCs).
+const HWMON_CPU: [&str; 4] = ["k10temp", "coretemp", "zenpower", "cpu_thermal"];
+/// Thermal zone types that are the CPU's.
+const ZONE_CPU: [&str; 3] = ["x86_pkg_temp", "cpu-thermal", "cpu_thermal"];
+
+impl CpuTemp {
+    pub fn open(sys: &Path) -> Result<Self, String> {
+        let entries = |dir: PathBuf| -> Vec<PathBuf> {
+            let mut v: Vec<PathBuf> = std::fs::read_dir(dir).map(|d| d.filter_map(|e| e.ok()).map(|e| e.path()).collect()).unwrap_or_default();
+            v.sort();
+            v
+        };
+        let text = |p: PathBuf| std::fs::read_to_string(p).ok().map(|s| s.trim().to_string());
+        let mut inputs = Vec::new();
+        for dir in entries(sys.join("class/hwmon")) {
+            let Some(name) = text(dir.join("name")).filter(|n| HWMON_CPU.contains(&n.as_str())) else { continue };
+            // temp1 is the package (k10temp's Tctl, coretemp's "Package id 0").
+            inputs.push((dir.join("temp1_input"), format!("hwmon {name}")));
+        }
+        if inputs.is_empty() {
+            for dir in entries(sys.join("class/thermal")) {
+                let Some(kind) = text(dir.join("type")).filter(|t| ZONE_CPU.contains(&t.as_str())) else { continue };
+                inputs.push((dir.join("temp"), format!("thermal zone {kind}")));
+            }
+        }
+        let mut temp = Self { inputs };
+        match temp.read() {
+            Some(_) => Ok(temp),
+            None if cfg!(target_os = "macos") => Err("macOS gives CPU temperature to root (powermetrics) or through a private interface: not read".into()),
+            None => Err(format!("no CPU temperature sensor here (no {} in {}, no CPU thermal zone: a virtual machine, or the driver is not loaded)", HWMON_CPU.join("/"), sys.join("class/hwmon").display())),
+        }
+    }
+
+    pub fn describe(&self) -> String {
+        let names: Vec<&str> = self.inputs.iter().map(|(_, n)| n.as_str()).collect();
+        names.join(", ")
+    }
+
+    /// The hottest sensor, °C; `None` when none can be read.
+    pub fn read(&mut self) -> Option<f64> {
+        self.inputs.iter().filter_map(|(p, _)| std::fs::read_to_string(p).ok()?.trim().parse::<f64>().ok()).map(|milli| milli / 1e3).reduce(f64::max)
+    }
+}

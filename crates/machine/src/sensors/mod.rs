@@ -20,7 +20,7 @@ mod summary;
 #[cfg(test)]
 mod tests;
 
-pub use cpu::{CpuClock, Powercap};
+pub use cpu::{CpuClock, CpuTemp, Powercap};
 pub use nvml::{GpuRaw, GpuSource, Nvml, Replay};
 pub use sampler::{Sampler, Trace, SAMPLE_EVERY};
 pub use summary::{clock_fell, GpuSummary, SensorSummary, Span, CLOCK_FALL};
@@ -35,6 +35,9 @@ pub struct Reading {
     /// Energy of every CPU package since the sensors were opened, J (counter wraps undone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_energy_j: Option<f64>,
+    /// The CPU's hottest package sensor, °C.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_temp_c: Option<f64>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<GpuReading>,
 }
@@ -68,6 +71,7 @@ pub struct Sensors {
     origin: Instant,
     clock: Option<CpuClock>,
     powercap: Option<Powercap>,
+    temp: Option<CpuTemp>,
     gpus: Option<Box<dyn GpuSource>>,
     /// GPU energy counters when opened, mJ, so readings count from zero.
     gpu_energy_base: Vec<Option<u64>>,
@@ -112,6 +116,16 @@ impl Sensors {
                 None
             }
         };
+        let temp = match CpuTemp::open(sys) {
+            Ok(t) => {
+                sources.push(format!("CPU temperature: {}", t.describe()));
+                Some(t)
+            }
+            Err(why) => {
+                missing.push(format!("CPU temperature: {why}"));
+                None
+            }
+        };
         let gpus = match gpus {
             Ok(g) => {
                 sources.push(g.describe());
@@ -122,7 +136,7 @@ impl Sensors {
                 None
             }
         };
-        let mut sensors = Self { origin: Instant::now(), clock, powercap, gpus, gpu_energy_base: Vec::new(), gpu_raw: Vec::new(), sources, missing };
+        let mut sensors = Self { origin: Instant::now(), clock, powercap, temp, gpus, gpu_energy_base: Vec::new(), gpu_raw: Vec::new(), sources, missing };
         if let Some(g) = sensors.gpus.as_mut() {
             sensors.gpu_energy_base = g.read().iter().map(|r| r.energy_mj).collect();
         }
@@ -154,10 +168,11 @@ impl Sensors {
         let t_ms = self.ms(Instant::now());
         let cpu_mhz = self.clock.as_mut().and_then(|c| c.read());
         let cpu_energy_j = self.powercap.as_mut().and_then(|p| p.read_j());
+        let cpu_temp_c = self.temp.as_mut().and_then(|t| t.read());
         self.gpu_raw = self.gpus.as_mut().map(|g| g.read()).unwrap_or_default();
         let base = &self.gpu_energy_base;
         let gpus = self.gpu_raw.iter().enumerate().map(|(i, raw)| raw.reading(base.get(i).copied().flatten())).collect();
-        Reading { t_ms, cpu_mhz, cpu_energy_j, gpus }
+        Reading { t_ms, cpu_mhz, cpu_energy_j, cpu_temp_c, gpus }
     }
 
     /// The GPUs' last reading in NVML's own units.

@@ -55,6 +55,9 @@ pub struct SensorSummary {
     pub cpu_mhz: Option<Span>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_package_w: Option<f64>,
+    /// The CPU's temperature over the window, °C.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_temp_c: Option<Span>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gpus: Vec<GpuSummary>,
     /// Mean power of everything in `power_of`, W.
@@ -190,6 +193,7 @@ impl SensorSummary {
             sampler_cpu_share: trace.cost_share(),
             cpu_mhz: Span::of(over.iter().filter_map(|r| r.cpu_mhz)),
             cpu_package_w: cpu_energy.filter(|_| seconds > 0.0).map(|e| e / seconds),
+            cpu_temp_c: Span::of(over.iter().filter_map(|r| r.cpu_temp_c)),
             gpus,
             power_w,
             power_of,

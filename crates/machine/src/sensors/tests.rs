@@ -91,7 +91,7 @@ fn nvml_values_become_watts_joules_since_opened_and_named_reasons() {
     assert_eq!(sensors.sources(), ["NVIDIA (replayed: the test's values)"]);
     // Nothing else exists in the empty tree, and each says why.
     let missing = sensors.not_available();
-    assert!(missing.len() == 2 && missing[0].starts_with("CPU clock: ") && missing[1].starts_with("CPU package power: "), "{missing:?}");
+    assert!(missing.len() == 3 && missing[0].starts_with("CPU clock: ") && missing[1].starts_with("CPU package power: ") && missing[2].starts_with("CPU temperature: "), "{missing:?}");
     // 175 J over 1 s between the two readings, whatever the wall clock between them was.
     let (a, b) = (Reading { t_ms: 0.0, ..loaded }, Reading { t_ms: 1000.0, ..capped });
     assert_eq!(power_between(&a, &b), Some((175.0, vec!["GPU 0".to_string()])));
@@ -99,7 +99,7 @@ fn nvml_values_become_watts_joules_since_opened_and_named_reasons() {
 
 fn reading(t_ms: f64, cpu_mhz: f64, cpu_j: f64, gpu_j: f64, gpu_mhz: f64, capped: bool) -> Reading {
     let gpu = GpuReading { index: 0, energy_j: Some(gpu_j), clock_mhz: Some(gpu_mhz), held_back_by: if capped { vec!["power cap".into()] } else { vec![] }, ..Default::default() };
-    Reading { t_ms, cpu_mhz: Some(cpu_mhz), cpu_energy_j: Some(cpu_j), gpus: vec![gpu] }
+    Reading { t_ms, cpu_mhz: Some(cpu_mhz), cpu_energy_j: Some(cpu_j), cpu_temp_c: None, gpus: vec![gpu] }
 }
 
 fn trace(readings: Vec<Reading>) -> Trace {
@@ -153,7 +153,7 @@ fn where_nothing_gives_power_there_is_no_figure_and_no_zero() {
     assert_eq!((s.power_w, s.energy_j, s.joules_per_token, s.tokens_per_s_per_w), (None, None, None, None));
     assert!(s.power_of.is_empty());
     assert_eq!(s.clock_mhz(), Some(2596.0));
-    assert_eq!(s.not_available.len(), 3, "{:?}", s.not_available);
+    assert_eq!(s.not_available.len(), 4, "{:?}", s.not_available);
 }
 
 #[test]
@@ -171,7 +171,7 @@ fn a_clock_falls_only_when_it_falls_far_enough_for_long_enough() {
 fn the_sampler_reads_this_machine_at_its_rate_and_costs_little() {
     let sensors = Sensors::open();
     // Every source is either read or said to be unavailable.
-    assert_eq!(sensors.sources().len() + sensors.not_available().len(), 3, "{:?} {:?}", sensors.sources(), sensors.not_available());
+    assert_eq!(sensors.sources().len() + sensors.not_available().len(), 4, "{:?} {:?}", sensors.sources(), sensors.not_available());
     let sampler = Sampler::start(sensors, Duration::from_millis(50));
     std::thread::sleep(Duration::from_millis(520));
     let early = sampler.take();
@@ -186,4 +186,32 @@ fn the_sampler_reads_this_machine_at_its_rate_and_costs_little() {
     if cfg!(all(target_os = "linux", target_arch = "x86_64")) {
         assert!(early.iter().all(|r| r.cpu_mhz.is_some_and(|m| m > 0.0)), "x86 Linux always has cpuinfo's clock");
     }
+}
+
+#[test]
+fn the_cpu_temperature_is_the_hottest_package_sensor_else_a_cpu_thermal_zone() {
+    let root = tempfile::tempdir().unwrap();
+    let sys = root.path();
+    // A thermal zone of the CPU's type, and one that is not (the ACPI's).
+    write(sys, "class/thermal/thermal_zone0/type", "acpitz\n");
+    write(sys, "class/thermal/thermal_zone0/temp", "27800\n");
+    write(sys, "class/thermal/thermal_zone1/type", "x86_pkg_temp\n");
+    write(sys, "class/thermal/thermal_zone1/temp", "61000\n");
+    let mut t = CpuTemp::open(sys).unwrap();
+    assert_eq!((t.read(), t.describe().as_str()), (Some(61.0), "thermal zone x86_pkg_temp"));
+    // hwmon's package sensors win where there are some; a GPU's or a disk's are not the CPU.
+    write(sys, "class/hwmon/hwmon0/name", "nvme\n");
+    write(sys, "class/hwmon/hwmon0/temp1_input", "90000\n");
+    write(sys, "class/hwmon/hwmon1/name", "k10temp\n");
+    write(sys, "class/hwmon/hwmon1/temp1_input", "71250\n");
+    let mut t = CpuTemp::open(sys).unwrap();
+    assert_eq!((t.read(), t.describe().as_str()), (Some(71.25), "hwmon k10temp"));
+    let empty = tempfile::tempdir().unwrap();
+    let why = CpuTemp::open(empty.path()).err().unwrap();
+    assert!(why.starts_with("no CPU temperature sensor here"), "{why}");
+    // The sensors name it among what they read or cannot.
+    let s = Sensors::open_at(sys, sys, no_gpu());
+    assert!(s.sources().iter().any(|x| x == "CPU temperature: hwmon k10temp"), "{:?}", s.sources());
+    let none = Sensors::open_at(empty.path(), empty.path(), no_gpu());
+    assert!(none.not_available().iter().any(|x| x.starts_with("CPU temperature: no CPU temperature sensor")), "{:?}", none.not_available());
 }

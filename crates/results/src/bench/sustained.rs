@@ -28,7 +28,7 @@ pub struct Trial {
     /// Mean power of what the sensors count (see `Sustained::sensors`), W.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub power_w: Option<f64>,
-    /// Hottest GPU's mean temperature, °C.
+    /// The hottest mean temperature of the CPU and the GPUs that can be read, °C.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub temp_c: Option<f64>,
     /// Throttling the sensors saw in the window, one sentence each.
@@ -47,7 +47,7 @@ impl Trial {
             throughput_tps: p.throughput_tps,
             cpu_mhz: s.and_then(|s| s.cpu_mhz.map(|c| c.mean)),
             power_w: s.and_then(|s| s.power_w),
-            temp_c: s.and_then(|s| s.gpus.iter().filter_map(|g| g.temp_c.map(|t| t.mean)).reduce(f64::max)),
+            temp_c: s.and_then(|s| s.cpu_temp_c.iter().chain(s.gpus.iter().filter_map(|g| g.temp_c.as_ref())).map(|t| t.mean).reduce(f64::max)),
             throttling: s.map(|s| s.throttling.clone()).unwrap_or_default(),
         }
     }

@@ -263,7 +263,7 @@ pub enum LiveEvent {
         cpu_mhz: Option<f64>,
         /// The first GPU's SM clock, MHz.
         gpu_mhz: Option<f64>,
-        /// The first GPU's temperature, °C.
+        /// The first GPU's temperature, else the CPU's, °C.
         temp_c: Option<f64>,
         /// Power since the previous reading (CPU packages and GPUs that can be read), W.
         power_w: Option<f64>,

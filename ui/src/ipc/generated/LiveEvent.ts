@@ -302,7 +302,7 @@ cpu_mhz: number | null,
  */
 gpu_mhz: number | null, 
 /**
- * The first GPU's temperature, °C.
+ * The first GPU's temperature, else the CPU's, °C.
  */
 temp_c: number | null, 
 /**

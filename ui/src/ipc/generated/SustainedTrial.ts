@@ -25,7 +25,7 @@ cpu_mhz?: number | null,
  */
 power_w?: number | null, 
 /**
- * Hottest GPU's mean temperature, °C.
+ * The hottest mean temperature of the CPU and the GPUs that can be read, °C.
  */
 temp_c?: number | null, 
 /**

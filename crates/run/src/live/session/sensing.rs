@@ -68,7 +68,7 @@ impl Session {
             at_ms,
             cpu_mhz: newest.cpu_mhz,
             gpu_mhz: newest.gpus.first().and_then(|g| g.clock_mhz),
-            temp_c: newest.gpus.first().and_then(|g| g.temp_c),
+            temp_c: newest.gpus.first().and_then(|g| g.temp_c).or(newest.cpu_temp_c),
             power_w,
             throttling,
         };

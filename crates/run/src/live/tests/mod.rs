@@ -249,7 +249,7 @@ fn the_machine_s_sensors_are_read_through_the_session_and_said_once() {
     let opened: Vec<&LiveEvent> = events.iter().filter(|e| matches!(e, LiveEvent::SensorsOpened { .. })).collect();
     match opened.as_slice() {
         [LiveEvent::SensorsOpened { sources, not_available, every_ms }] => {
-            assert_eq!(sources.len() + not_available.len(), 3, "{sources:?} {not_available:?}");
+            assert_eq!(sources.len() + not_available.len(), 4, "{sources:?} {not_available:?}");
             assert_eq!(*every_ms, lx_machine::sensors::SAMPLE_EVERY.as_secs_f64() * 1e3);
         }
         other => panic!("one SensorsOpened expected: {other:?}"),
