@@ -156,7 +156,7 @@ fn sensed(run: &Value, table: &str) {
     let sensors = lx_machine::sensors::Sensors::open();
     for p in run["points"].as_array().unwrap() {
         let s = &p["sensors"];
-        assert_eq!(s["sources"].as_array().map_or(0, |a| a.len()) + s["not_available"].as_array().map_or(0, |a| a.len()), 3, "{s}");
+        assert_eq!(s["sources"].as_array().map_or(0, |a| a.len()) + s["not_available"].as_array().map_or(0, |a| a.len()), 4, "{s}");
         assert!(s["sampler_cpu_share"].as_f64().unwrap() < 0.01, "{s}");
         // The window is bounded by readings just outside it.
         let trace = s["trace"].as_array().unwrap();
@@ -261,7 +261,7 @@ fn hw_sensors_reads_what_this_machine_exposes_and_says_what_it_does_not() {
     let r = lx(&["hw", "--sensors", "--seconds", "0.6", "--json"]).ok();
     let v: Value = serde_json::from_str(&r.stdout()).unwrap();
     let (sources, missing) = (v["sources"].as_array().unwrap(), v["not_available"].as_array().unwrap());
-    assert_eq!(sources.len() + missing.len(), 3, "{v}");
+    assert_eq!(sources.len() + missing.len(), 4, "{v}");
     let readings = v["readings"].as_array().unwrap();
     // One at once, one every 250 ms, one at the end.
     assert!((3..=5).contains(&readings.len()), "{v}");

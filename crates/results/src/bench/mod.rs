@@ -118,7 +118,9 @@ pub struct BenchModel {
     pub synthetic: Option<String>,
 }
 
-/// One backend's figures on every shape, and its score.
+/// One backend's figures on every shape, and its score. Its first fields are those of
+/// [`lx_engine::backend::BackendInfo`] that a comparison needs, kept by themselves: a bench
+/// file is made to be shared and kept, so its schema does not move with the engine's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BackendBench {
     pub name: String,
