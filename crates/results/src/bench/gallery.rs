@@ -134,9 +134,10 @@ pub fn html(entries: &[Entry], this_machine: Option<&str>) -> String {
     let gpus = entries.iter().map(|e| gpu_kind(&e.file)).collect();
     let _ = write!(o, "<div class=\"filters\">{}{}</div>", select("cpu", "CPU", cpus), select("gpu", "GPU", gpus));
 
-    // One section per suite and model: only those compare.
+    // One section per suite and model: only those compare. A sustained run alone measured no
+    // suite: it is only in the sustained section.
     let mut groups: Vec<((SuiteName, String), Vec<&Entry>)> = Vec::new();
-    for e in entries {
+    for e in entries.iter().filter(|e| !e.file.backends.is_empty()) {
         let key = (e.file.suite.name, e.file.model.sha256.clone().unwrap_or_else(|| e.file.model.name.clone()));
         match groups.iter_mut().find(|(k, _)| *k == key) {
             Some((_, g)) => g.push(e),

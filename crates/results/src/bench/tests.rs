@@ -193,7 +193,18 @@ fn the_gallery_sets_machines_side_by_side_marks_this_one_and_fetches_nothing() {
     assert!(page.contains("<option>Fast &lt;CPU&gt;</option>") && page.contains("<option>no GPU</option>"));
     assert!(!page.contains("src=") && !page.contains("href=\"http"), "nothing is fetched");
     assert!(page.contains("no score: no reference machine has been measured for the full suite"), "a file of another suite says why it has no score");
-    let unknown = gallery::html(&entries, Some("000000000000"));
+    // A sustained run alone is drawn over time and adds no section of its own.
+    let mut sustained = file("Laptop CPU", &[1.0], SHA);
+    sustained.backends.clear();
+    let trials = (0..6).map(|i| sustained::Trial { start_s: i as f64 * 20.0, end_s: (i + 1) as f64 * 20.0, decode_tps: 20.0 - i as f64, throughput_tps: 20.0, cpu_mhz: None, power_w: None, temp_c: None, throttling: vec![] }).collect();
+    let shape = sustained.suite.shapes[0].clone();
+    sustained.sustained = Some(sustained::Sustained::of("llama", shape, 120.0, 20.0, 0.0, trials, vec![], vec!["CPU temperature: none here".into()]));
+    let mut with_sustained = entries;
+    with_sustained.push(gallery::Entry { file: sustained, source: "s.json".into() });
+    let page = gallery::html(&with_sustained, None);
+    assert_eq!(page.matches("data-testid=\"gallery-group\"").count(), 2);
+    assert!(page.contains("Decode rate over a sustained load") && page.contains("Laptop CPU, 2 cores · llama: 6 trials over 120 s"), "the sustained run's chart and verdict");
+    let unknown = gallery::html(&with_sustained, Some("000000000000"));
     assert!(unknown.contains("No file here is from this machine"));
 }
 

@@ -24,10 +24,10 @@ pub(super) const DEF: Def = Def {
 };
 
 /// How much faster prompt lookup must decode the copy here to count as faster. Not the
-/// speculative demo's 1.8×: this run's copy point, after the fidelity scoring and beside a
-/// q4_0 cache's load, measured 1.52×, 1.60×, 1.72×, 1.73× and 1.79× in five runs on the 2-core
-/// AMD EPYC, where the speculative demo measures 1.98× to 2.00×; the question here is whether
-/// the faster setting computes the same model, and 1.4× is faster beyond any run's noise.
+/// speculative demo's 1.8×: on the 2-core AMD EPYC this copy point gave 2.13× in the run kept
+/// in docs/results/demo-fidelity.json, but 1.52×, 1.60×, 1.72×, 1.73× and 1.79× in five cold CI
+/// runs (builds and other tests around it); the question here is whether the faster setting
+/// computes the same model, and 1.4× is faster beyond any of those runs' noise.
 const FASTER: f64 = 1.4;
 
 /// The most a drafting point's mean KL divergence from decoding without drafts may be,
