@@ -96,46 +96,23 @@ impl Sensors {
     pub fn open_at(sys: &Path, proc: &Path, gpus: Result<Box<dyn GpuSource>, String>) -> Self {
         let mut sources = Vec::new();
         let mut missing = Vec::new();
-        let clock = match CpuClock::open(sys, proc) {
-            Ok(c) => {
-                sources.push(format!("CPU clock: {}", c.describe()));
-                Some(c)
+        // Each source is read, or said not to be, and why.
+        fn opened<T>(what: &str, source: Result<T, String>, describe: impl Fn(&T) -> String, sources: &mut Vec<String>, missing: &mut Vec<String>) -> Option<T> {
+            match source {
+                Ok(s) => {
+                    sources.push(describe(&s));
+                    Some(s)
+                }
+                Err(why) => {
+                    missing.push(format!("{what}: {why}"));
+                    None
+                }
             }
-            Err(why) => {
-                missing.push(format!("CPU clock: {why}"));
-                None
-            }
-        };
-        let powercap = match Powercap::open(sys) {
-            Ok(p) => {
-                sources.push(format!("CPU package energy: {}", p.describe()));
-                Some(p)
-            }
-            Err(why) => {
-                missing.push(format!("CPU package power: {why}"));
-                None
-            }
-        };
-        let temp = match CpuTemp::open(sys) {
-            Ok(t) => {
-                sources.push(format!("CPU temperature: {}", t.describe()));
-                Some(t)
-            }
-            Err(why) => {
-                missing.push(format!("CPU temperature: {why}"));
-                None
-            }
-        };
-        let gpus = match gpus {
-            Ok(g) => {
-                sources.push(g.describe());
-                Some(g)
-            }
-            Err(why) => {
-                missing.push(format!("GPU power and clocks: {why}"));
-                None
-            }
-        };
+        }
+        let clock = opened("CPU clock", CpuClock::open(sys, proc), |c| format!("CPU clock: {}", c.describe()), &mut sources, &mut missing);
+        let powercap = opened("CPU package power", Powercap::open(sys), |p| format!("CPU package energy: {}", p.describe()), &mut sources, &mut missing);
+        let temp = opened("CPU temperature", CpuTemp::open(sys), |t| format!("CPU temperature: {}", t.describe()), &mut sources, &mut missing);
+        let gpus = opened("GPU power and clocks", gpus, |g| g.describe(), &mut sources, &mut missing);
         let mut sensors = Self { origin: Instant::now(), clock, powercap, temp, gpus, gpu_energy_base: Vec::new(), gpu_raw: Vec::new(), sources, missing };
         if let Some(g) = sensors.gpus.as_mut() {
             sensors.gpu_energy_base = g.read().iter().map(|r| r.energy_mj).collect();
