@@ -15,7 +15,9 @@
 //! together (see [`crate::plan`]); RoPE, the KV-cache write and attention run per chunk. The
 //! next tokens and every KV-cache array the step wrote are evaluated together, once, and only
 //! the argmax ids (plus full logits when top log-probabilities are asked for) come back to the
-//! host.
+//! host. While MLX evaluates a step whose every chunk ends in a next token, the graph of the
+//! step that would follow it is built on the lazy argmax ([`Ahead`]), and used if the engine
+//! asks for exactly that step.
 //!
 //! Run and checked against llama.cpp on Linux x86_64, on MLX's CPU backend (the mlx-cpu
 //! 0.32.2 wheel; tests/parity_llamacpp.rs). On a Mac the same graph runs on Metal, which only
@@ -149,6 +151,7 @@ struct Layer {
 /// Per slot, per layer: K (1, kv heads, ctx, key length) and V (1, kv heads, ctx, value
 /// length), allocated once. Each write replaces the handle with the updated array, so the
 /// old buffer has no other owner and MLX can update it in place.
+#[derive(Clone)]
 struct SlotCache {
     k: Vec<Array>,
     v: Vec<Array>,
@@ -301,14 +304,14 @@ impl Model {
         })
     }
 
-    /// Builds the step's graph; writes K/V into `caches` and returns the logits of the rows
+    /// Builds the step's graph over the tokens `ids` (the host's, or a step's argmax not yet
+    /// evaluated) laid out as `p`; writes K/V into `caches` and returns the logits of the rows
     /// in `p.out_rows` (None when no chunk asks for outputs). Nothing is evaluated here.
-    fn forward(&self, caches: &mut [SlotCache], p: &StepPlan) -> MxResult<Option<Array>> {
+    fn forward(&self, caches: &mut [SlotCache], p: &StepPlan, ids: &Array) -> MxResult<Option<Array>> {
         let c = &self.cfg;
         let (nh, nkv, dk, dv) = (c.head_count as i32, c.head_count_kv as i32, c.key_length as i32, c.value_length as i32);
         let eps = c.rms_eps as f32;
-        let ids = Array::from_slice(&p.tokens, &[p.tokens.len() as i32]);
-        let mut x = self.embed.rows(&ids)?;
+        let mut x = self.embed.rows(ids)?;
         if c.embed_scale != 1.0 {
             x = ops::multiply(&x, Array::from_f32(c.embed_scale as f32))?;
         }
@@ -404,6 +407,65 @@ pub struct MlxBackend {
     info: BackendInfo,
     /// How long the last step's graph took to build and evaluate.
     compute: Option<Duration>,
+    /// Whether each step builds the next one's graph while it evaluates ([`Ahead`]).
+    overlap: bool,
+    ahead: Option<Ahead>,
+    /// Steps that ran a graph built ahead.
+    built_ahead: u64,
+}
+
+/// The next decode step's graph, built on this step's argmax while MLX evaluates this step, as
+/// mlx-lm's `generate_step` does with `mx.async_eval`: building a graph is host work (a few
+/// hundred calls into MLX a step) that otherwise leaves the device idle between steps.
+///
+/// It is built only when every chunk of the step ends in one next token, and stays lazy: the
+/// engine may change the batch between steps (a sequence ends, another joins, a client cancels),
+/// so it is evaluated only when the next batch is exactly the one it assumed (the same slots in
+/// the same order, each fed the token this step returned at the next position, no
+/// log-probabilities) and dropped otherwise, which costs no computation. Its cache writes land
+/// past each slot's cached length until it is used, where nothing reads them.
+struct Ahead {
+    /// The step it computes; its tokens are filled in once this step's are read back.
+    plan: StepPlan,
+    caches: Vec<SlotCache>,
+    logits: Array,
+    best: Array,
+}
+
+impl Ahead {
+    /// The plan of the step after `p` when every chunk of `p` asks for its last token's output
+    /// and every slot has room for one more position; `None` otherwise.
+    fn plan_after(p: &StepPlan, batch: &Batch, ctx_per_slot: usize) -> Option<StepPlan> {
+        let mut slots: Vec<usize> = p.chunks.iter().map(|c| c.slot).collect();
+        slots.sort_unstable();
+        slots.dedup();
+        let decodable = !batch.wants_logprobs()
+            && slots.len() == p.chunks.len()
+            && p.chunks.iter().all(|c| c.outputs == Outputs::Last && p.lens_after[c.slot] < ctx_per_slot);
+        if !decodable {
+            return None;
+        }
+        let mut lens_after = p.lens_after.clone();
+        let chunks = p
+            .chunks
+            .iter()
+            .enumerate()
+            .map(|(row, c)| {
+                lens_after[c.slot] += 1;
+                plan::ChunkPlan { slot: c.slot, pos: p.lens_after[c.slot], len: 1, row, outputs: Outputs::Last }
+            })
+            .collect::<Vec<_>>();
+        Some(StepPlan { tokens: Vec::new(), out_rows: (0..chunks.len() as u32).collect(), chunks, lens_after })
+    }
+
+    /// Whether `batch` is the step this graph computes.
+    fn computes(&self, batch: &Batch) -> bool {
+        !batch.wants_logprobs()
+            && batch.chunks.len() == self.plan.chunks.len()
+            && batch.chunks.iter().zip(&self.plan.chunks).zip(&self.plan.tokens).all(|((c, a), &t)| {
+                c.slot as usize == a.slot && c.pos as usize == a.pos && c.tokens == [t] && c.outputs == Outputs::Last
+            })
+    }
 }
 
 impl MlxBackend {
@@ -421,6 +483,11 @@ impl std::fmt::Debug for MlxBackend {
 }
 
 impl MlxBackend {
+    /// How many steps so far ran a graph built while the step before them evaluated.
+    pub fn steps_built_ahead(&self) -> u64 {
+        self.built_ahead
+    }
+
     /// Loads with [`Options::from_spec`].
     pub fn load(spec: &LoadSpec) -> Result<Self, BackendError> {
         Self::load_with(spec, &Options::from_spec(spec).map_err(BackendError::Load)?)
@@ -493,13 +560,13 @@ impl MlxBackend {
                 ctx_per_slot: spec.ctx_per_slot,
                 prefix_copy: true,
             },
-            settings: [("weights".to_string(), opts.weights.name().to_string())].into(),
+            settings: [("weights".to_string(), opts.weights.name().to_string()), ("overlap".to_string(), if opts.overlap { "on" } else { "off" }.to_string())].into(),
             settings_from: None,
             draft: None,
             kv_cache_bytes: Some(caches.iter().flat_map(|c| c.k.iter().chain(c.v.iter())).map(|a| a.nbytes() as u64).sum()),
             weights_bytes: Some(model.weight_bytes()),
         };
-        Ok(Self { model, caches, lens: vec![0; spec.slots], info, compute: None })
+        Ok(Self { model, caches, lens: vec![0; spec.slots], info, compute: None, overlap: opts.overlap, ahead: None, built_ahead: 0 })
     }
 }
 
@@ -511,12 +578,25 @@ impl Backend for MlxBackend {
     fn step(&mut self, batch: &Batch) -> Result<Vec<ChunkOutput>, BackendError> {
         let vocab = self.model.cfg.vocab_size;
         let p = plan::plan(batch, &self.lens, &self.info.capabilities, vocab)?;
-        let top = batch.top_logprobs;
+        let ahead = self.ahead.take().filter(|a| a.computes(batch));
+        let next_plan = if self.overlap { Ahead::plan_after(&p, batch, self.info.capabilities.ctx_per_slot) } else { None };
         self.compute = None;
         let started = Instant::now();
-        let result = (|| -> MxResult<(Option<Array>, Option<Array>)> {
-            let logits = self.model.forward(&mut self.caches, &p)?;
-            let best = logits.as_ref().map(|l| ops::indexing::argmax_axis(l, -1, false)).transpose()?;
+        let result = (|| -> MxResult<(Option<Array>, Option<Array>, Option<Ahead>)> {
+            let (logits, best) = match ahead {
+                Some(a) => {
+                    // The graph built during the last step: its cache writes become the caches.
+                    self.caches = a.caches;
+                    self.built_ahead += 1;
+                    (Some(a.logits), Some(a.best))
+                }
+                None => {
+                    let ids = Array::from_slice(&p.tokens, &[p.tokens.len() as i32]);
+                    let logits = self.model.forward(&mut self.caches, &p, &ids)?;
+                    let best = logits.as_ref().map(|l| ops::indexing::argmax_axis(l, -1, false)).transpose()?;
+                    (logits, best)
+                }
+            };
             // The one evaluation of the step: next tokens, logits when asked for, and every
             // cache array written (so the next step's graph starts from materialised caches).
             let mut targets: Vec<&Array> = best.iter().collect();
@@ -529,10 +609,23 @@ impl Backend for MlxBackend {
             for &s in &touched {
                 targets.extend(self.caches[s].k.iter().chain(self.caches[s].v.iter()));
             }
+            let next = match (&next_plan, &best) {
+                (Some(np), Some(best)) => {
+                    transforms::async_eval(targets.iter().copied())?;
+                    // Host work while MLX computes; a graph that cannot be built is only a
+                    // step not overlapped.
+                    let mut caches = self.caches.clone();
+                    self.model.forward(&mut caches, np, best).ok().flatten().and_then(|logits| {
+                        let best = ops::indexing::argmax_axis(&logits, -1, false).ok()?;
+                        Some(Ahead { plan: np.clone(), caches, logits, best })
+                    })
+                }
+                _ => None,
+            };
             transforms::eval(targets)?;
-            Ok((logits, best))
+            Ok((logits, best, next))
         })();
-        let (logits, best) = match result {
+        let (logits, best, next) = match result {
             Ok(r) => r,
             Err(e) => {
                 // What this step wrote is unusable: keep only positions before each chunk.
@@ -546,10 +639,14 @@ impl Backend for MlxBackend {
         self.lens = p.lens_after.clone();
         let (Some(logits), Some(best)) = (logits, best) else { return Ok(Vec::new()) };
         let ids = best.try_as_slice::<u32>().map_err(step_err)?;
+        self.ahead = next.map(|mut a| {
+            a.plan.tokens = ids.to_vec();
+            a
+        });
         let rows = if batch.wants_logprobs() { Some(logits.try_as_slice::<f32>().map_err(step_err)?) } else { None };
         let choice = |r: usize, score: &[u32]| -> Choice {
             match rows {
-                Some(all) => choose(&all[r * vocab..(r + 1) * vocab], top, score),
+                Some(all) => choose(&all[r * vocab..(r + 1) * vocab], batch.top_logprobs, score),
                 None => Choice { token: ids[r], ..Default::default() },
             }
         };
@@ -572,12 +669,15 @@ impl Backend for MlxBackend {
     }
 
     fn clear(&mut self, slot: Slot) {
+        // A graph built ahead assumed the caches as the last step left them.
+        self.ahead = None;
         if let Some(l) = self.lens.get_mut(slot as usize) {
             *l = 0;
         }
     }
 
     fn truncate(&mut self, slot: Slot, len: u32) -> Result<(), BackendError> {
+        self.ahead = None;
         // Positions are written in place: what lies past `len` is never read again.
         let l = self.lens.get_mut(slot as usize).ok_or_else(|| BackendError::Step(format!("truncate: no slot {slot}")))?;
         *l = (*l).min(len as usize);
@@ -605,6 +705,7 @@ impl Backend for MlxBackend {
     }
 
     fn load_state(&mut self, slot: Slot, state: &[u8], positions: u32) -> Result<(), BackendError> {
+        self.ahead = None;
         let s = slot as usize;
         if s >= self.caches.len() {
             return Err(BackendError::Step(format!("load state: no slot {slot}")));
@@ -628,6 +729,7 @@ impl Backend for MlxBackend {
     }
 
     fn copy_prefix(&mut self, from: Slot, to: Slot, len: u32) -> Result<(), BackendError> {
+        self.ahead = None;
         let (f, t, n) = (from as usize, to as usize, len as usize);
         if f >= self.caches.len() || t >= self.caches.len() {
             return Err(BackendError::Step(format!(

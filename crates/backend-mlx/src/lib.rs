@@ -119,15 +119,25 @@ impl std::str::FromStr for WeightMode {
 }
 
 /// Backend options beyond the engine's `LoadSpec`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options {
     pub weights: WeightMode,
     /// Run on MLX's CPU device instead of the GPU (also chosen by `LoadSpec::gpu_layers == Some(0)`).
     pub cpu: bool,
+    /// Build each decode step's graph while the step before it evaluates (on unless the
+    /// setting `overlap` is `off`; off only to measure what it is worth).
+    pub overlap: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options { weights: WeightMode::AsLoaded, cpu: false, overlap: true }
+    }
 }
 
 impl Options {
-    /// Options from the load's settings: `weights` (as-loaded, q4) and `device` (gpu, cpu).
+    /// Options from the load's settings: `weights` (as-loaded, q4), `device` (gpu, cpu) and
+    /// `overlap` (on, off).
     pub fn from_spec(spec: &lx_engine::backend::LoadSpec) -> Result<Self, String> {
         spec.settings_of(lx_engine::kind::BackendKind::Mlx)?;
         let weights = spec.setting("weights").map_or(Ok(WeightMode::AsLoaded), str::parse)?;
@@ -137,7 +147,12 @@ impl Options {
             Some(s) if s.is_empty() || s == "gpu" || s == "metal" => false,
             Some(other) => return Err(format!("unknown MLX device `{other}` (gpu, cpu)")),
         };
-        Ok(Self { weights, cpu })
+        let overlap = match spec.setting("overlap").map(str::to_ascii_lowercase).as_deref() {
+            None | Some("" | "on" | "1" | "true") => true,
+            Some("off" | "0" | "false") => false,
+            Some(other) => return Err(format!("unknown MLX overlap `{other}` (on, off)")),
+        };
+        Ok(Self { weights, cpu, overlap })
     }
 }
 
@@ -161,6 +176,21 @@ mod tests {
             assert!(why.contains("macOS") || why.contains("Xcode"), "{why}");
         }
         assert_eq!(available(), unavailable().is_none());
+    }
+
+    #[test]
+    fn overlap_is_on_unless_turned_off() {
+        let with = |v: Option<&str>| {
+            let mut spec = lx_engine::backend::LoadSpec::default();
+            if let Some(v) = v {
+                spec.settings.insert("overlap".into(), v.into());
+            }
+            Options::from_spec(&spec).map(|o| o.overlap)
+        };
+        assert_eq!(with(None), Ok(true));
+        assert_eq!(with(Some("off")), Ok(false));
+        assert_eq!(with(Some("ON")), Ok(true));
+        assert_eq!(with(Some("sometimes")), Err("unknown MLX overlap `sometimes` (on, off)".to_string()));
     }
 
     #[test]

@@ -61,7 +61,7 @@ fn load(slots: usize, ctx: usize, weights: WeightMode) -> MlxBackend {
 }
 
 fn load_at(model: &Path, slots: usize, ctx: usize, weights: WeightMode) -> MlxBackend {
-    MlxBackend::load_with(&LoadSpec { model_path: model.to_path_buf(), ..spec(slots, ctx) }, &Options { weights, cpu: false })
+    MlxBackend::load_with(&LoadSpec { model_path: model.to_path_buf(), ..spec(slots, ctx) }, &Options { weights, ..Options::default() })
         .unwrap_or_else(|e| panic!("MLX cannot load {}: {e}", model.display()))
 }
 

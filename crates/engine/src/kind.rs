@@ -108,7 +108,7 @@ impl BackendKind {
                 own_loader: false,
                 gpu_features: &[],
                 gpu_on_macos: true,
-                settings: &[("device", "LX_MLX_DEVICE"), ("weights", "LX_MLX_WEIGHTS")],
+                settings: &[("device", "LX_MLX_DEVICE"), ("weights", "LX_MLX_WEIGHTS"), ("overlap", "LX_MLX_OVERLAP")],
             },
         }
     }
