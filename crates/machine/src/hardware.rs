@@ -167,6 +167,23 @@ pub fn resident_bytes(pid: u32) -> Option<u64> {
     sys.process(pid).map(|p| p.memory())
 }
 
+/// The CPU features of [`cpu_features`]' list that this build was compiled to use
+/// (`-C target-cpu`; llama.cpp's ggml follows the same flags, which its build script is given).
+/// A build for a lesser CPU runs the same machine slower, so a comparison of machines says
+/// which build measured.
+pub fn compiled_for() -> Vec<String> {
+    #[allow(unused_mut)]
+    let mut out: Vec<String> = Vec::new();
+    macro_rules! compiled {
+        ($($f:tt),*) => { $( if cfg!(target_feature = $f) { out.push($f.to_string()); } )* };
+    }
+    #[cfg(target_arch = "x86_64")]
+    compiled!("sse4.2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vnni", "avxvnni");
+    #[cfg(target_arch = "aarch64")]
+    compiled!("neon", "dotprod", "i8mm", "fp16", "sve");
+    out
+}
+
 fn cpu_features() -> Vec<String> {
     #[allow(unused_mut)]
     let mut out: Vec<String> = Vec::new();
@@ -196,6 +213,10 @@ mod tests {
         assert!(hw.logical_cores >= hw.physical_cores, "every core runs at least one hardware thread: {} logical, {} physical", hw.logical_cores, hw.physical_cores);
         assert!(hw.memory_bytes > 0);
         assert_eq!(hw.arch, std::env::consts::ARCH);
+        // A build runs only where the CPU has what it was compiled for.
+        for f in super::compiled_for() {
+            assert!(hw.cpu_features.contains(&f), "compiled for {f}, which this CPU lacks ({:?})", hw.cpu_features);
+        }
     }
 
     #[test]

@@ -15,3 +15,4 @@ pub mod transfer;
 pub mod decision;
 pub mod studies;
 pub mod bench;
+mod versioned;

@@ -393,17 +393,14 @@ impl RunFile {
 
     /// [`read`](Self::read) for a file's contents; `path` names it in messages.
     pub fn read_bytes(bytes: &[u8], path: &Path) -> Result<Self, RunFileError> {
+        use crate::versioned::{head, Head};
         let path = || path.to_path_buf();
-        let head: serde_json::Value = serde_json::from_slice(bytes).map_err(|source| RunFileError::NotJson { path: path(), source })?;
-        if head.get("schema").and_then(|s| s.as_str()) != Some(SCHEMA) {
-            return Err(RunFileError::NotARunFile { path: path(), json: head });
+        match head(bytes, SCHEMA, SCHEMA_VERSION) {
+            Head::NotJson(source) => Err(RunFileError::NotJson { path: path(), source }),
+            Head::Other(json) => Err(RunFileError::NotARunFile { path: path(), json }),
+            Head::Newer(version) => Err(RunFileError::Newer { path: path(), version }),
+            Head::Ours(v) => serde_json::from_value(v).map_err(|source| RunFileError::Malformed { path: path(), source }),
         }
-        // Versions only ever add optional fields, so anything up to ours reads.
-        let version = head.get("schema_version").and_then(|v| v.as_u64()).unwrap_or(0);
-        if version > SCHEMA_VERSION as u64 {
-            return Err(RunFileError::Newer { path: path(), version });
-        }
-        serde_json::from_value(head).map_err(|source| RunFileError::Malformed { path: path(), source })
     }
 
     /// Write atomically (temp file in the same directory, then rename).

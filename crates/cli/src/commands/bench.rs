@@ -102,7 +102,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<i32> {
         started_unix_ms: lx_engine::date::now_unix_ms(),
         suite: suite.clone(),
         machine: Machine::new(&hardware, lx_machine::power::read()),
-        build: Build { lx_version: env!("CARGO_PKG_VERSION").into(), features: hardware.build_features.clone() },
+        build: Build { lx_version: env!("CARGO_PKG_VERSION").into(), features: hardware.build_features.clone(), compiled_for: lx_machine::hardware::compiled_for() },
         model: BenchModel::of(&record),
         backends: Vec::new(),
         sustained: None,

@@ -199,7 +199,10 @@ pub fn html(entries: &[Entry], this_machine: Option<&str>) -> String {
         row(&mut o, "GPUs", &if m.gpus.is_empty() { "none found".into() } else { m.gpus.join("; ") });
         row(&mut o, "system", &format!("{} {}", m.os, m.arch));
         row(&mut o, "power", &power_text(&m.power));
-        row(&mut o, "build", &format!("lx {}{}", e.file.build.lx_version, if e.file.build.features.is_empty() { String::new() } else { format!(" with {}", e.file.build.features.join(", ")) }));
+        let b = &e.file.build;
+        let with = if b.features.is_empty() { String::new() } else { format!(" with {}", b.features.join(", ")) };
+        let for_cpu = if b.compiled_for.is_empty() { String::new() } else { format!("; compiled for {}", b.compiled_for.join(" ")) };
+        row(&mut o, "build", &format!("lx {}{with}{for_cpu}", b.lx_version));
         row(&mut o, "fingerprint", &m.fingerprint);
         o.push_str("</dl>");
     }

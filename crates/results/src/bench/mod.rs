@@ -101,6 +101,10 @@ pub struct Build {
     pub lx_version: String,
     /// Backend features compiled in (cuda, metal, mlx, vulkan).
     pub features: Vec<String>,
+    /// The CPU features the build was compiled to use (`lx_machine::hardware::compiled_for`);
+    /// empty in files written before it was recorded.
+    #[serde(default)]
+    pub compiled_for: Vec<String>,
 }
 
 /// The model, named by its content.
@@ -264,17 +268,15 @@ pub enum BenchFileError {
 
 impl BenchFile {
     pub fn read(path: &Path) -> Result<BenchFile, BenchFileError> {
+        use crate::versioned::{head, Head};
         let p = || path.to_path_buf();
         let bytes = std::fs::read(path).map_err(|source| BenchFileError::Unreadable { path: p(), source })?;
-        let head: serde_json::Value = serde_json::from_slice(&bytes).map_err(|source| BenchFileError::NotJson { path: p(), source })?;
-        if head.get("schema").and_then(|s| s.as_str()) != Some(SCHEMA) {
-            return Err(BenchFileError::NotABenchFile { path: p() });
+        match head(&bytes, SCHEMA, SCHEMA_VERSION) {
+            Head::NotJson(source) => Err(BenchFileError::NotJson { path: p(), source }),
+            Head::Other(_) => Err(BenchFileError::NotABenchFile { path: p() }),
+            Head::Newer(version) => Err(BenchFileError::Newer { path: p(), version }),
+            Head::Ours(v) => serde_json::from_value(v).map_err(|source| BenchFileError::Malformed { path: p(), source }),
         }
-        let version = head.get("schema_version").and_then(|v| v.as_u64()).unwrap_or(0);
-        if version > SCHEMA_VERSION as u64 {
-            return Err(BenchFileError::Newer { path: p(), version });
-        }
-        serde_json::from_value(head).map_err(|source| BenchFileError::Malformed { path: p(), source })
     }
 
     /// Write atomically, with every free text made private first ([`private::scrub`]).

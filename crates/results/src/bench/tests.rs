@@ -33,7 +33,7 @@ fn file(cpu: &str, factors: &[f64], sha: &str) -> BenchFile {
         started_unix_ms: 1_796_640_744_360,
         suite,
         machine: Machine::new(&hw, lx_machine::power::Power::default()),
-        build: Build { lx_version: "0.1.0".into(), features: vec![] },
+        build: Build { lx_version: "0.1.0".into(), features: vec![], compiled_for: vec!["avx2".into()] },
         model: BenchModel { name: "gemma".into(), architecture: "gemma3".into(), parameters: 268_098_176, quantization: "Q4_K_M".into(), file_bytes: 253_000_000, sha256: Some(sha.into()), synthetic: None },
         backends: vec![BackendBench {
             name: "llama".into(),
