@@ -28,6 +28,11 @@ pub struct BenchArgs {
     /// a backend.
     #[arg(long)]
     full: bool,
+    /// The larger tier: the suite on a shape-only twin of Qwen2.5 1.5B (`--model
+    /// synth:qwen2.5-1.5b`, the same file on every machine), on each backend the machine can
+    /// hold it on, with a bound in proportion to its size.
+    #[arg(long, conflicts_with = "sustained")]
+    large: bool,
     /// Backends, comma-separated. Default: every backend of this build that runs the model.
     #[arg(long)]
     backend: Option<String>,
@@ -68,23 +73,34 @@ impl lx_results::printers::Printer for Silent {
     }
 }
 
+/// The larger tier's model (`--large`).
+const LARGE: &str = "synth:qwen2.5-1.5b";
+
 pub fn run(args: BenchArgs) -> anyhow::Result<i32> {
     if !args.rescore.is_empty() {
         for path in &args.rescore {
             let mut file = BenchFile::read(path)?;
-            file.score(Reference::of(file.suite.name).as_ref());
+            let reference = Reference::for_file(&file);
+            file.score(reference.as_ref());
             file.write_atomic(path)?;
             let scores: Vec<String> = file.backends.iter().map(|b| format!("{} {}", b.name, b.score.as_ref().map_or("no score".into(), |s| s.describe()))).collect();
             eprintln!("{}: {}", path.display(), scores.join(", "));
         }
         return Ok(0);
     }
-    let mut suite = Suite::of(if args.full { SuiteName::Full } else { SuiteName::Quick });
+    let model = if args.large {
+        anyhow::ensure!(args.model.model == "default", "--large is the suite on {LARGE}: give it or --model, not both");
+        crate::commands::ModelArg { model: LARGE.into() }.open()?
+    } else {
+        args.model.open()?
+    };
+    let model = Arc::new(model);
+    let name = if args.full { SuiteName::Full } else { SuiteName::Quick };
+    let mut suite = Suite::for_model(name, std::fs::metadata(&model.path)?.len());
     if let Some(r) = args.repetitions {
         anyhow::ensure!(r >= 1, "--repetitions: at least 1");
         suite.repetitions = r;
     }
-    let model = Arc::new(args.model.open()?);
     anyhow::ensure!((suite.longest() as usize) <= model.context_length, "the {} suite needs a context of {} tokens; this model has {}", suite.name, suite.longest(), model.context_length);
     let (backends, skipped) = backends(&args, &model)?;
     for why in &skipped {
@@ -93,7 +109,8 @@ pub fn run(args: BenchArgs) -> anyhow::Result<i32> {
     anyhow::ensure!(!backends.is_empty(), "no backend of this build runs this model");
     let hardware = lx_local::hardware_report();
     let mut record = model.record();
-    if record.sha256.is_none() && record.facts.synthetic.is_none() {
+    // A twin is written the same on every machine, so its hash names it as well as a file's.
+    if record.sha256.is_none() {
         record.sha256 = Some(lx_local::model::file_sha256(&model.path)?);
     }
     let mut file = BenchFile {
@@ -131,7 +148,7 @@ pub fn run(args: BenchArgs) -> anyhow::Result<i32> {
         return Ok(if control.stop.load(Ordering::SeqCst) { 130 } else { 0 });
     }
 
-    let reference = Reference::of(suite.name);
+    let reference = Reference::for_file(&file);
     eprintln!("{} suite on {} ({}): {}", suite.name, file.model.name, backends.join(", "), suite.shapes.iter().map(shape_text).collect::<Vec<_>>().join("; "));
     for backend in &backends {
         if control.stop.load(Ordering::SeqCst) {

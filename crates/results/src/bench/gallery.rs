@@ -57,7 +57,8 @@ pub fn load(paths: &[std::path::PathBuf]) -> (Vec<Entry>, Vec<String>) {
     for (path, named) in files {
         match BenchFile::read(&path) {
             Ok(mut file) => {
-                file.score(super::score::Reference::of(file.suite.name).as_ref());
+                let reference = super::score::Reference::for_file(&file);
+            file.score(reference.as_ref());
                 let source = path.file_name().map_or_else(|| path.display().to_string(), |f| f.to_string_lossy().into_owned());
                 entries.push(Entry { file, source });
             }
@@ -71,10 +72,11 @@ pub fn load(paths: &[std::path::PathBuf]) -> (Vec<Entry>, Vec<String>) {
 
 /// The bench files this project measured (docs/results/bench), built in: a first gallery
 /// has neighbours before the user has any file of their own.
-const SHIPPED: [(&str, &str); 3] = [
+const SHIPPED: [(&str, &str); 4] = [
     ("quick-amd-epyc-avx512-2c.json", include_str!("../../../../docs/results/bench/quick-amd-epyc-avx512-2c.json")),
     ("full-amd-epyc-avx512-2c.json", include_str!("../../../../docs/results/bench/full-amd-epyc-avx512-2c.json")),
     ("quick-amd-epyc-avx512-2c-vulkan-lavapipe.json", include_str!("../../../../docs/results/bench/quick-amd-epyc-avx512-2c-vulkan-lavapipe.json")),
+    ("quick-qwen2.5-1.5b-amd-epyc-avx512-2c.json", include_str!("../../../../docs/results/bench/quick-qwen2.5-1.5b-amd-epyc-avx512-2c.json")),
 ];
 
 /// [`SHIPPED`], scored against this build's reference.
@@ -83,7 +85,8 @@ pub fn shipped() -> Vec<Entry> {
         .iter()
         .map(|(name, text)| {
             let mut file: BenchFile = serde_json::from_str(text).expect("the shipped bench files are read by their test");
-            file.score(super::score::Reference::of(file.suite.name).as_ref());
+            let reference = super::score::Reference::for_file(&file);
+            file.score(reference.as_ref());
             Entry { file, source: format!("{name} (shipped)") }
         })
         .collect()

@@ -103,7 +103,7 @@ pub struct Build {
     pub features: Vec<String>,
     /// The CPU features the build was compiled to use (`lx_machine::hardware::compiled_for`);
     /// empty in files written before it was recorded.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub compiled_for: Vec<String>,
 }
 

@@ -10,7 +10,9 @@
 //!
 //! The reference machine is the one these figures were measured on: the means over the
 //! repetitions of llama.cpp's figures in a bench file of this repository
-//! (docs/results/bench/), on the default model. A file of another model or suite gets its
+//! (docs/results/bench/), one reference per suite and model: the default model in both
+//! suites, and a shape-only twin of Qwen2.5 1.5B (`synth:qwen2.5-1.5b`, the same file on every
+//! machine) in the quick suite, the larger tier. A file of another model or suite gets its
 //! figures but no score: a score is only defined against the same work.
 
 use serde::{Deserialize, Serialize};
@@ -66,17 +68,22 @@ impl Score {
     }
 }
 
-const QUICK: &str = include_str!("../../../../docs/results/bench/reference-quick.json");
-const FULL: &str = include_str!("../../../../docs/results/bench/reference-full.json");
+/// Every shipped reference, one per suite and model measured.
+const SHIPPED: [&str; 3] = [
+    include_str!("../../../../docs/results/bench/reference-quick.json"),
+    include_str!("../../../../docs/results/bench/reference-full.json"),
+    include_str!("../../../../docs/results/bench/reference-quick-qwen2.5-1.5b.json"),
+];
 
 impl Reference {
-    /// The reference of `suite`, where one has been measured.
-    pub fn of(suite: SuiteName) -> Option<Reference> {
-        let text = match suite {
-            SuiteName::Quick => QUICK,
-            SuiteName::Full => FULL,
-        };
-        serde_json::from_str::<Option<Reference>>(text).expect("the shipped reference files are checked by their test")
+    /// Every reference this build ships (a file holding `null` is one not measured yet).
+    pub fn shipped() -> Vec<Reference> {
+        SHIPPED.iter().filter_map(|text| serde_json::from_str::<Option<Reference>>(text).expect("the shipped reference files are checked by their test")).collect()
+    }
+
+    /// The shipped reference for `file`'s suite and model, where one has been measured.
+    pub fn for_file(file: &BenchFile) -> Option<Reference> {
+        Self::shipped().into_iter().find(|r| r.suite == file.suite.name && file.model.sha256.as_deref() == Some(r.model_sha256.as_str()))
     }
 
     /// The means of `backend`'s figures in `file` over its complete repetitions.
@@ -143,7 +150,8 @@ impl BenchFile {
                 }
                 None => {
                     b.score = None;
-                    b.notes.push(format!("no score: no reference machine has been measured for the {} suite", self.suite.name));
+                    let measured: Vec<String> = Reference::shipped().iter().map(|r| format!("{} in the {} suite", r.model, r.suite)).collect();
+                    b.notes.push(format!("no score: the reference machine has not measured this model in the {} suite (it has: {})", self.suite.name, measured.join("; ")));
                 }
             }
         }

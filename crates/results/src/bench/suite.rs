@@ -48,6 +48,9 @@ pub struct Suite {
     pub bound_s: f64,
 }
 
+/// The file the suites' bounds are set for: the default model, Gemma 3 270M Q4_K_M.
+const BOUND_MODEL_BYTES: f64 = 253_113_024.0;
+
 fn shape(name: &str, prompt_tokens: u32, max_tokens: u32, clients: usize, requests: usize, warmup: usize) -> Shape {
     Shape { name: name.into(), prompt_tokens, max_tokens, clients, requests, warmup }
 }
@@ -75,6 +78,15 @@ impl Suite {
                 bound_s: 900.0,
             },
         }
+    }
+
+    /// `name` for a model file of `file_bytes`: the suites' bounds are set for the default
+    /// model, and a larger model reads that many more bytes a token, so its bound grows in
+    /// proportion (a smaller one keeps the suite's).
+    pub fn for_model(name: SuiteName, file_bytes: u64) -> Suite {
+        let mut s = Suite::of(name);
+        s.bound_s *= (file_bytes as f64 / BOUND_MODEL_BYTES).max(1.0);
+        s
     }
 
     /// The shape a point of `prompt_tokens`, `max_tokens` and `clients` measured.
@@ -105,5 +117,14 @@ mod tests {
             assert!(s.shapes.iter().any(|x| x.clients == 1) && s.shapes.iter().any(|x| x.clients > 1), "one client and several");
         }
         assert!(Suite::of(SuiteName::Full).longest() > Suite::of(SuiteName::Quick).longest());
+    }
+
+    #[test]
+    fn a_larger_model_gets_a_bound_in_proportion_and_a_smaller_one_the_suites() {
+        let quick = Suite::of(SuiteName::Quick);
+        assert_eq!(Suite::for_model(SuiteName::Quick, 98_362_432), quick);
+        let large = Suite::for_model(SuiteName::Quick, 4 * 253_113_024);
+        assert_eq!(large.bound_s, 4.0 * quick.bound_s);
+        assert_eq!(Suite { bound_s: quick.bound_s, ..large }, quick, "only the bound changes");
     }
 }

@@ -106,11 +106,15 @@ fn a_repetition_with_a_missing_rate_is_left_out_and_without_any_there_is_no_scor
     assert!(other_model.backends[0].notes[0].contains("measured gemma (sha256 a5fd3b62230a…), not this model"), "{:?}", other_model.backends[0].notes);
     let mut unreferenced = file("Other CPU", &[1.0, 1.0], SHA);
     unreferenced.score(None);
-    assert!(unreferenced.backends[0].notes[0].contains("no reference machine has been measured for the quick suite"));
+    assert!(unreferenced.backends[0].notes[0].contains("no score: the reference machine has not measured this model in the quick suite (it has: "));
 }
 
-/// The reference machine's bench files, whose llama means are the references.
-const REFERENCE_SOURCES: [(SuiteName, &str); 2] = [(SuiteName::Quick, "quick-amd-epyc-avx512-2c.json"), (SuiteName::Full, "full-amd-epyc-avx512-2c.json")];
+/// The shipped references, each with the reference machine's bench file whose llama means it is.
+const REFERENCE_SOURCES: [(&str, &str); 3] = [
+    ("reference-quick.json", "quick-amd-epyc-avx512-2c.json"),
+    ("reference-full.json", "full-amd-epyc-avx512-2c.json"),
+    ("reference-quick-qwen2.5-1.5b.json", "quick-qwen2.5-1.5b-amd-epyc-avx512-2c.json"),
+];
 
 /// `LX_BLESS=1` writes the references again from their bench files (after a new reference
 /// measurement); without it, the shipped ones must be what those files give.
@@ -118,26 +122,32 @@ const REFERENCE_SOURCES: [(SuiteName, &str); 2] = [(SuiteName::Quick, "quick-amd
 fn the_shipped_references_are_the_means_of_their_bench_files() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results/bench");
     if std::env::var("LX_BLESS").is_ok_and(|v| v == "1") {
-        for (suite, source) in REFERENCE_SOURCES {
+        for (name, source) in REFERENCE_SOURCES {
             let file = BenchFile::read(&dir.join(source)).unwrap();
             let reference = Reference::from_bench(&file, "llama", source).unwrap();
-            std::fs::write(dir.join(format!("reference-{suite}.json")), serde_json::to_string_pretty(&reference).unwrap() + "\n").unwrap();
+            std::fs::write(dir.join(name), serde_json::to_string_pretty(&reference).unwrap() + "\n").unwrap();
         }
         return;
     }
-    for suite in [SuiteName::Quick, SuiteName::Full] {
-        let Some(reference) = Reference::of(suite) else { continue };
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/results/bench").join(&reference.source);
-        let source = BenchFile::read(&path).unwrap();
+    let shipped = Reference::shipped();
+    assert_eq!(shipped.len(), REFERENCE_SOURCES.len(), "every shipped reference has its bench file");
+    for (name, source_name) in REFERENCE_SOURCES {
+        let reference: Reference = serde_json::from_str(&std::fs::read_to_string(dir.join(name)).unwrap()).unwrap();
+        assert!(shipped.contains(&reference), "{name} is built in");
+        assert_eq!(reference.source, source_name);
+        let source = BenchFile::read(&dir.join(source_name)).unwrap();
         let again = Reference::from_bench(&source, &reference.backend, &reference.source).unwrap();
         // JSON's decimal text holds a float to its last bit or so.
         let close = |a: f64, b: f64| (a - b).abs() <= 1e-12 * a.abs().max(b.abs());
         let same = again.figures.len() == reference.figures.len()
             && again.figures.iter().zip(&reference.figures).all(|(a, b)| a.shape == b.shape && close(a.prefill_tps, b.prefill_tps) && close(a.decode_tps, b.decode_tps));
-        assert!(same && Reference { figures: vec![], ..again.clone() } == Reference { figures: vec![], ..reference.clone() }, "{suite}: docs/results/bench/reference-{suite}.json is not what {} gives: {again:?}", reference.source);
-        assert_eq!(source.suite, Suite::of(suite), "{suite}: the reference ran the suite this build runs");
+        assert!(same && Reference { figures: vec![], ..again.clone() } == Reference { figures: vec![], ..reference.clone() }, "docs/results/bench/{name} is not what {} gives: {again:?}", reference.source);
+        assert_eq!(source.suite, Suite::for_model(reference.suite, source.model.file_bytes), "{name}: the reference ran the suite this build runs");
+        assert_eq!(Reference::for_file(&source).as_ref(), Some(&reference), "{source_name} is scored against {name}");
     }
-    assert!(Reference::of(SuiteName::Quick).is_some() && Reference::of(SuiteName::Full).is_some(), "both suites have a reference machine");
+    for suite in [SuiteName::Quick, SuiteName::Full] {
+        assert!(shipped.iter().any(|r| r.suite == suite), "the {suite} suite has a reference machine");
+    }
 }
 
 #[test]
@@ -192,7 +202,7 @@ fn the_gallery_sets_machines_side_by_side_marks_this_one_and_fetches_nothing() {
     assert!(page.contains("(this machine)") && page.contains("class=\"mine\""));
     assert!(page.contains("<option>Fast &lt;CPU&gt;</option>") && page.contains("<option>no GPU</option>"));
     assert!(!page.contains("src=") && !page.contains("href=\"http"), "nothing is fetched");
-    assert!(page.contains("no score: no reference machine has been measured for the full suite"), "a file of another suite says why it has no score");
+    assert!(page.contains("no score: the reference machine has not measured this model in the full suite"), "a file of another suite says why it has no score");
     // A sustained run alone is drawn over time and adds no section of its own.
     let mut sustained = file("Laptop CPU", &[1.0], SHA);
     sustained.backends.clear();
