@@ -373,9 +373,8 @@ fn print_backend(b: &BackendBench, suite: &Suite) {
             f.peak_rss_mib.map_or("—".into(), |m| format!("{m:.0}"))
         );
     }
-    match &b.score {
-        Some(s) => println!("score {} against {} (100), from {} repetitions", s.describe(), s.reference, s.each.len()),
-        None => {}
+    if let Some(s) = &b.score {
+        println!("score {} against {} (100), from {} repetitions", s.describe(), s.reference, s.each.len());
     }
     for n in &b.notes {
         println!("note: {n}");
