@@ -76,14 +76,18 @@ const SHIPPED: [&str; 3] = [
 ];
 
 impl Reference {
-    /// Every reference this build ships (a file holding `null` is one not measured yet).
-    pub fn shipped() -> Vec<Reference> {
-        SHIPPED.iter().filter_map(|text| serde_json::from_str::<Option<Reference>>(text).expect("the shipped reference files are checked by their test")).collect()
+    /// Every reference this build ships (a file holding `null` is one not measured yet),
+    /// parsed once.
+    pub fn shipped() -> &'static [Reference] {
+        static SHIPPED_REFERENCES: std::sync::OnceLock<Vec<Reference>> = std::sync::OnceLock::new();
+        SHIPPED_REFERENCES.get_or_init(|| {
+            SHIPPED.iter().filter_map(|text| serde_json::from_str::<Option<Reference>>(text).expect("the shipped reference files are checked by their test")).collect()
+        })
     }
 
     /// The shipped reference for `file`'s suite and model, where one has been measured.
     pub fn for_file(file: &BenchFile) -> Option<Reference> {
-        Self::shipped().into_iter().find(|r| r.suite == file.suite.name && file.model.sha256.as_deref() == Some(r.model_sha256.as_str()))
+        Self::shipped().iter().find(|r| r.suite == file.suite.name && file.model.sha256.as_deref() == Some(r.model_sha256.as_str())).cloned()
     }
 
     /// The means of `backend`'s figures in `file` over its complete repetitions.
