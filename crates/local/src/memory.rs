@@ -5,7 +5,9 @@
 //! numbers (those two are counted exactly; the rest is an estimate), before the machine
 //! starts swapping or the worker is killed half-way. `lx fit` plans with the same figures.
 
-use std::time::{Duration, Instant};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
 
 use lx_engine::backend::LoadSpec;
 use lx_engine::footprint::{mib, Footprint};
@@ -23,7 +25,7 @@ pub fn in_system_memory(spec: &LoadSpec) -> bool {
 pub fn footprint(backend: &str, spec: &LoadSpec, runtime: u64) -> Result<Footprint, String> {
     let setting = |name: &str| spec.setting(name).map(str::to_string);
     let one = |path: &std::path::Path, runtime: u64| -> Result<Footprint, String> {
-        let g = GgufFile::open(path).map_err(|e| e.to_string())?;
+        let g = header(path)?;
         let spec = LoadSpec { model_path: path.to_path_buf(), ..spec.clone() };
         let Some(kind) = crate::BackendKind::of(backend) else { return Err(format!("no memory figures for backend `{backend}`")) };
         match kind {
@@ -50,6 +52,29 @@ pub fn footprint(backend: &str, spec: &LoadSpec, runtime: u64) -> Result<Footpri
         (f.weights, f.kv_cache, f.scratch) = (f.weights + d.weights, f.kv_cache + d.kv_cache, f.scratch.max(d.scratch));
     }
     Ok(f)
+}
+
+/// `path`'s parsed header, kept for the calls after: a fit search asks for dozens of
+/// footprints of one file, and parsing a vocabulary of 150,000 tokens again each time made
+/// `lx fit` spend seconds in it. A file changed since (its size or time) is read again.
+fn header(path: &Path) -> Result<Arc<GgufFile>, String> {
+    type Kept = Vec<(PathBuf, Option<SystemTime>, u64, Arc<GgufFile>)>;
+    /// The model and its draft, and a model opened before them.
+    const KEEP: usize = 3;
+    static KEPT: Mutex<Kept> = Mutex::new(Vec::new());
+    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let (modified, len) = (meta.modified().ok(), meta.len());
+    let mut kept = KEPT.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some((.., g)) = kept.iter().find(|(p, m, l, _)| p == path && *m == modified && *l == len) {
+        return Ok(g.clone());
+    }
+    let g = Arc::new(GgufFile::open(path).map_err(|e| e.to_string())?);
+    kept.retain(|(p, ..)| p != path);
+    if kept.len() == KEEP {
+        kept.remove(0);
+    }
+    kept.push((path.to_path_buf(), modified, len, g.clone()));
+    Ok(g)
 }
 
 /// The resident memory of `backend`'s worker process before it loads anything, measured
@@ -118,6 +143,21 @@ pub fn check(spec: &LoadSpec, f: &Footprint, available: u64) -> Result<(), Strin
 mod tests {
     use super::*;
     use lx_engine::backend::{KvType, KvTypes};
+
+    /// A header is parsed once for many footprints, and again once its file changes.
+    #[test]
+    fn a_header_is_kept_until_its_file_changes() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("m.gguf");
+        let write = |name: &str| lx_format::gguf::GgufWriter::new().kv("general.name", name).write(&path).unwrap();
+        write("first");
+        let (a, b) = (header(&path).unwrap(), header(&path).unwrap());
+        assert!(Arc::ptr_eq(&a, &b), "the second call is answered from the kept header");
+        write("second, longer");
+        assert_eq!(header(&path).unwrap().get_str("general.name").unwrap(), "second, longer");
+        std::fs::remove_file(&path).unwrap();
+        assert!(header(&path).unwrap_err().contains("m.gguf"), "a file gone is an error, not the kept header");
+    }
 
     fn spec(slots: usize, ctx: usize) -> LoadSpec {
         LoadSpec { model_path: lx_models::default_model_path(), threads: 0, slots, ctx_per_slot: ctx, max_batch_tokens: 512, gpu_layers: Some(0), ..Default::default() }
