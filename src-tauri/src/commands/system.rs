@@ -91,7 +91,7 @@ pub struct FitPlan {
     /// The most sequences that fit at the full context.
     pub most_at_full: usize,
     /// One sequence at the full context, split into what holds it.
-    pub one_at_full: Option<lx_engine::footprint::Footprint>,
+    pub one_at_full: lx_engine::footprint::Footprint,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, ts_rs::TS)]
@@ -121,7 +121,7 @@ pub async fn memory_fit(state: tauri::State<'_, crate::state::AppState>) -> CmdR
                     backend: b.clone(),
                     longest: p.longest.iter().map(|(n, l)| FitLongest { sequences: *n, context: l.map(|(c, _)| c) }).collect(),
                     most_at_full: p.most_at_full.map_or(0, |(n, _)| n),
-                    one_at_full: Some(p.one_at_full),
+                    one_at_full: p.one_at_full,
                 });
             }
         }

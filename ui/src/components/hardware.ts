@@ -88,7 +88,7 @@ export class HardwarePanel {
     for (const p of fit.plans) {
       const longest = p.longest.map((l) => (l.context === null ? "none" : l.context >= fit.full_context ? "all" : num(l.context)));
       const f = p.one_at_full;
-      const need = h("td", f ? { title: `${gib(f.weights)} weights, ${gib(f.kv_cache)} KV cache, ${gib(f.scratch)} buffers, ${gib(f.runtime)} process` } : {}, f ? gib(f.weights + f.kv_cache + f.scratch + f.runtime) : "—");
+      const need = h("td", { title: `${gib(f.weights)} weights, ${gib(f.kv_cache)} KV cache, ${gib(f.scratch)} buffers, ${gib(f.runtime)} process` }, gib(f.weights + f.kv_cache + f.scratch + f.runtime));
       const cells = [backendLabel(p.backend), p.kv, ...longest, num(p.most_at_full)].map((c) => h("td", {}, c));
       this.fitRows.append(h("tr", { "data-backend": p.backend }, ...cells, need));
     }

@@ -462,8 +462,7 @@ export interface DepthPoint {
 }
 
 function depthPointOf(p: PointFigures, saved: string): DepthPoint | null {
-  const fixed = p.prompt_tokens_from == null && p.max_tokens_from == null && p.rate == null && p.repetition == null;
-  if (!fixed || p.requests === 0 || p.prefill_tps.count === 0 || p.decode_tps.count === 0) return null;
+  if (!closedLoopAtFixedLengths(p) || p.requests === 0 || p.prefill_tps.count === 0 || p.decode_tps.count === 0) return null;
   return { backend: p.backend, policy: p.policy, promptTokens: p.prompt_tokens - p.depth, maxTokens: p.max_tokens, concurrency: p.concurrency, depth: p.depth, prefillTps: p.prefill_tps.p50, decodeTps: p.decode_tps.p50, saved };
 }
 
@@ -495,5 +494,10 @@ function sizePoint(p: PointFigures): boolean {
 /** The curves are closed-loop points at fixed lengths in an empty context; drawn lengths,
  * arrival rates, depths and repetitions stay in a sweep's table and run file. */
 export function curvePoint(p: PointFigures): boolean {
-  return p.prompt_tokens_from == null && p.max_tokens_from == null && p.rate == null && p.repetition == null && p.depth === 0;
+  return closedLoopAtFixedLengths(p) && p.depth === 0;
+}
+
+/** No drawn lengths, no arrival rate, not one of a point's repetitions. */
+function closedLoopAtFixedLengths(p: PointFigures): boolean {
+  return p.prompt_tokens_from == null && p.max_tokens_from == null && p.rate == null && p.repetition == null;
 }

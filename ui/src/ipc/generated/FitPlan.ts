@@ -19,4 +19,4 @@ most_at_full: number,
 /**
  * One sequence at the full context, split into what holds it.
  */
-one_at_full: Footprint | null, };
+one_at_full: Footprint, };
