@@ -16,7 +16,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-TEXT = os.path.join(HERE, "..", "drivers", "texts", "devils-dictionary.txt")
+TEXT = os.path.join(HERE, "..", "run", "texts", "devils-dictionary.txt")
 # What llama-perplexity prints, and the name our file gives the same figure.
 FIGURES = {
     "mean_kl": r"Mean\s+KLD:\s+([-0-9.e]+)",
