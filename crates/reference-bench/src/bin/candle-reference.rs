@@ -1,6 +1,6 @@
 //! `candle-reference`: our candle backend against candle's own model for the same
 //! architecture (candle-transformers' `quantized_gemma3` for Gemma 3, `quantized_llama` for
-//! the llama family), on the same GGUF, the same threads, in the same process and run.
+//! the llama family, `quantized_qwen2` for Qwen2), on the same GGUF, the same threads, in the same process and run.
 //!
 //! The rounds, figures and ratios are the shared harness's (`lx_reference_bench`).
 //!
@@ -54,6 +54,8 @@ struct Args {
 enum Reference {
     Gemma3 { loaded: candle_transformers::models::quantized_gemma3::ModelWeights, live: candle_transformers::models::quantized_gemma3::ModelWeights },
     Llama { loaded: candle_transformers::models::quantized_llama::ModelWeights, live: candle_transformers::models::quantized_llama::ModelWeights },
+    /// Not `Clone`, but its cache can be cleared.
+    Qwen2(candle_transformers::models::quantized_qwen2::ModelWeights),
 }
 
 impl Reference {
@@ -70,7 +72,8 @@ impl Reference {
                 let m = candle_transformers::models::quantized_llama::ModelWeights::from_gguf(content, &mut file, &device)?;
                 Reference::Llama { live: m.clone(), loaded: m }
             }
-            other => bail!("no candle-transformers reference for architecture `{other}` here (gemma3, llama)"),
+            "qwen2" => Reference::Qwen2(candle_transformers::models::quantized_qwen2::ModelWeights::from_gguf(content, &mut file, &device)?),
+            other => bail!("no candle-transformers reference for architecture `{other}` here (gemma3, llama, qwen2)"),
         })
     }
 
@@ -79,6 +82,7 @@ impl Reference {
         let logits = match self {
             Reference::Gemma3 { live, .. } => live.forward(&x, pos)?,
             Reference::Llama { live, .. } => live.forward(&x, pos)?,
+            Reference::Qwen2(live) => live.forward(&x, pos)?,
         };
         let mut next = Vec::new();
         for b in 0..logits.dim(0)? {
@@ -93,6 +97,7 @@ impl Steps for Reference {
         match self {
             Reference::Gemma3 { loaded, live } => *live = loaded.clone(),
             Reference::Llama { loaded, live } => *live = loaded.clone(),
+            Reference::Qwen2(live) => live.clear_kv_cache(),
         }
         self.forward(vec![ids.to_vec(); batch], 0)
     }
@@ -118,7 +123,8 @@ fn main() -> Result<()> {
     let reference_name = match setup.architecture.as_str() {
         "gemma3" => "candle-transformers quantized_gemma3",
         "llama" => "candle-transformers quantized_llama",
-        other => bail!("no candle-transformers reference for architecture `{other}` (gemma3, llama)"),
+        "qwen2" => "candle-transformers quantized_qwen2",
+        other => bail!("no candle-transformers reference for architecture `{other}` (gemma3, llama, qwen2)"),
     };
     let spec = setup.load_spec(args.threads);
     let mut contenders: Vec<(String, Box<dyn Contender>)> = Vec::new();
