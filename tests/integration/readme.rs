@@ -67,6 +67,7 @@ const PAGES: &[(&str, &[&str])] = &[
             "docs/results/mlx-cpu-pp64-256-c1-4.json",
             "docs/results/smollm2-llama-candle-pp64-256-c1-4.json",
             "docs/results/depth-llama-candle-pp64-tg64.json",
+            "docs/results/depth-llama-candle-mlx-pp64-tg64.json",
             "docs/results/depth-reference-gemma3-270m-amd-avx512.json",
             "docs/results/batching-pp128-c8-serial.json",
             "docs/results/batching-pp128-c8-static.json",
