@@ -42,6 +42,7 @@ const PAGES: &[(&str, &[&str])] = &[
         &[
             "docs/results/memory-fit-gemma3-270m-amd-avx512.json",
             "docs/results/memory-fit-smollm2-135m-amd-avx512.json",
+            "docs/results/memory-fit-qwen2.5-coder-1.5b-amd-avx512.json",
             "docs/results/memory-fit-synth-llama3.2-1b-amd-avx512.json",
             "docs/results/memory-fit-synth-llama3.2-3b-amd-avx512.json",
             "docs/results/memory-fit-synth-llama3.1-8b-amd-avx512.json",
