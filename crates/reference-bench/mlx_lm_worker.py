@@ -97,13 +97,13 @@ def config_from(reader, arch, vocab):
             "sliding_window_pattern": 6,
             "rope_local_base_freq": 10000.0,
         }
-    if arch == "llama":
+    if arch in ("llama", "qwen2"):
         return common | {
-            "model_type": "llama",
+            "model_type": arch,
             "head_dim": hidden // heads,
             "tie_word_embeddings": not any(t.name == "output.weight" for t in reader.tensors),
         }
-    raise ValueError(f"no mlx-lm conversion here for architecture `{arch}` (gemma3, llama)")
+    raise ValueError(f"no mlx-lm conversion here for architecture `{arch}` (gemma3, llama, qwen2)")
 
 
 def unpermute(w, heads):
@@ -118,7 +118,8 @@ def hf_weights(reader, arch, config):
     for t in reader.tensors:
         values = gguf.quants.dequantize(t.data, t.tensor_type).astype(np.float32)
         values = values.reshape(tuple(reversed([int(d) for d in t.shape])))
-        base = t.name.removesuffix(".weight")
+        # Qwen2's query, key and value projections have biases ("blk.N.attn_q.bias").
+        base, _, kind = t.name.rpartition(".")
         if base == "token_embd":
             name = "model.embed_tokens"
         elif base == "output_norm":
@@ -140,7 +141,7 @@ def hf_weights(reader, arch, config):
             values = unpermute(values, config["num_key_value_heads"])
         # Matrices as a converted f16 checkpoint holds them; vectors (norms) exact.
         dtype = np.float16 if values.ndim == 2 else np.float32
-        out[f"{name}.weight"] = mx.array(values.astype(dtype))
+        out[f"{name}.{kind}"] = mx.array(values.astype(dtype))
     return out
 
 
