@@ -102,6 +102,7 @@ const PAGES: &[(&str, &[&str])] = &[
             "docs/results/fidelity-qwen2.5-coder-1.5b-mlx-1-chunk-amd-avx512.json",
             "docs/results/fidelity-check-gemma3-270m-amd-avx512.json",
             "docs/results/fidelity-check-smollm2-135m-amd-avx512.json",
+            "docs/results/fidelity-check-qwen2.5-coder-1.5b-amd-avx512.json",
             "docs/results/fidelity-check-gemma3-270m-against-q4_0-head-amd-avx512.json",
             "docs/results/sweep-fidelity-gemma3-270m-amd-avx512.json",
             "docs/results/demo-fidelity.json",
