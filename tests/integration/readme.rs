@@ -112,6 +112,8 @@ const PAGES: &[(&str, &[&str])] = &[
             "docs/results/advise-chat-llama-policies.json",
             "docs/results/advise-chat-llama.json",
             "docs/results/advise-chat-llama-3m-untuned.json",
+            "docs/results/advise-chat-qwen2.5-coder-1.5b-llama.json",
+            "docs/results/demo-prompt-length-qwen2.5-coder-1.5b.json",
             "docs/results/demo-disaggregation.json",
             "docs/results/demo-disaggregation-servers.json",
             "docs/results/disaggregated-transfer-pipe.json",
