@@ -27,6 +27,7 @@ pub mod bare_loop;
 pub mod memory;
 pub mod model;
 pub mod quant;
+pub mod tiles;
 
 pub use lx_format::arch::{Activation, Arch, Config, RopeStyle, SUPPORTED_ARCHITECTURES};
 pub use model::{KvCache, Model, LoadOptions, RopeTable, Rows, WeightFormat};

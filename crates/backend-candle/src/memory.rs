@@ -1,6 +1,6 @@
 //! What our candle backend holds for a load, predicted from the model file ([`Footprint`]):
 //! - weights: the embedding as stored; each layer's matrices as its [`WeightFormat`] keeps
-//!   them (`dual` holds the stored copy and an f16 one, but for [`dual_keeps_quantized`]); norms and biases in f32; and on an
+//!   them (`dual` holds the stored copy and an f16 one, but for [`crate::tiles::dual_keeps_quantized`]); norms and biases in f32; and on an
 //!   x86 CPU the copy candle's quantized kernels repack a matrix into at its first product
 //!   ([`repacked_bytes`]);
 //! - KV cache: f32 keys and values for every layer at each slot's full context;
@@ -11,7 +11,9 @@
 
 use lx_engine::backend::LoadSpec;
 use lx_engine::footprint::{Footprint, BYTES_PER_VOCABULARY_ENTRY};
-use lx_format::gguf::{GgmlType, GgufFile, ModelConfig, TensorInfo};
+use lx_format::gguf::{GgmlType, GgufFile, ModelConfig};
+
+use crate::tiles::{dual_keeps_quantized, repacked_per_weight, whole_tiles};
 
 use crate::model::ATTN_Q_TILE;
 use crate::WeightFormat;
@@ -48,48 +50,6 @@ pub fn weight_bytes(g: &GgufFile, format: WeightFormat) -> u64 {
         .sum()
 }
 
-/// Whether `dual` multiplies this layer matrix through candle's quantized kernels in
-/// prefill too, and keeps no f16 copy of it: where candle's x86 kernels with VNNI repack the
-/// matrix for products of several rows (Q4_K, Q6_K and Q8_0, a Q5_0 matrix re-encoded to
-/// Q8_0 included, in whole 16-row by 256-value tiles). Those kernels prefill faster than the
-/// f16 gemm: on Qwen2.5 Coder 1.5B, whose matrices all are such, candle-reference measured
-/// 84 against 23 tok/s on one thread. Gemma 3 270M's 640-wide rows are not whole tiles, so
-/// there only the down projections qualify.
-pub fn dual_keeps_quantized(t: &TensorInfo) -> bool {
-    let held = if t.ggml_type == GgmlType::Q5_0 { GgmlType::Q8_0 } else { t.ggml_type };
-    // Measured with VNNI only (AVX-512 here): whether AVX2's kernels beat f16 is not known.
-    x86_level().1 && t.dims.len() == 2 && t.dims[0] % 256 == 0 && t.dims[1] % 16 == 0 && repacked_per_weight(held, true).is_some()
-}
-
-/// Bytes per weight of the tiles candle 0.11's x86 kernels repack a quantized matrix into
-/// (16 rows by one 256-value superblock: unpacked f32 scales beside the quants), where its
-/// kernels take that type: Q4_K always, Q6_K for products of more than one row, Q8_0 with
-/// VNNI. `None`: kept as stored.
-fn repacked_per_weight(t: GgmlType, several_rows: bool) -> Option<f64> {
-    if !cfg!(target_arch = "x86_64") || !x86_level().0 {
-        return None;
-    }
-    match t {
-        GgmlType::Q4_K => Some(3072.0 / 4096.0),
-        GgmlType::Q6_K if several_rows => Some(5120.0 / 4096.0),
-        GgmlType::Q8_0 if x86_level().1 => Some(544.0 / 512.0),
-        _ => None,
-    }
-}
-
-/// Whether candle's repacking kernels run here (AVX2 and FMA), and whether with VNNI.
-fn x86_level() -> (bool, bool) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        let vnni = (is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vnni")) || is_x86_feature_detected!("avxvnni");
-        (vnni || (is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")), vnni)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        (false, false)
-    }
-}
-
 /// The repacked copies candle makes of the matrices its quantized kernels multiply (they
 /// keep the stored ones too): each layer's matrices unless `format` dequantizes them (`dual`
 /// multiplies fewer than 16 rows through them: several only when several sequences decode
@@ -102,7 +62,7 @@ pub fn repacked_bytes(g: &GgufFile, format: WeightFormat, slots: usize) -> u64 {
     let output = if g.tensor("output.weight").is_some() { "output.weight" } else { "token_embd.weight" };
     g.tensors()
         .iter()
-        .filter(|t| t.dims.len() == 2 && t.dims[0] % 256 == 0 && t.dims[1] % 16 == 0)
+        .filter(|t| whole_tiles(t))
         .filter_map(|t| {
             let several_rows = if t.name == output {
                 slots > 1
@@ -140,30 +100,4 @@ pub fn footprint(g: &GgufFile, spec: &LoadSpec, format: WeightFormat, runtime: u
         + step * (embd * 6 + ff * 3) * 4
         + (ATTN_Q_TILE as u64).min(step) * ctx * heads * 4 * 3;
     Ok(Footprint { weights: weight_bytes(g, format) + repacked_bytes(g, format, spec.slots), kv_cache, scratch, runtime })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn matrix(ggml_type: GgmlType, cols: u64, rows: u64) -> TensorInfo {
-        TensorInfo { name: "blk.0.ffn_down.weight".into(), dims: vec![cols, rows], ggml_type, offset: 0 }
-    }
-
-    /// `dual` drops its f16 copy exactly where candle's x86 kernels with VNNI tile the stored
-    /// matrix for several rows: whole 16-row by 256-value tiles of Q4_K, Q6_K or Q8_0 (a Q5_0
-    /// matrix is held as Q8_0).
-    #[test]
-    fn dual_keeps_only_the_matrices_candle_tiles_quantized() {
-        let vnni = x86_level().1;
-        let qwen_down = matrix(GgmlType::Q4_K, 8960, 1536);
-        assert_eq!(dual_keeps_quantized(&qwen_down), vnni);
-        assert_eq!(dual_keeps_quantized(&matrix(GgmlType::Q6_K, 1536, 256)), vnni);
-        assert_eq!(dual_keeps_quantized(&matrix(GgmlType::Q5_0, 2048, 640)), vnni, "Q5_0 is held as Q8_0");
-        assert_eq!(dual_keeps_quantized(&matrix(GgmlType::Q8_0, 2048, 640)), vnni);
-        assert!(!dual_keeps_quantized(&matrix(GgmlType::Q4_K, 640, 2048)), "Gemma 3 270M's 640-wide rows are not whole tiles");
-        assert!(!dual_keeps_quantized(&matrix(GgmlType::Q4_K, 1536, 1000)), "nor are 1000 rows");
-        assert!(!dual_keeps_quantized(&matrix(GgmlType::Q4_1, 1536, 256)), "Q4_1 has no tiled kernel");
-        assert!(!dual_keeps_quantized(&TensorInfo { dims: vec![1536], ..qwen_down.clone() }), "a vector is no matrix");
-    }
 }

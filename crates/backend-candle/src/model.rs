@@ -56,7 +56,7 @@ pub enum WeightFormat {
     /// Both: [`WeightFormat::Q8_0`] for passes of few rows (decode) and f16 for passes of
     /// at least [`DUAL_MIN_ROWS`] rows (prefill), except where candle's x86 kernels repack
     /// the stored matrix for several rows and so prefill faster than f16
-    /// ([`crate::memory::dual_keeps_quantized`]): those stay quantized only. Largest in memory; on an idle CPU the
+    /// ([`crate::tiles::dual_keeps_quantized`]): those stay quantized only. Largest in memory; on an idle CPU the
     /// fastest in decode and prefill alike (the CPU default, [`crate::CPU_DEFAULT_WEIGHTS`]);
     /// on a shared one its decode can collapse (the quantized kernels' spinning pool).
     Dual,
@@ -524,7 +524,7 @@ impl Model {
                     q: Some(QMatMul::Tensor(t.dequantize(device).map_err(err)?)),
                     f16: None,
                 },
-                WeightFormat::Dual if g.tensor(name).is_some_and(crate::memory::dual_keeps_quantized) => Proj {
+                WeightFormat::Dual if g.tensor(name).is_some_and(crate::tiles::dual_keeps_quantized) => Proj {
                     q: Some(QMatMul::from_qtensor(t).map_err(err)?),
                     f16: None,
                 },

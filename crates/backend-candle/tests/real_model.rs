@@ -72,10 +72,13 @@ fn chunked_prefill_equals_whole() {
             whole.top, last.top
         );
         // Prefill passes go through f16 gemm, whose blocking (and so rounding) follows the
-        // pass's shape: the same up to ~0.1 (the f16 path is ~0.03 mean |Δlogit| from the
-        // f32 reference, five times closer than llama.cpp; see tests/parity_llamacpp.rs).
+        // pass's shape, and through the quantized kernels for the matrices candle tiles
+        // (`tiles::dual_keeps_quantized`), which round each row's activations to 8 bits, so a
+        // last-bit difference upstream can move a rounding step: the same up to ~0.15
+        // (measured 0.113 at 111 tokens in chunks of 37; a wrong mask or position is whole
+        // nats away).
         assert_eq!(whole.token, last.token, "len {len}: next token");
-        assert!(d < 0.1, "len {len}: log-probs differ by {d}");
+        assert!(d < 0.15, "len {len}: log-probs differ by {d}");
     }
 }
 
