@@ -24,19 +24,21 @@ pub struct Worker {
 }
 
 impl Worker {
-    /// Start a worker, load `spec` into it and synchronise clocks. `load_timeout` bounds
-    /// the whole start (a model load can take a while on a cold disk).
+    /// Start a worker, load `spec` into it and synchronise clocks. `load_timeout` bounds each
+    /// wait of the start; the load itself is given up only after `load_timeout` with neither
+    /// an answer nor the worker's use of the CPU ([`Worker::expect_load`]): a load can take a
+    /// while on a cold disk, and converting a large model's weights keeps a core busy for
+    /// minutes without a word.
     pub fn spawn(cmd: &WorkerCommand, spec: &LoadSpec, scheduler: &SchedulerConfig, load_timeout: Duration) -> Result<Worker, TargetError> {
         let child = LineChild::spawn(cmd, true).map_err(|source| TargetError::Spawn { program: cmd.program.display().to_string(), source })?;
         let mut w = Worker { child, info: BackendInfo::default(), load_ms: 0.0, offset_ns: 0, epoch: Instant::now() };
-        let deadline = Instant::now() + load_timeout;
-        match w.expect_reply(deadline)? {
+        match w.expect_reply(Instant::now() + load_timeout)? {
             Reply::Hello { protocol, .. } if protocol == PROTOCOL_VERSION => {}
             Reply::Hello { protocol, .. } => return Err(TargetError::Protocol(protocol)),
             other => return Err(TargetError::Unexpected(format!("{other:?}"))),
         }
         w.send(&Command::Load { spec: spec.clone(), scheduler: scheduler.clone() })?;
-        match w.expect_reply(deadline)? {
+        match w.expect_load(load_timeout)? {
             Reply::Loaded { info, load_ms } => {
                 w.info = info;
                 w.load_ms = load_ms;
@@ -47,7 +49,7 @@ impl Worker {
             }
             other => return Err(TargetError::Unexpected(format!("{other:?}"))),
         }
-        w.sync_clock(deadline)?;
+        w.sync_clock(Instant::now() + load_timeout)?;
         Ok(w)
     }
 
@@ -80,6 +82,46 @@ impl Worker {
         let status = std::fs::read_to_string(format!("/proc/{}/status", self.pid())).ok()?;
         let kib: f64 = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?.trim().trim_end_matches("kB").trim().parse().ok()?;
         Some(kib / 1024.0)
+    }
+
+    /// CPU seconds the worker process has used (user and system, its own threads; Linux only,
+    /// `None` elsewhere and once it has exited).
+    fn cpu_seconds(&self) -> Option<f64> {
+        let stat = std::fs::read_to_string(format!("/proc/{}/stat", self.pid())).ok()?;
+        // After the command name's closing parenthesis: utime and stime are the 12th and 13th
+        // fields, in the kernel's fixed 100 ticks a second.
+        let mut fields = stat.rsplit_once(')')?.1.split_whitespace().skip(11);
+        let (user, system): (f64, f64) = (fields.next()?.parse().ok()?, fields.next()?.parse().ok()?);
+        Some((user + system) / 100.0)
+    }
+
+    /// The answer to `Load`. The worker says nothing while it loads, so what tells a slow load
+    /// from a stuck one is whether it computes: it is given up (killed, [`TargetError::Hung`])
+    /// once `quiet_for` has passed with no answer and under a tenth of a core used. Where its
+    /// CPU time cannot be read, `quiet_for` bounds the whole load.
+    fn expect_load(&mut self, quiet_for: Duration) -> Result<Reply, TargetError> {
+        let look = (quiet_for / 4).clamp(Duration::from_millis(50), Duration::from_secs(5));
+        let (mut cpu, mut busy_at, mut looked_at) = (self.cpu_seconds(), Instant::now(), Instant::now());
+        loop {
+            let left = (busy_at + quiet_for).saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                self.kill();
+                return Err(TargetError::Hung(quiet_for));
+            }
+            match self.recv(left.min(look))? {
+                Some((_, Reply::Error { error })) => return Err(TargetError::Unexpected(error)),
+                Some((_, reply)) => return Ok(reply),
+                None => {
+                    let now = self.cpu_seconds();
+                    if let (Some(before), Some(after)) = (cpu, now) {
+                        if after - before >= 0.1 * looked_at.elapsed().as_secs_f64() {
+                            busy_at = Instant::now();
+                        }
+                    }
+                    (cpu, looked_at) = (now, Instant::now());
+                }
+            }
+        }
     }
 
     fn expect_reply(&mut self, deadline: Instant) -> Result<Reply, TargetError> {
@@ -229,5 +271,44 @@ impl Target for Worker {
     }
     fn peak_rss_mib(&self) -> Option<f64> {
         Worker::peak_rss_mib(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use lx_engine::scheduler::Policy;
+
+    /// A stand-in worker: says hello, takes the load, runs `loading` (shell), answers that it
+    /// loaded and then the clock pings.
+    fn worker(loading: &str) -> WorkerCommand {
+        let hello = serde_json::to_string(&Reply::Hello { protocol: PROTOCOL_VERSION, version: "test".into(), pid: 0 }).unwrap();
+        let loaded = serde_json::to_string(&Reply::Loaded { info: BackendInfo::default(), load_ms: 1.0 }).unwrap();
+        let pongs = "for n in 0 1 2 3 4 5 6; do read ping; echo '{\"reply\":\"pong\",\"nonce\":'$n',\"t\":0}'; done; read bye";
+        let script = format!("echo '{hello}'; read load; {loading}; echo '{loaded}'; {pongs}");
+        WorkerCommand { program: "sh".into(), args: vec!["-c".into(), script], env: Vec::new() }
+    }
+
+    fn spawn(loading: &str, quiet_for: Duration) -> (Result<Worker, TargetError>, Duration) {
+        let started = Instant::now();
+        let w = Worker::spawn(&worker(loading), &LoadSpec::default(), &SchedulerConfig::new(Policy::Chunked, 4, 512), quiet_for);
+        (w, started.elapsed())
+    }
+
+    /// A load that computes for four times the timeout is waited for; one that sits idle is
+    /// given up once the timeout has passed (CPU time is read where Linux shows it).
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn a_load_is_given_up_when_it_neither_answers_nor_computes() {
+        let quiet_for = Duration::from_millis(500);
+        let busy = "end=$(($(date +%s%N) + 2000000000)); while [ $(date +%s%N) -lt $end ]; do i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; done";
+        let (w, took) = spawn(busy, quiet_for);
+        assert!(w.is_ok(), "a busy load was given up after {took:?}: {:?}", w.err());
+        assert!(took >= Duration::from_secs(2), "{took:?}");
+        w.unwrap().shutdown();
+
+        let (w, took) = spawn("sleep 30", quiet_for);
+        assert!(matches!(w, Err(TargetError::Hung(t)) if t == quiet_for), "{:?}", w.err());
+        assert!(took < Duration::from_secs(10), "the idle load was given up only after {took:?}");
     }
 }
