@@ -414,16 +414,23 @@ pub struct MlxBackend {
     built_ahead: u64,
 }
 
+/// How many layers of a step built ahead [`Ahead::start`] sets computing before the engine has
+/// asked for the step: enough to cover the host's turn between two steps (about 3 ms on
+/// SmolLM2, a layer's worth), little to throw away when the next batch is another.
+const HEAD_START_LAYERS: usize = 2;
+
 /// The next decode step's graph, built on this step's argmax while MLX evaluates this step, as
 /// mlx-lm's `generate_step` does with `mx.async_eval`: building a graph is host work (a few
 /// hundred calls into MLX a step) that otherwise leaves the device idle between steps.
 ///
-/// It is built only when every chunk of the step ends in one next token, and stays lazy: the
+/// It is built only when every chunk of the step ends in one next token, and but for its first
+/// layers ([`Ahead::start`]) stays lazy: the
 /// engine may change the batch between steps (a sequence ends, another joins, a client cancels),
 /// so it is evaluated only when the next batch is exactly the one it assumed (the same slots in
 /// the same order, each fed the token this step returned at the next position, no
-/// log-probabilities) and dropped otherwise, which costs no computation. Its cache writes land
-/// past each slot's cached length until it is used, where nothing reads them.
+/// log-probabilities) and dropped otherwise, at the cost of the layers [`Ahead::start`] began.
+/// Its cache writes land past each slot's cached length until it is used, where nothing reads
+/// them.
 struct Ahead {
     /// The step it computes; its tokens are filled in once this step's are read back.
     plan: StepPlan,
@@ -456,6 +463,24 @@ impl Ahead {
             })
             .collect::<Vec<_>>();
         Some(StepPlan { tokens: Vec::new(), out_rows: (0..chunks.len() as u32).collect(), chunks, lens_after })
+    }
+
+    /// Sets MLX computing this step's first layers before the last step's tokens go back, so
+    /// that it is not idle while the host hands them over and the engine picks the next batch
+    /// (mlx-lm's loop queues its whole next step; our next batch may differ, so only a few
+    /// layers are risked). Their cache writes become the caches now: they land at each slot's
+    /// next position, past what any other step reads, and MLX writes them in place only when
+    /// nothing else holds the arrays they replace.
+    fn start(&self, caches: &mut [SlotCache]) -> MxResult<()> {
+        let mut started = Vec::new();
+        for c in &self.plan.chunks {
+            for il in 0..HEAD_START_LAYERS.min(caches[c.slot].k.len()) {
+                caches[c.slot].k[il] = self.caches[c.slot].k[il].clone();
+                caches[c.slot].v[il] = self.caches[c.slot].v[il].clone();
+                started.extend([&self.caches[c.slot].k[il], &self.caches[c.slot].v[il]]);
+            }
+        }
+        transforms::async_eval(started)
     }
 
     /// Whether `batch` is the step this graph computes.
@@ -643,6 +668,12 @@ impl Backend for MlxBackend {
             a.plan.tokens = ids.to_vec();
             a
         });
+        if let Some(a) = &self.ahead {
+            if a.start(&mut self.caches).is_err() {
+                // Only a head start lost: the step is built again if it is asked for.
+                self.ahead = None;
+            }
+        }
         let rows = if batch.wants_logprobs() { Some(logits.try_as_slice::<f32>().map_err(step_err)?) } else { None };
         let choice = |r: usize, score: &[u32]| -> Choice {
             match rows {
