@@ -58,6 +58,7 @@ const PAGES: &[(&str, &[&str])] = &[
             "docs/results/mlx-reference-gemma3-270m-amd-avx512.json",
             "docs/results/mlx-reference-smollm2-135m-amd-avx512.json",
             "docs/results/mlx-reference-qwen2.5-coder-1.5b-amd-avx512.json",
+            "docs/results/candle-reference-qwen2.5-coder-1.5b-amd-avx512-2threads.json",
             "docs/results/mlx-reference-gemma3-270m-amd-avx512-head-start.json",
             "docs/results/mlx-reference-smollm2-135m-amd-avx512-head-start.json",
             "docs/results/tune-intel-avx512-gemma3-270m.json",
