@@ -32,6 +32,7 @@ const PAGES: &[(&str, &[&str])] = &[
             "docs/results/ci-times-amd-avx512-cold-42d9533.json",
             "docs/results/ci-times-amd-avx512-cold-04ae6fe.json",
             "docs/results/ci-times-amd-avx512-cold-4ba0e73.json",
+            "docs/results/ci-times-amd-avx512-cold-d4f0fe6.json",
             "docs/results/demo-prompt-length-epyc.json",
             "docs/results/lesson-prompt-length-app.json",
             "docs/results/lesson-batching-app.json",
